@@ -1,0 +1,11 @@
+# Warning and sanitizer flags shared by every Crown target (not exported to consumers).
+add_library(crown_build_flags INTERFACE)
+target_compile_options(crown_build_flags INTERFACE
+  $<$<COMPILE_LANGUAGE:C,CXX>:-Wall -Wextra -Wpedantic>
+  $<$<AND:$<BOOL:${CROWN_WARNINGS_AS_ERRORS}>,$<COMPILE_LANGUAGE:C,CXX>>:-Werror>)
+if(CROWN_SANITIZE)
+  target_compile_options(crown_build_flags INTERFACE
+    $<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${CROWN_SANITIZE} -fno-sanitize-recover=all
+    -fno-omit-frame-pointer>)
+  target_link_options(crown_build_flags INTERFACE -fsanitize=${CROWN_SANITIZE})
+endif()

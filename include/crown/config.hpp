@@ -1,0 +1,43 @@
+// include/crown/config.hpp — CROWN_* environment variables, parsed and validated once.
+#pragma once
+#include <map>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace crown {
+
+enum class log_level { error, warn, info, debug, trace };
+/// How ranks are bound to cores. `keep` leaves the launcher's binding alone.
+enum class bind_policy { keep, core, numa, none };
+
+/// One documented variable: the README's configuration table lists exactly these.
+struct config_variable {
+  std::string_view name;
+  std::string_view default_value;
+  std::string_view description;
+};
+
+/// Every CROWN_* variable Crown reads.
+[[nodiscard]] std::span<const config_variable> config_variables();
+
+struct config {
+  log_level log = log_level::warn;
+  bind_policy bind = bind_policy::keep;
+  int fake_hosts = 1;  ///< CROWN_FAKE_HOSTS: split each real host into this many pretend hosts
+  int wait_spins = -1; ///< CROWN_WAIT_SPINS: busy polls before a wait yields; -1 = automatic
+
+  /// Parses the given variables (name -> value). Invalid values throw config_error
+  /// naming the variable, the value and what is allowed; unknown CROWN_* names are
+  /// returned in `warnings` with the closest known name.
+  static config parse(const std::map<std::string, std::string>& variables,
+                      std::vector<std::string>* warnings = nullptr);
+  /// parse() over the process environment.
+  static config from_environment(std::vector<std::string>* warnings = nullptr);
+};
+
+[[nodiscard]] std::string_view to_string(log_level);
+[[nodiscard]] std::string_view to_string(bind_policy);
+
+} // namespace crown

@@ -1,0 +1,70 @@
+// include/crown/error.hpp — the one exception hierarchy of Crown.
+#pragma once
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+namespace crown {
+
+/// Base of every exception Crown throws. what() reads
+/// "<kind>: rank <r>: <context>: <message>", where r is the calling rank in the
+/// runtime's world (or '?' before a runtime exists).
+class error : public std::runtime_error {
+public:
+  error(std::string context, std::string message);
+  [[nodiscard]] int rank() const noexcept { return rank_; } ///< -1 when unknown
+  [[nodiscard]] const std::string& context() const noexcept { return context_; }
+  [[nodiscard]] const std::string& message() const noexcept { return message_; }
+
+protected:
+  error(std::string_view kind, std::string context, std::string message);
+
+private:
+  int rank_;
+  std::string context_;
+  std::string message_;
+};
+
+/// A caller passed a value that cannot work: unknown dimension, index out of range, ...
+class argument_error : public error {
+public:
+  argument_error(std::string context, std::string message);
+};
+
+/// An operation at the wrong time: double initialisation, use after finalize,
+/// a feature that needs a thread level or transport the job does not have.
+class state_error : public error {
+public:
+  state_error(std::string context, std::string message);
+};
+
+/// A CROWN_* environment variable (or option) holds a value Crown cannot use.
+class config_error : public error {
+public:
+  config_error(std::string context, std::string message);
+};
+
+/// hwloc could not discover or apply the requested topology or binding.
+class topology_error : public error {
+public:
+  topology_error(std::string context, std::string message);
+};
+
+/// An MPI call on one of Crown's communicators returned an error
+/// (Crown sets MPI_ERRORS_RETURN on every communicator it creates).
+class mpi_error : public error {
+public:
+  mpi_error(std::string context, int code);
+  [[nodiscard]] int code() const noexcept { return code_; }
+  [[nodiscard]] int error_class() const noexcept { return class_; } ///< MPI_ERR_* class
+
+private:
+  int code_;
+  int class_;
+};
+
+/// Throws mpi_error naming `what` when `rc` is not MPI_SUCCESS. For users who call
+/// MPI directly on a mesh's communicator, which returns errors rather than aborting.
+void check_mpi(int rc, std::string_view what);
+
+} // namespace crown

@@ -1,0 +1,32 @@
+// include/crown/log.hpp — rank-prefixed logging, filtered by CROWN_LOG.
+#pragma once
+#include <crown/config.hpp>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <string_view>
+
+namespace crown {
+
+/// True when messages at `level` are printed (CROWN_LOG, default warn).
+[[nodiscard]] bool log_enabled(log_level level) noexcept;
+/// Writes one line "[crown <level> rank <r>@<host>] message" to the log sink
+/// (stderr by default); the host appears only when the job spans several hosts.
+void log_write(log_level level, std::string_view message);
+
+/// Formats its arguments with operator<< only when the level is enabled.
+template <typename... Args>
+void log(log_level level, const Args&... args) {
+  if (!log_enabled(level)) return;
+  std::ostringstream line;
+  (line << ... << args);
+  log_write(level, line.str());
+}
+
+namespace detail {
+/// Replaces the sink (tests capture lines); an empty function restores stderr.
+void set_log_sink(std::function<void(std::string_view line)> sink);
+void set_log_level(log_level level) noexcept;
+} // namespace detail
+
+} // namespace crown

@@ -1,0 +1,76 @@
+// include/crown/runtime.hpp — Crown's lifetime: MPI, configuration, topology, world mesh.
+#pragma once
+#include <crown/config.hpp>
+#include <crown/mesh.hpp>
+#include <crown/topology.hpp>
+#include <memory>
+#include <mpi.h>
+#include <string>
+#include <string_view>
+
+namespace crown {
+
+enum class thread_level { single, funneled, serialized, multiple };
+[[nodiscard]] std::string_view to_string(thread_level);
+
+/// What the job can use to move data; fixed at start-up, printed by crown-info.
+struct transport_support {
+  bool shm = true;             ///< same-host load/store (always)
+  bool mpi_rma = false;        ///< MPI windows can be created on the world
+  std::string mpi_rma_problem; ///< why not, and what to do instead
+  bool ucx = false;            ///< built with UCX
+  std::string ucx_version;
+  bool cuda = false; ///< built with CUDA and a GPU is visible
+  bool nccl = false; ///< built with NCCL
+  std::string nccl_version;
+};
+
+/// One per process, alive for as long as Crown is used.
+///
+/// Either initialises MPI itself (asking for MPI_THREAD_MULTIPLE) and then finalises
+/// it on destruction, or attaches to an MPI the application already initialised, at
+/// whatever thread level it has, and leaves finalisation to the application.
+/// Constructing a second runtime while one is alive, or any runtime after MPI was
+/// finalised, throws state_error. Meshes that outlive the runtime keep their pure
+/// operations; anything that communicates throws state_error.
+///
+/// Thread safety: construct and destroy from one thread. With MPI_THREAD_MULTIPLE,
+/// the const accessors and mesh operations may be called from any thread; mesh
+/// communicators are created under a lock, but collective calls on one mesh must
+/// still be issued in the same order on every member (MPI's rule).
+class runtime {
+public:
+  runtime();
+  runtime(int& argc, char**& argv);
+  /// Attaches to an initialised MPI and uses `comm` (duplicated) as the world.
+  explicit runtime(MPI_Comm comm);
+  ~runtime();
+  runtime(const runtime&) = delete;
+  runtime& operator=(const runtime&) = delete;
+
+  [[nodiscard]] const mesh& world() const noexcept;
+  [[nodiscard]] int rank() const noexcept; ///< rank in world()
+  [[nodiscard]] int size() const noexcept; ///< ranks in world()
+  [[nodiscard]] bool owns_mpi() const noexcept;
+  [[nodiscard]] thread_level thread_support() const noexcept;
+  [[nodiscard]] const crown::config& config() const noexcept;
+  [[nodiscard]] const crown::topology& topology() const noexcept;
+  [[nodiscard]] const transport_support& transports() const noexcept;
+  /// Throws state_error naming `feature` unless MPI runs at `needed` or above.
+  void require_thread_level(thread_level needed, std::string_view feature) const;
+
+  /// True while a runtime exists in this process.
+  [[nodiscard]] static bool active() noexcept;
+
+private:
+  runtime(int* argc, char*** argv);
+  void start(MPI_Comm comm, bool owns, int provided);
+  std::shared_ptr<detail::runtime_state> state_;
+};
+
+/// The live runtime; throws state_error if there is none (not yet, or destroyed).
+[[nodiscard]] runtime& this_runtime();
+/// The live runtime's world mesh.
+[[nodiscard]] const mesh& world();
+
+} // namespace crown

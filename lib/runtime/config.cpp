@@ -1,0 +1,118 @@
+// CROWN_* environment variables: the documented table, parsing, typo warnings.
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <crown/config.hpp>
+#include <crown/error.hpp>
+
+extern char** environ;
+
+namespace crown {
+namespace {
+
+constexpr std::array<config_variable, 4> variables{{
+    {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace."},
+    {"CROWN_BIND", "keep",
+     "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
+     "none (every core of the host)."},
+    {"CROWN_FAKE_HOSTS", "1",
+     "Split the ranks of each real host into this many pretend hosts (block-wise by local rank), "
+     "so multi-host code paths run on one machine."},
+    {"CROWN_WAIT_SPINS", "auto",
+     "Busy polls before a waiting rank yields its core; auto = 1000, or 0 when a host's ranks "
+     "outnumber its hardware threads."},
+}};
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+template <typename Enum, std::size_t N>
+Enum parse_choice(std::string_view name, const std::string& value,
+                  const std::array<Enum, N>& choices) {
+  std::string allowed;
+  for (Enum c : choices) {
+    if (value == to_string(c)) return c;
+    allowed += (allowed.empty() ? "" : ", ") + std::string(to_string(c));
+  }
+  throw config_error(std::string(name), "invalid value '" + value + "' (allowed: " + allowed + ")");
+}
+
+int parse_int(std::string_view name, const std::string& value, int minimum) {
+  int v = 0;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, v);
+  if (ec != std::errc() || ptr != end || v < minimum)
+    throw config_error(std::string(name), "invalid value '" + value + "' (expected an integer >= " +
+                                              std::to_string(minimum) + ")");
+  return v;
+}
+
+} // namespace
+
+std::span<const config_variable> config_variables() { return variables; }
+
+std::string_view to_string(log_level l) {
+  constexpr std::array<std::string_view, 5> names{"error", "warn", "info", "debug", "trace"};
+  return names.at(static_cast<std::size_t>(l));
+}
+
+std::string_view to_string(bind_policy b) {
+  constexpr std::array<std::string_view, 4> names{"keep", "core", "numa", "none"};
+  return names.at(static_cast<std::size_t>(b));
+}
+
+config config::parse(const std::map<std::string, std::string>& vars,
+                     std::vector<std::string>* warnings) {
+  config c;
+  for (const auto& [name, value] : vars) {
+    if (!name.starts_with("CROWN_")) continue;
+    if (name == "CROWN_LOG") {
+      c.log = parse_choice(name, value,
+                           std::array{log_level::error, log_level::warn, log_level::info,
+                                      log_level::debug, log_level::trace});
+    } else if (name == "CROWN_BIND") {
+      c.bind = parse_choice(
+          name, value,
+          std::array{bind_policy::keep, bind_policy::core, bind_policy::numa, bind_policy::none});
+    } else if (name == "CROWN_FAKE_HOSTS") {
+      c.fake_hosts = parse_int(name, value, 1);
+    } else if (name == "CROWN_WAIT_SPINS") {
+      c.wait_spins = value == "auto" ? -1 : parse_int(name, value, 0);
+    } else if (warnings) {
+      const auto closest =
+          std::min_element(variables.begin(), variables.end(), [&](const auto& a, const auto& b) {
+            return edit_distance(name, a.name) < edit_distance(name, b.name);
+          });
+      std::string w = "unknown environment variable " + name + " is ignored";
+      if (edit_distance(name, closest->name) <= 3)
+        w += " (did you mean " + std::string(closest->name) + "?)";
+      warnings->push_back(std::move(w));
+    }
+  }
+  return c;
+}
+
+config config::from_environment(std::vector<std::string>* warnings) {
+  std::map<std::string, std::string> vars;
+  for (char** e = environ; e && *e; ++e) {
+    const std::string_view entry(*e);
+    const auto eq = entry.find('=');
+    if (entry.starts_with("CROWN_") && eq != std::string_view::npos)
+      vars.emplace(entry.substr(0, eq), entry.substr(eq + 1));
+  }
+  return parse(vars, warnings);
+}
+
+} // namespace crown

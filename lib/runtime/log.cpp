@@ -1,0 +1,44 @@
+// Logging: one line per message, prefixed with level, rank and (multi-host) host.
+#include "runtime_state.hpp"
+#include <atomic>
+#include <crown/log.hpp>
+#include <cstdio>
+#include <mutex>
+
+namespace crown {
+namespace {
+std::atomic<log_level> g_level{log_level::warn};
+std::mutex g_sink_mutex;
+std::function<void(std::string_view)> g_sink;
+} // namespace
+
+bool log_enabled(log_level level) noexcept {
+  return static_cast<int>(level) <= static_cast<int>(g_level.load(std::memory_order_relaxed));
+}
+
+void log_write(log_level level, std::string_view message) {
+  if (!log_enabled(level)) return;
+  std::string line = "[crown " + std::string(to_string(level)) + " rank ";
+  const int rank = detail::current_rank();
+  line += rank >= 0 ? std::to_string(rank) : std::string("?");
+  if (const auto& host = detail::log_host(); !host.empty()) line += "@" + host;
+  line += "] ";
+  line += message;
+  line += '\n';
+  const std::lock_guard lock(g_sink_mutex);
+  if (g_sink) {
+    g_sink(line);
+  } else {
+    std::fwrite(line.data(), 1, line.size(), stderr);
+  }
+}
+
+namespace detail {
+void set_log_sink(std::function<void(std::string_view)> sink) {
+  const std::lock_guard lock(g_sink_mutex);
+  g_sink = std::move(sink);
+}
+void set_log_level(log_level level) noexcept { g_level.store(level, std::memory_order_relaxed); }
+} // namespace detail
+
+} // namespace crown

@@ -1,0 +1,349 @@
+// crown::runtime: MPI initialisation or attachment, start-up agreement, shutdown order.
+#include "runtime_state.hpp"
+#include <climits>
+#include <crown/build_config.hpp>
+#include <crown/detail/wait.hpp>
+#include <crown/error.hpp>
+#include <crown/log.hpp>
+#include <exception>
+#if CROWN_HAVE_UCX
+#include <ucp/api/ucp.h>
+#endif
+
+namespace crown {
+namespace detail {
+namespace {
+std::atomic<int> g_rank{-1};
+std::atomic<int> g_wait_spins{1000};
+std::string g_log_host;
+std::mutex g_current_mutex;
+std::shared_ptr<runtime_state> g_current_state;
+runtime* g_current = nullptr;
+bool g_was_destroyed = false;
+
+constexpr int default_wait_spins = 1000;
+
+thread_level to_level(int provided) {
+  switch (provided) {
+  case MPI_THREAD_SINGLE:
+    return thread_level::single;
+  case MPI_THREAD_FUNNELED:
+    return thread_level::funneled;
+  case MPI_THREAD_SERIALIZED:
+    return thread_level::serialized;
+  default:
+    return thread_level::multiple;
+  }
+}
+
+/// Start-up steps may fail on some ranks only (e.g. one host with too few ranks for
+/// CROWN_FAKE_HOSTS). Every rank learns whether any failed, so that none walks into
+/// the next collective alone and hangs: the failing ranks rethrow their own error,
+/// the others a state_error naming the first failing rank.
+void agree(MPI_Comm world, const std::exception_ptr& failure, std::string_view step) {
+  int first_failed = INT_MAX;
+  if (failure) first_failed = current_rank();
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, world),
+            "MPI_Allreduce(start-up agreement)");
+  if (failure) std::rethrow_exception(failure);
+  if (first_failed != INT_MAX)
+    throw state_error("crown::runtime start-up (" + std::string(step) + ")",
+                      "failed on rank " + std::to_string(first_failed) + "; see its message");
+}
+
+template <typename Step>
+void agreed_step(MPI_Comm world, std::string_view name, Step&& step) {
+  std::exception_ptr failure;
+  try {
+    step();
+  } catch (...) {
+    failure = std::current_exception();
+  }
+  agree(world, failure, name);
+}
+
+/// Open MPI falls back to osc/pt2pt when no RDMA-capable transport exists, and that
+/// component refuses MPI_THREAD_MULTIPLE: window creation then fails. Find out at
+/// start-up, so that the failure is explained once rather than met later.
+void probe_mpi_rma(runtime_state& st) {
+  st.transports.mpi_rma = st.size > 1;
+  if (st.size == 1) {
+    st.transports.mpi_rma_problem = "a single rank has no peers to reach";
+    return;
+  }
+  if (st.level != thread_level::multiple) return;
+  static char byte;
+  MPI_Win win = MPI_WIN_NULL;
+  int ok = MPI_Win_create(&byte, 1, 1, MPI_INFO_NULL, st.world_comm.get(), &win) == MPI_SUCCESS;
+  if (ok) MPI_Win_free(&win);
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, st.world_comm.get()),
+            "MPI_Allreduce(RMA probe)");
+  if (ok) return;
+  st.transports.mpi_rma = false;
+  st.transports.mpi_rma_problem =
+      "MPI windows cannot be created at MPI_THREAD_MULTIPLE: Open MPI selected osc/pt2pt "
+      "(no RDMA-capable transport). Run one-sided traffic over UCX instead (mpirun --mca pml "
+      "ucx --mca osc ucx), or, for SPMD use without the controller, initialise MPI at "
+      "MPI_THREAD_SERIALIZED before creating crown::runtime.";
+}
+
+std::vector<int> iota_ranks(int n) {
+  std::vector<int> r(n);
+  for (int i = 0; i < n; ++i) r[i] = i;
+  return r;
+}
+
+/// {"hosts": H, "procs": P} when every host has P ranks, else {"ranks": N}.
+std::pair<std::vector<dim>, std::vector<int>> world_layout(const topology& topo) {
+  const auto& all = topo.all();
+  const int n = static_cast<int>(all.size());
+  const int hosts = topo.num_hosts();
+  const bool even = std::all_of(all.begin(), all.end(),
+                                [&](const placement& p) { return p.local_size * hosts == n; });
+  if (!even) {
+    if (current_rank() == 0)
+      log(log_level::warn, "hosts run different numbers of ranks (", hosts, " hosts, ", n,
+          " ranks): the world mesh is {ranks=", n, "} instead of {hosts, procs}");
+    return {{{"ranks", n}}, iota_ranks(n)};
+  }
+  std::vector<int> ranks(n);
+  const int per_host = n / hosts;
+  for (const auto& p : all) ranks[p.host_index * per_host + p.local_rank] = p.rank;
+  return {{{"hosts", hosts}, {"procs", per_host}}, ranks};
+}
+
+} // namespace
+
+int current_rank() noexcept { return g_rank.load(std::memory_order_relaxed); }
+void set_current_rank(int rank) noexcept { g_rank.store(rank, std::memory_order_relaxed); }
+const std::string& log_host() noexcept { return g_log_host; }
+void set_log_host(std::string host) { g_log_host = std::move(host); }
+int wait_spins() noexcept { return g_wait_spins.load(std::memory_order_relaxed); }
+void set_wait_spins(int spins) noexcept { g_wait_spins.store(spins, std::memory_order_relaxed); }
+
+std::shared_ptr<runtime_state> current_state() noexcept {
+  const std::lock_guard lock(g_current_mutex);
+  return g_current_state;
+}
+
+void comm_handle::reset() noexcept {
+  if (comm_ == MPI_COMM_NULL) return;
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&comm_);
+  comm_ = MPI_COMM_NULL;
+}
+
+void runtime_state::check_alive(std::string_view op) const {
+  if (!alive.load(std::memory_order_acquire))
+    throw state_error(std::string(op), "the crown::runtime this object belongs to was destroyed");
+}
+
+MPI_Comm runtime_state::comm_for(const std::vector<int>& ranks) {
+  if (static_cast<int>(ranks.size()) == size && ranks == iota_ranks(size)) return world_comm.get();
+  const std::lock_guard lock(comm_mutex_);
+  if (auto it = comms_.find(ranks); it != comms_.end()) return it->second.get();
+  MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
+  check_mpi(MPI_Comm_group(world_comm.get(), &world_group), "MPI_Comm_group");
+  check_mpi(MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group),
+            "MPI_Group_incl");
+  // A tag derived from the members keeps concurrent creations over overlapping
+  // groups from matching each other's internal messages.
+  std::size_t hash = ranks.size();
+  for (int r : ranks) hash = hash * 1000003u ^ static_cast<std::size_t>(r);
+  MPI_Comm c = MPI_COMM_NULL;
+  const int rc = MPI_Comm_create_group(world_comm.get(), group, static_cast<int>(hash % 30000), &c);
+  MPI_Group_free(&group);
+  MPI_Group_free(&world_group);
+  check_mpi(rc, "MPI_Comm_create_group");
+  check_mpi(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  return comms_.emplace(ranks, comm_handle(c)).first->second.get();
+}
+
+crown::mesh runtime_state::make_mesh(std::vector<dim> dims, std::vector<int> ranks) {
+  return crown::mesh(shared_from_this(), std::move(dims), std::move(ranks));
+}
+
+void runtime_state::shutdown() noexcept {
+  alive.store(false, std::memory_order_release);
+  world.reset(); // the world mesh points back at this state
+  {
+    const std::lock_guard lock(comm_mutex_);
+    comms_.clear();
+  }
+  host_comm.reset();
+  world_comm.reset();
+  hwloc.reset();
+}
+
+} // namespace detail
+
+std::string_view to_string(thread_level l) {
+  switch (l) {
+  case thread_level::single:
+    return "MPI_THREAD_SINGLE";
+  case thread_level::funneled:
+    return "MPI_THREAD_FUNNELED";
+  case thread_level::serialized:
+    return "MPI_THREAD_SERIALIZED";
+  case thread_level::multiple:
+    return "MPI_THREAD_MULTIPLE";
+  }
+  return "?";
+}
+
+namespace {
+
+void require_no_runtime() {
+  if (detail::current_state())
+    throw state_error("crown::runtime", "a runtime is already active in this process; create "
+                                        "one and reach it through crown::this_runtime()");
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw state_error("crown::runtime",
+                      "MPI was already finalized in this process and cannot be initialised again");
+}
+
+int query_thread_level() {
+  int provided = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&provided);
+  return provided;
+}
+
+} // namespace
+
+runtime::runtime() : runtime(nullptr, nullptr) {}
+runtime::runtime(int& argc, char**& argv) : runtime(&argc, &argv) {}
+
+runtime::runtime(int* argc, char*** argv) {
+  require_no_runtime();
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (initialized) {
+    start(MPI_COMM_WORLD, false, query_thread_level());
+    return;
+  }
+  int provided = 0;
+  check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+  start(MPI_COMM_WORLD, true, provided);
+}
+
+runtime::runtime(MPI_Comm comm) {
+  require_no_runtime();
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    throw state_error("crown::runtime(MPI_Comm)",
+                      "attaching to a communicator needs MPI initialised by the application");
+  if (comm == MPI_COMM_NULL)
+    throw argument_error("crown::runtime(MPI_Comm)", "the communicator is MPI_COMM_NULL");
+  start(comm, false, query_thread_level());
+}
+
+void runtime::start(MPI_Comm comm, bool owns, int provided) {
+  auto st = std::make_shared<detail::runtime_state>();
+  st->owns_mpi = owns;
+  st->level = detail::to_level(provided);
+  try {
+    MPI_Comm dup = MPI_COMM_NULL;
+    check_mpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup(world)");
+    st->world_comm = detail::comm_handle(dup);
+    check_mpi(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_rank(dup, &st->rank), "MPI_Comm_rank");
+    check_mpi(MPI_Comm_size(dup, &st->size), "MPI_Comm_size");
+    detail::set_current_rank(st->rank);
+
+    std::vector<std::string> warnings;
+    detail::agreed_step(dup, "configuration", [&] {
+      st->cfg = config::from_environment(&warnings);
+      st->hwloc = std::make_unique<detail::hwloc_handle>();
+    });
+    detail::set_log_level(st->cfg.log);
+    if (st->rank == 0)
+      for (const auto& w : warnings) log(log_level::warn, w);
+
+    detail::local_discovery found;
+    detail::agreed_step(dup, "topology", [&] {
+      found = detail::discover_local(dup, st->rank, st->cfg, *st->hwloc);
+    });
+    st->host_comm = detail::comm_handle(found.host_comm);
+    st->topo.emplace(detail::gather_placements(dup, found.self, found.host_comm), found.host,
+                     st->rank);
+    if (st->topo->multi_host()) detail::set_log_host(found.self.host);
+    detail::set_wait_spins(st->cfg.wait_spins >= 0      ? st->cfg.wait_spins
+                           : st->topo->oversubscribed() ? 0
+                                                        : detail::default_wait_spins);
+
+    detail::probe_mpi_rma(*st);
+    if (!st->transports.mpi_rma && st->topo->multi_host() && st->rank == 0)
+      log(log_level::warn, st->transports.mpi_rma_problem);
+#if CROWN_HAVE_UCX
+    st->transports.ucx = true;
+    st->transports.ucx_version = ucp_get_version_string();
+#endif
+    st->transports.cuda = CROWN_HAVE_CUDA && found.host.gpus > 0;
+    st->transports.nccl = CROWN_HAVE_NCCL;
+    st->transports.nccl_version = detail::nccl_version();
+
+    auto [dims, ranks] = detail::world_layout(*st->topo);
+    st->world.emplace(st->make_mesh(std::move(dims), std::move(ranks)));
+  } catch (...) {
+    st->shutdown();
+    if (owns) MPI_Finalize();
+    throw;
+  }
+  state_ = std::move(st);
+  const std::lock_guard lock(detail::g_current_mutex);
+  detail::g_current_state = state_;
+  detail::g_current = this;
+  log(log_level::debug, "runtime started: ", state_->size, " ranks, ", to_string(state_->level),
+      owns ? ", MPI initialised by Crown" : ", attached to the application's MPI");
+}
+
+runtime::~runtime() {
+  {
+    const std::lock_guard lock(detail::g_current_mutex);
+    detail::g_current_state.reset();
+    detail::g_current = nullptr;
+    detail::g_was_destroyed = true;
+  }
+  const bool owns = state_->owns_mpi;
+  state_->shutdown(); // our communicators go before MPI does
+  state_.reset();
+  if (owns) MPI_Finalize();
+}
+
+const mesh& runtime::world() const noexcept { return *state_->world; }
+int runtime::rank() const noexcept { return state_->rank; }
+int runtime::size() const noexcept { return state_->size; }
+bool runtime::owns_mpi() const noexcept { return state_->owns_mpi; }
+thread_level runtime::thread_support() const noexcept { return state_->level; }
+const crown::config& runtime::config() const noexcept { return state_->cfg; }
+const crown::topology& runtime::topology() const noexcept { return *state_->topo; }
+const transport_support& runtime::transports() const noexcept { return state_->transports; }
+bool runtime::active() noexcept { return detail::current_state() != nullptr; }
+
+void runtime::require_thread_level(thread_level needed, std::string_view feature) const {
+  if (static_cast<int>(state_->level) >= static_cast<int>(needed)) return;
+  throw state_error(std::string(feature),
+                    "needs " + std::string(to_string(needed)) + " but MPI provides " +
+                        std::string(to_string(state_->level)) +
+                        (state_->owns_mpi ? std::string()
+                                          : "; initialise MPI with MPI_Init_thread(..., " +
+                                                std::string(to_string(needed)) + ", ...)"));
+}
+
+runtime& this_runtime() {
+  const std::lock_guard lock(detail::g_current_mutex);
+  if (!detail::g_current)
+    throw state_error("crown::this_runtime()",
+                      detail::g_was_destroyed
+                          ? "the crown::runtime was already destroyed (MPI use after finalize)"
+                          : "no crown::runtime exists yet; construct one first");
+  return *detail::g_current;
+}
+
+const mesh& world() { return this_runtime().world(); }
+
+} // namespace crown

@@ -1,0 +1,100 @@
+// lib/runtime/runtime_state.hpp — what a live runtime holds; shared by lib/ only.
+#pragma once
+#include "gpu.hpp"
+#include <atomic>
+#include <crown/runtime.hpp>
+#include <hwloc.h>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace crown::detail {
+
+/// Rank of this process in the current (or last) runtime's world; -1 before any.
+int current_rank() noexcept;
+void set_current_rank(int rank) noexcept;
+/// Host name for log lines; empty unless the job spans several hosts.
+const std::string& log_host() noexcept;
+void set_log_host(std::string host);
+
+/// Owns an hwloc topology (RAII).
+struct hwloc_handle {
+  hwloc_topology_t topo = nullptr;
+  hwloc_handle();
+  ~hwloc_handle();
+  hwloc_handle(const hwloc_handle&) = delete;
+  hwloc_handle& operator=(const hwloc_handle&) = delete;
+};
+
+/// Frees an MPI communicator unless MPI is already finalised (RAII).
+class comm_handle {
+public:
+  explicit comm_handle(MPI_Comm c = MPI_COMM_NULL) noexcept : comm_(c) {}
+  ~comm_handle() { reset(); }
+  comm_handle(const comm_handle&) = delete;
+  comm_handle& operator=(const comm_handle&) = delete;
+  comm_handle(comm_handle&& o) noexcept : comm_(o.comm_) { o.comm_ = MPI_COMM_NULL; }
+  comm_handle& operator=(comm_handle&& o) noexcept {
+    if (this != &o) {
+      reset();
+      comm_ = o.comm_;
+      o.comm_ = MPI_COMM_NULL;
+    }
+    return *this;
+  }
+  [[nodiscard]] MPI_Comm get() const noexcept { return comm_; }
+  void reset() noexcept;
+
+private:
+  MPI_Comm comm_;
+};
+
+/// Result of host discovery and binding on this rank (before gathering).
+struct local_discovery {
+  placement self;
+  host_resources host;
+  MPI_Comm host_comm = MPI_COMM_NULL; ///< ranks of this (possibly pretend) host
+};
+
+/// Discovers this rank's host (honouring CROWN_FAKE_HOSTS), applies the binding
+/// policy, and returns what it found. Collective over `world`.
+local_discovery discover_local(MPI_Comm world, int world_rank, const config& cfg,
+                               const hwloc_handle& hw);
+/// Gathers every rank's placement (collective) and numbers the hosts.
+std::vector<placement> gather_placements(MPI_Comm world, const placement& self, MPI_Comm host_comm);
+
+struct runtime_state : std::enable_shared_from_this<runtime_state> {
+  comm_handle world_comm; ///< our duplicate of the world communicator
+  comm_handle host_comm;
+  int rank = 0;
+  int size = 0;
+  bool owns_mpi = false;
+  thread_level level = thread_level::single;
+  crown::config cfg;
+  std::unique_ptr<hwloc_handle> hwloc;
+  std::optional<crown::topology> topo;
+  transport_support transports;
+  std::optional<crown::mesh> world;
+  std::atomic<bool> alive{true};
+
+  /// Throws state_error unless the runtime is still alive.
+  void check_alive(std::string_view op) const;
+  /// The communicator of `ranks` (in that order), created on first use by the
+  /// members alone and cached until shutdown.
+  MPI_Comm comm_for(const std::vector<int>& ranks);
+  /// A mesh over this runtime (used by runtime and mesh code).
+  crown::mesh make_mesh(std::vector<dim> dims, std::vector<int> ranks);
+  void shutdown() noexcept;
+
+private:
+  std::mutex comm_mutex_;
+  std::map<std::vector<int>, comm_handle> comms_;
+};
+
+/// The live runtime's state, or nullptr.
+std::shared_ptr<runtime_state> current_state() noexcept;
+
+} // namespace crown::detail

@@ -1,0 +1,47 @@
+// Crown initialises MPI itself and finalises it when the runtime goes.
+#include <boost/test/unit_test.hpp>
+#include <crown/crown.hpp>
+#include <optional>
+
+namespace {
+template <typename F>
+std::string state_error_of(F&& f) {
+  try {
+    f();
+  } catch (const crown::state_error& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(owns_mpi_from_init_to_finalize) {
+  auto& suite = boost::unit_test::framework::master_test_suite();
+  int argc = suite.argc;
+  char** argv = suite.argv;
+  BOOST_TEST(state_error_of([] { (void)crown::world(); }).find("no crown::runtime exists yet") !=
+             std::string::npos);
+  std::optional<crown::mesh> kept;
+  {
+    crown::runtime rt(argc, argv);
+    BOOST_TEST(rt.owns_mpi());
+    BOOST_TEST((rt.thread_support() == crown::thread_level::multiple));
+    int size = 0;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    BOOST_TEST(rt.size() == size);
+    BOOST_TEST(state_error_of([] { crown::runtime again; }).find("already active") !=
+               std::string::npos);
+    kept = rt.world().reshape({{"all", -1}});
+    kept->barrier();
+  }
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  BOOST_TEST(finalized == 1);
+  BOOST_TEST(state_error_of([] { (void)crown::this_runtime(); }).find("already destroyed") !=
+             std::string::npos);
+  BOOST_TEST(state_error_of([] { crown::runtime again; }).find("cannot be initialised again") !=
+             std::string::npos);
+  BOOST_TEST(kept->to_string().starts_with("mesh{all="));
+  BOOST_TEST(state_error_of([&] { (void)kept->comm(); }).find("was destroyed") !=
+             std::string::npos);
+}

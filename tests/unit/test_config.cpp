@@ -1,0 +1,111 @@
+// Configuration parsing, typo warnings, error formatting and logging: no MPI needed.
+#include <boost/test/unit_test.hpp>
+#include <crown/config.hpp>
+#include <crown/detail/wait.hpp>
+#include <crown/error.hpp>
+#include <crown/log.hpp>
+#include <fstream>
+#include <sstream>
+
+using crown::config;
+
+namespace {
+template <typename Error>
+std::string message_of(const std::map<std::string, std::string>& vars) {
+  try {
+    (void)config::parse(vars);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(defaults_when_nothing_is_set) {
+  const config c = config::parse({{"PATH", "/bin"}, {"OMPI_FOO", "1"}});
+  BOOST_TEST((c.log == crown::log_level::warn));
+  BOOST_TEST((c.bind == crown::bind_policy::keep));
+  BOOST_TEST(c.fake_hosts == 1);
+  BOOST_TEST(c.wait_spins == -1);
+}
+
+BOOST_AUTO_TEST_CASE(every_valid_value_parses) {
+  const config c = config::parse({{"CROWN_LOG", "debug"},
+                                  {"CROWN_BIND", "numa"},
+                                  {"CROWN_FAKE_HOSTS", "3"},
+                                  {"CROWN_WAIT_SPINS", "0"}});
+  BOOST_TEST((c.log == crown::log_level::debug));
+  BOOST_TEST((c.bind == crown::bind_policy::numa));
+  BOOST_TEST(c.fake_hosts == 3);
+  BOOST_TEST(c.wait_spins == 0);
+  for (auto b : {"keep", "core", "numa", "none"})
+    BOOST_TEST(crown::to_string(config::parse({{"CROWN_BIND", b}}).bind) == b);
+  BOOST_TEST(config::parse({{"CROWN_WAIT_SPINS", "auto"}}).wait_spins == -1);
+}
+
+BOOST_AUTO_TEST_CASE(invalid_values_name_variable_value_and_choices) {
+  const auto m = message_of<crown::config_error>({{"CROWN_BIND", "cores"}});
+  BOOST_TEST(m == "crown::config_error: rank ?: CROWN_BIND: invalid value 'cores' (allowed: keep, "
+                  "core, numa, none)");
+  for (auto bad : {"0", "-2", "two", "2x", ""})
+    BOOST_TEST(message_of<crown::config_error>({{"CROWN_FAKE_HOSTS", bad}})
+                   .find("CROWN_FAKE_HOSTS: invalid value '" + std::string(bad) + "'") !=
+               std::string::npos);
+  BOOST_TEST(message_of<crown::config_error>({{"CROWN_LOG", "verbose"}}).find("allowed: error") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(unknown_names_warn_with_the_closest_known_name) {
+  std::vector<std::string> warnings;
+  (void)config::parse({{"CROWN_BNID", "core"}, {"CROWN_ZZZZZZZZZZZZZ", "1"}, {"XCROWN_LOG", "x"}},
+                      &warnings);
+  BOOST_TEST_REQUIRE(warnings.size() == 2u);
+  BOOST_TEST(warnings[0] ==
+             "unknown environment variable CROWN_BNID is ignored (did you mean CROWN_BIND?)");
+  BOOST_TEST(warnings[1] == "unknown environment variable CROWN_ZZZZZZZZZZZZZ is ignored");
+}
+
+BOOST_AUTO_TEST_CASE(readme_documents_every_variable) {
+  std::ifstream readme(CROWN_SOURCE_DIR "/README.md");
+  BOOST_TEST_REQUIRE(readme.good());
+  std::stringstream text;
+  text << readme.rdbuf();
+  for (const auto& v : crown::config_variables())
+    BOOST_TEST(text.str().find("| `" + std::string(v.name) + "` |") != std::string::npos,
+               v.name << " is missing from README's configuration table");
+}
+
+BOOST_AUTO_TEST_CASE(errors_carry_kind_rank_context_and_message) {
+  const crown::argument_error e("mesh{dp=2}.slice(\"tp\", 0)", "unknown dimension");
+  BOOST_TEST(std::string(e.what()) ==
+             "crown::argument_error: rank ?: mesh{dp=2}.slice(\"tp\", 0): unknown dimension");
+  BOOST_TEST(e.rank() == -1);
+  BOOST_TEST(e.context() == "mesh{dp=2}.slice(\"tp\", 0)");
+  BOOST_TEST(e.message() == "unknown dimension");
+  const crown::error& base = e; // one hierarchy: everything is a crown::error
+  BOOST_TEST(std::string(base.what()).starts_with("crown::argument_error"));
+}
+
+BOOST_AUTO_TEST_CASE(log_lines_are_filtered_and_prefixed) {
+  std::vector<std::string> lines;
+  crown::detail::set_log_sink([&](std::string_view l) { lines.emplace_back(l); });
+  crown::detail::set_log_level(crown::log_level::warn);
+  crown::log(crown::log_level::debug, "hidden ", 1);
+  crown::log(crown::log_level::warn, "shown ", 42);
+  crown::detail::set_log_level(crown::log_level::trace);
+  crown::log(crown::log_level::trace, "trace too");
+  crown::detail::set_log_sink({});
+  crown::detail::set_log_level(crown::log_level::warn);
+  BOOST_TEST_REQUIRE(lines.size() == 2u);
+  BOOST_TEST(lines[0] == "[crown warn rank ?] shown 42\n");
+  BOOST_TEST(lines[1] == "[crown trace rank ?] trace too\n");
+}
+
+BOOST_AUTO_TEST_CASE(wait_until_polls_until_done) {
+  for (int spins : {0, 1000}) {
+    crown::detail::set_wait_spins(spins);
+    int calls = 0;
+    crown::detail::wait_until([&] { return ++calls == 50; });
+    BOOST_TEST(calls == 50);
+  }
+}
