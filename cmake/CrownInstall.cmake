@@ -20,5 +20,7 @@ write_basic_package_version_file(${PROJECT_BINARY_DIR}/crownConfigVersion.cmake
 install(FILES ${PROJECT_BINARY_DIR}/crownConfig.cmake ${PROJECT_BINARY_DIR}/crownConfigVersion.cmake
         DESTINATION ${CROWN_CMAKE_DIR})
 
+# The .pc file finds its prefix relative to itself, so the tree can be relocated.
+file(RELATIVE_PATH CROWN_PC_TO_PREFIX /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/crown.pc.in ${PROJECT_BINARY_DIR}/crown.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/crown.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

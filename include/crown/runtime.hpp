@@ -56,6 +56,9 @@ public:
   [[nodiscard]] const crown::config& config() const noexcept;
   [[nodiscard]] const crown::topology& topology() const noexcept;
   [[nodiscard]] const transport_support& transports() const noexcept;
+  /// Busy polls before a Crown wait yields its core (CROWN_WAIT_SPINS, or 0 when
+  /// oversubscribed, else 1000).
+  [[nodiscard]] int wait_spins() const noexcept;
   /// Throws state_error naming `feature` unless MPI runs at `needed` or above.
   void require_thread_level(thread_level needed, std::string_view feature) const;
 

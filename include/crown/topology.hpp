@@ -26,6 +26,7 @@ struct host_resources {
   int numa_nodes = 0;
   int gpus = 0;
   std::vector<std::string> gpu_names;
+  int ranks = 0; ///< ranks of this job on the machine (real, not pretend, host)
 };
 
 class topology {
@@ -37,8 +38,8 @@ public:
   [[nodiscard]] const host_resources& host() const noexcept { return host_; }
   [[nodiscard]] int num_hosts() const noexcept;
   [[nodiscard]] bool multi_host() const noexcept { return num_hosts() > 1; }
-  /// True when some host runs more ranks than it has hardware threads for them.
-  [[nodiscard]] bool oversubscribed() const noexcept;
+  /// True when this rank's machine runs more ranks than it has hardware threads.
+  [[nodiscard]] bool oversubscribed() const noexcept { return host_.ranks > host_.pus; }
 
 private:
   std::vector<placement> all_;

@@ -322,6 +322,7 @@ thread_level runtime::thread_support() const noexcept { return state_->level; }
 const crown::config& runtime::config() const noexcept { return state_->cfg; }
 const crown::topology& runtime::topology() const noexcept { return *state_->topo; }
 const transport_support& runtime::transports() const noexcept { return state_->transports; }
+int runtime::wait_spins() const noexcept { return detail::wait_spins(); }
 bool runtime::active() noexcept { return detail::current_state() != nullptr; }
 
 void runtime::require_thread_level(thread_level needed, std::string_view feature) const {

@@ -16,11 +16,6 @@ int topology::num_hosts() const noexcept {
   return hosts;
 }
 
-bool topology::oversubscribed() const noexcept {
-  return std::any_of(all_.begin(), all_.end(),
-                     [&](const placement& p) { return p.local_size > host_.pus; });
-}
-
 bool gpu_works(int device) { return device >= 0 && detail::gpu_self_test(device); }
 
 namespace detail {
@@ -169,6 +164,7 @@ local_discovery discover_local(MPI_Comm world, int world_rank, const config& cfg
   d.host.numa_nodes = numa_nodes;
   d.host.gpus = gpus.count;
   d.host.gpu_names = gpus.names;
+  d.host.ranks = real_local_size;
   d.self.gpu = gpus.count > 0 ? real_local_rank % gpus.count : -1;
   return d;
 }

@@ -1,0 +1,144 @@
+// crown-info: where every rank runs and what it can use. Run under mpirun or srun.
+//   crown-info [--json] [--check-gpu]
+#include <crown/crown.hpp>
+#include <cstdio>
+#include <cstring>
+#include <sstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+struct host_numbers {
+  int cores, pus, numa_nodes, gpus, gpu_ok;
+};
+
+std::string json_string(std::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\u%04x", c);
+      out += buf;
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
+
+std::vector<std::string> transports_of(const crown::runtime& rt, const crown::placement& p) {
+  const auto& t = rt.transports();
+  std::vector<std::string> out{"shm"};
+  if (t.mpi_rma) out.emplace_back("mpi-rma");
+  if (t.ucx) out.emplace_back("ucx");
+  if (CROWN_HAVE_CUDA && p.gpu >= 0) out.emplace_back("cuda");
+  if (t.nccl && p.gpu >= 0) out.emplace_back("nccl");
+  return out;
+}
+
+std::string joined(const std::vector<std::string>& items, const char* separator) {
+  std::string s;
+  for (const auto& i : items) s += (s.empty() ? "" : separator) + i;
+  return s;
+}
+
+std::string numa_list(const std::vector<int>& numa) {
+  std::vector<std::string> items;
+  for (int n : numa) items.push_back(std::to_string(n));
+  return joined(items, ",");
+}
+
+void print_text(const crown::runtime& rt, const std::vector<host_numbers>& hosts, bool checked) {
+  const auto& topo = rt.topology();
+  std::printf("crown %s: %d ranks on %d host%s, %s, world %s, wait spins %d\n",
+              CROWN_VERSION_STRING, rt.size(), topo.num_hosts(), topo.num_hosts() == 1 ? "" : "s",
+              std::string(to_string(rt.thread_support())).c_str(), rt.world().to_string().c_str(),
+              rt.wait_spins());
+  std::vector<bool> shown(topo.num_hosts());
+  for (const auto& p : topo.all()) {
+    if (shown[p.host_index]) continue;
+    shown[p.host_index] = true;
+    const auto& h = hosts[p.rank];
+    std::printf("host %s: %d cores, %d hardware threads, %d NUMA nodes, %d GPUs\n", p.host.c_str(),
+                h.cores, h.pus, h.numa_nodes, h.gpus);
+  }
+  if (!rt.transports().mpi_rma && rt.size() > 1)
+    std::printf("note: %s\n", rt.transports().mpi_rma_problem.c_str());
+  for (const auto& p : topo.all()) {
+    std::string gpu = p.gpu < 0 ? "none" : std::to_string(p.gpu);
+    if (checked && p.gpu >= 0) gpu += hosts[p.rank].gpu_ok ? "(works)" : "(FAILED self-test)";
+    std::printf("rank %d: host=%s local=%d/%d cpuset=%s numa=%s gpu=%s binding=%s transports=%s\n",
+                p.rank, p.host.c_str(), p.local_rank, p.local_size, p.cpuset.c_str(),
+                numa_list(p.numa).c_str(), gpu.c_str(), std::string(to_string(p.binding)).c_str(),
+                joined(transports_of(rt, p), ",").c_str());
+  }
+}
+
+void print_json(const crown::runtime& rt, const std::vector<host_numbers>& hosts, bool checked) {
+  const auto& topo = rt.topology();
+  std::ostringstream os;
+  os << "{\n  \"version\": " << json_string(CROWN_VERSION_STRING) << ",\n  \"ranks\": "
+     << rt.size() << ",\n  \"hosts\": " << topo.num_hosts()
+     << ",\n  \"thread_level\": " << json_string(to_string(rt.thread_support()))
+     << ",\n  \"world\": " << json_string(rt.world().to_string())
+     << ",\n  \"wait_spins\": " << rt.wait_spins()
+     << ",\n  \"mpi_rma_problem\": " << json_string(rt.transports().mpi_rma_problem)
+     << ",\n  \"placements\": [";
+  for (const auto& p : topo.all()) {
+    const auto& h = hosts[p.rank];
+    std::vector<std::string> transports;
+    for (const auto& t : transports_of(rt, p)) transports.push_back(json_string(t));
+    os << (p.rank ? "," : "") << "\n    {\"rank\": " << p.rank << ", \"host\": "
+       << json_string(p.host) << ", \"host_index\": " << p.host_index
+       << ", \"local_rank\": " << p.local_rank << ", \"local_size\": " << p.local_size
+       << ", \"cpuset\": " << json_string(p.cpuset) << ", \"numa\": [" << numa_list(p.numa)
+       << "], \"gpu\": " << p.gpu;
+    if (checked) os << ", \"gpu_works\": " << (h.gpu_ok ? "true" : "false");
+    os << ", \"binding\": " << json_string(to_string(p.binding)) << ", \"cores\": " << h.cores
+       << ", \"pus\": " << h.pus << ", \"numa_nodes\": " << h.numa_nodes
+       << ", \"gpus\": " << h.gpus << ", \"transports\": [" << joined(transports, ", ") << "]}";
+  }
+  os << "\n  ]\n}\n";
+  std::fputs(os.str().c_str(), stdout);
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bool json = false, check_gpu = false;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json")) {
+      json = true;
+    } else if (!std::strcmp(argv[i], "--check-gpu")) {
+      check_gpu = true;
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--json] [--check-gpu]\n"
+                   "  one line per rank: host, local rank, cpuset, NUMA nodes, GPU, transports\n"
+                   "  --json       one JSON document instead\n"
+                   "  --check-gpu  run a small kernel on each rank's GPU\n",
+                   argv[0]);
+      return std::strcmp(argv[i], "--help") ? 2 : 0;
+    }
+  }
+  try {
+    crown::runtime rt(argc, argv);
+    const auto& me = rt.topology().self();
+    const auto& host = rt.topology().host();
+    const host_numbers mine{host.cores, host.pus, host.numa_nodes, host.gpus,
+                            check_gpu && crown::gpu_works(me.gpu)};
+    std::vector<host_numbers> all(rt.size());
+    crown::check_mpi(MPI_Gather(&mine, 5, MPI_INT, all.data(), 5, MPI_INT, 0, rt.world().comm()),
+                     "MPI_Gather(host numbers)");
+    if (rt.rank() == 0) (json ? print_json : print_text)(rt, all, check_gpu);
+    std::fflush(stdout);
+  } catch (const crown::error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

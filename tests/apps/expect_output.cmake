@@ -1,0 +1,22 @@
+# Runs mpirun -np NP ARGS... and checks every regex in EXPECT (|-separated) against
+# stdout+stderr. The run must exit 0, unless EXPECT holds "EXIT <code>".
+string(REPLACE "|" ";" args "${ARGS}")
+string(REPLACE "|" ";" expect "${EXPECT}")
+execute_process(COMMAND ${MPIEXEC} -np ${NP} --oversubscribe ${args}
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 50)
+set(text "${out}${err}EXIT ${rc}\n")
+set(expected_rc 0)
+foreach(pattern IN LISTS expect)
+  if(pattern MATCHES "^EXIT ([0-9]+)$")
+    set(expected_rc ${CMAKE_MATCH_1})
+  endif()
+endforeach()
+if(NOT rc EQUAL expected_rc)
+  message(FATAL_ERROR "exit status ${rc}, expected ${expected_rc}; output:\n${text}")
+endif()
+foreach(pattern IN LISTS expect)
+  if(NOT text MATCHES "${pattern}")
+    message(FATAL_ERROR "output lacks /${pattern}/; output:\n${text}")
+  endif()
+endforeach()
+message(STATUS "all ${NP}-rank expectations met")
