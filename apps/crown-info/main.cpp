@@ -81,8 +81,8 @@ void print_text(const crown::runtime& rt, const std::vector<host_numbers>& hosts
 void print_json(const crown::runtime& rt, const std::vector<host_numbers>& hosts, bool checked) {
   const auto& topo = rt.topology();
   std::ostringstream os;
-  os << "{\n  \"version\": " << json_string(CROWN_VERSION_STRING) << ",\n  \"ranks\": "
-     << rt.size() << ",\n  \"hosts\": " << topo.num_hosts()
+  os << "{\n  \"version\": " << json_string(CROWN_VERSION_STRING) << ",\n  \"ranks\": " << rt.size()
+     << ",\n  \"hosts\": " << topo.num_hosts()
      << ",\n  \"thread_level\": " << json_string(to_string(rt.thread_support()))
      << ",\n  \"world\": " << json_string(rt.world().to_string())
      << ",\n  \"wait_spins\": " << rt.wait_spins()
@@ -92,15 +92,15 @@ void print_json(const crown::runtime& rt, const std::vector<host_numbers>& hosts
     const auto& h = hosts[p.rank];
     std::vector<std::string> transports;
     for (const auto& t : transports_of(rt, p)) transports.push_back(json_string(t));
-    os << (p.rank ? "," : "") << "\n    {\"rank\": " << p.rank << ", \"host\": "
-       << json_string(p.host) << ", \"host_index\": " << p.host_index
+    os << (p.rank ? "," : "") << "\n    {\"rank\": " << p.rank
+       << ", \"host\": " << json_string(p.host) << ", \"host_index\": " << p.host_index
        << ", \"local_rank\": " << p.local_rank << ", \"local_size\": " << p.local_size
        << ", \"cpuset\": " << json_string(p.cpuset) << ", \"numa\": [" << numa_list(p.numa)
        << "], \"gpu\": " << p.gpu;
     if (checked) os << ", \"gpu_works\": " << (h.gpu_ok ? "true" : "false");
     os << ", \"binding\": " << json_string(to_string(p.binding)) << ", \"cores\": " << h.cores
-       << ", \"pus\": " << h.pus << ", \"numa_nodes\": " << h.numa_nodes
-       << ", \"gpus\": " << h.gpus << ", \"transports\": [" << joined(transports, ", ") << "]}";
+       << ", \"pus\": " << h.pus << ", \"numa_nodes\": " << h.numa_nodes << ", \"gpus\": " << h.gpus
+       << ", \"transports\": [" << joined(transports, ", ") << "]}";
   }
   os << "\n  ]\n}\n";
   std::fputs(os.str().c_str(), stdout);
