@@ -149,3 +149,15 @@ BOOST_AUTO_TEST_CASE(waits_yield_at_once_when_ranks_outnumber_cores) {
   const int expected = configured >= 0 ? configured : topo.oversubscribed() ? 0 : 1000;
   BOOST_TEST(crown::detail::wait_spins() == expected);
 }
+
+BOOST_AUTO_TEST_CASE(log_lines_name_the_host_only_when_there_are_several) {
+  std::vector<std::string> lines;
+  crown::detail::set_log_sink([&](std::string_view l) { lines.emplace_back(l); });
+  crown::log(crown::log_level::error, "disk full");
+  crown::detail::set_log_sink({});
+  const auto& me = rt().topology().self();
+  const std::string rank = "rank " + std::to_string(rt().rank());
+  const std::string where = rt().topology().multi_host() ? rank + "@" + me.host : rank;
+  BOOST_TEST_REQUIRE(lines.size() == 1u);
+  BOOST_TEST(lines[0] == "[crown error " + where + "] disk full\n");
+}
