@@ -1,6 +1,7 @@
 // Every mesh operation, valid and invalid, on whatever world this run has.
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
+#include <harness/crown_test.hpp>
 #include <numeric>
 #include <sstream>
 
@@ -12,12 +13,7 @@ int me() { return crown::this_runtime().rank(); }
 
 template <typename F>
 std::string argument_error_of(F&& f) {
-  try {
-    f();
-  } catch (const crown::argument_error& e) {
-    return e.what();
-  }
-  return "no exception";
+  return crown_test::what_of<crown::argument_error>(std::forward<F>(f));
 }
 
 /// Sum of world ranks over a mesh, through its communicator.

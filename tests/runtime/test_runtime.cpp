@@ -1,19 +1,10 @@
 // A runtime attached to the harness's MPI_THREAD_MULTIPLE world.
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
+#include <harness/crown_test.hpp>
 
-namespace {
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
-} // namespace
+using crown_test::world_rank;
+using crown_test::world_size;
 
 BOOST_AUTO_TEST_CASE(attaches_to_the_applications_mpi) {
   auto& rt = crown::this_runtime();

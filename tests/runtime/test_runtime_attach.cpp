@@ -2,19 +2,13 @@
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
 #include <cstdlib>
+#include <harness/crown_test.hpp>
 #include <optional>
 
+using crown_test::world_rank;
+using crown_test::world_size;
+
 namespace {
-int world_rank() {
-  int r = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &r);
-  return r;
-}
-int world_size() {
-  int n = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &n);
-  return n;
-}
 bool mpi_finalized() {
   int f = 0;
   MPI_Finalized(&f);
@@ -22,12 +16,7 @@ bool mpi_finalized() {
 }
 template <typename Error, typename F>
 std::string error_of(F&& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no exception";
+  return crown_test::what_of<Error>(std::forward<F>(f));
 }
 } // namespace
 

@@ -1,17 +1,13 @@
 // Crown initialises MPI itself and finalises it when the runtime goes.
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
+#include <harness/crown_test.hpp>
 #include <optional>
 
 namespace {
 template <typename F>
 std::string state_error_of(F&& f) {
-  try {
-    f();
-  } catch (const crown::state_error& e) {
-    return e.what();
-  }
-  return "no exception";
+  return crown_test::what_of<crown::state_error>(std::forward<F>(f));
 }
 } // namespace
 

@@ -5,6 +5,7 @@
 #include <crown/error.hpp>
 #include <crown/log.hpp>
 #include <fstream>
+#include <harness/crown_test.hpp>
 #include <sstream>
 
 using crown::config;
@@ -12,12 +13,7 @@ using crown::config;
 namespace {
 template <typename Error>
 std::string message_of(const std::map<std::string, std::string>& vars) {
-  try {
-    (void)config::parse(vars);
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "no exception";
+  return crown_test::what_of<Error>([&] { (void)config::parse(vars); });
 }
 } // namespace
 

@@ -1,0 +1,31 @@
+// tests/harness/crown_test.hpp — small helpers shared by Crown's test suites.
+#pragma once
+#include <mpi.h>
+#include <string>
+
+namespace crown_test {
+
+inline int world_rank() {
+  int r = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &r);
+  return r;
+}
+
+inline int world_size() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n;
+}
+
+/// what() of the `Error` that f() throws, or "no exception" (other types propagate).
+template <typename Error, typename F>
+std::string what_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "no exception";
+}
+
+} // namespace crown_test
