@@ -1,5 +1,6 @@
 // include/crown/config.hpp — CROWN_* environment variables, parsed and validated once.
 #pragma once
+#include <cstddef>
 #include <map>
 #include <span>
 #include <string>
@@ -27,6 +28,10 @@ struct config {
   bind_policy bind = bind_policy::keep;
   int fake_hosts = 1;  ///< CROWN_FAKE_HOSTS: split each real host into this many pretend hosts
   int wait_spins = -1; ///< CROWN_WAIT_SPINS: busy polls before a wait yields; -1 = automatic
+  std::size_t heap_size = std::size_t{128} << 20; ///< CROWN_HEAP_SIZE: symmetric heap per rank
+  bool shm = true; ///< CROWN_SHM: load/store between ranks of one host (0: always the transport)
+  /// CROWN_CHECK: -1 default (allocation checks only), 0 none, 1 also collective arguments
+  int check = -1;
 
   /// Parses the given variables (name -> value). Invalid values throw config_error
   /// naming the variable, the value and what is allowed; unknown CROWN_* names are

@@ -10,7 +10,7 @@ extern char** environ;
 namespace crown {
 namespace {
 
-constexpr std::array<config_variable, 4> variables{{
+constexpr std::array<config_variable, 7> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace."},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -21,6 +21,15 @@ constexpr std::array<config_variable, 4> variables{{
     {"CROWN_WAIT_SPINS", "auto",
      "Busy polls before a waiting rank yields its core; auto = 1000, or 0 when a host's ranks "
      "outnumber its hardware threads."},
+    {"CROWN_HEAP_SIZE", "128M",
+     "Symmetric heap per rank, in bytes with an optional K, M or G suffix (at least 1M). "
+     "Reserved in /dev/shm at start-up."},
+    {"CROWN_SHM", "1",
+     "1: ranks of one host reach each other's heap with loads, stores and memcpy. 0: every "
+     "remote access goes through the cross-host transport (a correctness mode)."},
+    {"CROWN_CHECK", "default",
+     "Argument agreement checks: default checks that collective allocations match on every "
+     "rank; 1 also checks counts and types of co_* collectives; 0 checks nothing."},
 }};
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -59,6 +68,24 @@ int parse_int(std::string_view name, const std::string& value, int minimum) {
   return v;
 }
 
+std::size_t parse_bytes(std::string_view name, const std::string& value) {
+  std::size_t digits = 0;
+  while (digits < value.size() && value[digits] >= '0' && value[digits] <= '9') ++digits;
+  const std::string suffix = value.substr(digits);
+  const int shift = suffix.empty()                   ? 0
+                    : suffix == "K" || suffix == "k" ? 10
+                    : suffix == "M" || suffix == "m" ? 20
+                    : suffix == "G" || suffix == "g" ? 30
+                                                     : -1;
+  std::size_t v = 0;
+  const auto [ptr, ec] = std::from_chars(value.data(), value.data() + digits, v);
+  if (digits == 0 || ec != std::errc() || shift < 0 || v > (std::size_t{1} << (63 - shift)) ||
+      (v << shift) < (std::size_t{1} << 20))
+    throw config_error(std::string(name),
+                       "invalid value '" + value + "' (expected bytes >= 1M, e.g. 512M or 2G)");
+  return v << shift;
+}
+
 } // namespace
 
 std::span<const config_variable> config_variables() { return variables; }
@@ -90,6 +117,15 @@ config config::parse(const std::map<std::string, std::string>& vars,
       c.fake_hosts = parse_int(name, value, 1);
     } else if (name == "CROWN_WAIT_SPINS") {
       c.wait_spins = value == "auto" ? -1 : parse_int(name, value, 0);
+    } else if (name == "CROWN_HEAP_SIZE") {
+      c.heap_size = parse_bytes(name, value);
+    } else if (name == "CROWN_SHM") {
+      c.shm = parse_int(name, value, 0) != 0;
+      if (value != "0" && value != "1")
+        throw config_error(name, "invalid value '" + value + "' (allowed: 0, 1)");
+    } else if (name == "CROWN_CHECK") {
+      c.check = value == "default" ? -1 : parse_int(name, value, 0);
+      if (c.check > 1) throw config_error(name, "invalid value '" + value + "' (allowed: 0, 1)");
     } else if (warnings) {
       const auto closest =
           std::min_element(variables.begin(), variables.end(), [&](const auto& a, const auto& b) {

@@ -1,10 +1,13 @@
 // crown::runtime: MPI initialisation or attachment, start-up agreement, shutdown order.
+#include "../transport/symmetric_heap.hpp"
 #include "runtime_state.hpp"
 #include <climits>
 #include <crown/build_config.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
 #if CROWN_HAVE_UCX
 #include <ucp/api/ucp.h>
@@ -82,8 +85,8 @@ void probe_mpi_rma(runtime_state& st) {
   st.transports.mpi_rma = false;
   st.transports.mpi_rma_problem =
       "MPI windows cannot be created at MPI_THREAD_MULTIPLE: Open MPI selected osc/pt2pt "
-      "(no RDMA-capable transport). Run one-sided traffic over UCX instead (mpirun --mca pml "
-      "ucx --mca osc ucx), or, for SPMD use without the controller, initialise MPI at "
+      "(no RDMA-capable transport). Run one-sided traffic over UCX instead (mpirun --mca osc "
+      "ucx,sm), or, for SPMD use without the controller, initialise MPI at "
       "MPI_THREAD_SERIALIZED before creating crown::runtime.";
 }
 
@@ -164,8 +167,13 @@ crown::mesh runtime_state::make_mesh(std::vector<dim> dims, std::vector<int> ran
   return crown::mesh(shared_from_this(), std::move(dims), std::move(ranks));
 }
 
+runtime_state::runtime_state() = default;
+runtime_state::~runtime_state() = default;
+
 void runtime_state::shutdown() noexcept {
   alive.store(false, std::memory_order_release);
+  install_heap(nullptr, cfg);
+  heap.reset();  // the window goes before the communicator it was made on
   world.reset(); // the world mesh points back at this state
   {
     const std::lock_guard lock(comm_mutex_);
@@ -224,6 +232,12 @@ runtime::runtime(int* argc, char*** argv) {
     start(MPI_COMM_WORLD, false, query_thread_level());
     return;
   }
+#ifdef OPEN_MPI
+  // Open MPI 4.1's default one-sided component (osc/rdma) refuses MPI_THREAD_MULTIPLE
+  // without an RDMA network (it falls back to osc/pt2pt) and crashes on a
+  // compare-and-swap to the calling rank; osc/ucx does neither. The user's choice wins.
+  setenv("OMPI_MCA_osc", "ucx,sm", 0);
+#endif
   int provided = 0;
   check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
   start(MPI_COMM_WORLD, true, provided);
@@ -285,6 +299,19 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
     st->transports.cuda = CROWN_HAVE_CUDA && found.host.gpus > 0;
     st->transports.nccl = CROWN_HAVE_NCCL;
     st->transports.nccl_version = detail::nccl_version();
+
+    detail::agreed_step(dup, "symmetric heap",
+                        [&] { st->heap = std::make_unique<detail::symmetric_heap>(*st); });
+    detail::agreed_step(dup, "symmetric heap window", [&] { st->heap->create_window(*st); });
+    detail::install_heap(st->heap.get(), st->cfg);
+#ifdef OPEN_MPI
+    const char* osc = std::getenv("OMPI_MCA_osc");
+    if (st->heap->has_window() && st->rank == 0 && (!osc || !std::strstr(osc, "ucx")))
+      log(log_level::warn, "one-sided traffic goes through Open MPI's default osc component, "
+                           "whose compare-and-swap to the calling rank crashes in Open MPI "
+                           "4.1 (Crown's atomics, events and locks use it): launch with "
+                           "--mca osc ucx,sm");
+#endif
 
     auto [dims, ranks] = detail::world_layout(*st->topo);
     st->world.emplace(st->make_mesh(std::move(dims), std::move(ranks)));

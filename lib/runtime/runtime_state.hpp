@@ -13,6 +13,10 @@
 
 namespace crown::detail {
 
+class symmetric_heap;
+/// Publishes the heap to the one-sided ABI (nullptr: none), with the checks cfg asks for.
+void install_heap(symmetric_heap* h, const config& cfg) noexcept;
+
 /// Rank of this process in the current (or last) runtime's world; -1 before any.
 int current_rank() noexcept;
 void set_current_rank(int rank) noexcept;
@@ -67,6 +71,10 @@ local_discovery discover_local(MPI_Comm world, int world_rank, const config& cfg
 std::vector<placement> gather_placements(MPI_Comm world, const placement& self, MPI_Comm host_comm);
 
 struct runtime_state : std::enable_shared_from_this<runtime_state> {
+  runtime_state();
+  ~runtime_state();
+  runtime_state(const runtime_state&) = delete;
+  runtime_state& operator=(const runtime_state&) = delete;
   comm_handle world_comm; ///< our duplicate of the world communicator
   comm_handle host_comm;
   int rank = 0;
@@ -78,6 +86,7 @@ struct runtime_state : std::enable_shared_from_this<runtime_state> {
   std::optional<crown::topology> topo;
   transport_support transports;
   std::optional<crown::mesh> world;
+  std::unique_ptr<symmetric_heap> heap; ///< host symmetric heap
   std::atomic<bool> alive{true};
 
   /// Throws state_error unless the runtime is still alive.

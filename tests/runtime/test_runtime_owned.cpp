@@ -21,6 +21,8 @@ BOOST_AUTO_TEST_CASE(owns_mpi_from_init_to_finalize) {
   {
     crown::runtime rt(argc, argv);
     BOOST_TEST(rt.owns_mpi());
+    const char* osc = std::getenv("OMPI_MCA_osc"); // chosen for Open MPI, unless the user had
+    BOOST_TEST((osc && std::string(osc) == "ucx,sm"));
     BOOST_TEST((rt.thread_support() == crown::thread_level::multiple));
     int size = 0;
     MPI_Comm_size(MPI_COMM_WORLD, &size);

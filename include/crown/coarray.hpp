@@ -1,0 +1,242 @@
+// include/crown/coarray.hpp — coarray<T, N>: an N-d block on every image of a mesh.
+#pragma once
+#include <array>
+#include <bit>
+#include <cstring>
+#include <crown/detail/heap.hpp>
+#include <crown/detail/types.hpp>
+#include <crown/error.hpp>
+#include <crown/mesh.hpp>
+#include <crown/runtime.hpp>
+#include <crown/section.hpp>
+#include <crown/view.hpp>
+#include <span>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+namespace crown {
+
+template <typename T, std::size_t N>
+class coarray;
+
+/// A remote reference to one image's block: `a.on(img)` or `a[img]`. Every transfer
+/// is blocking: a put returns once the data is at the target (remote completion), a
+/// get once it is here. Visibility to the target's own loads needs a synchronisation
+/// (sync_all, sync_images, an event, a lock) on the target afterwards.
+template <typename T, std::size_t N>
+class image_ref {
+public:
+  using index_type = std::array<std::size_t, N>;
+
+  /// The whole block, element for element (src.size() == elements per image).
+  void put(std::span<const T> src) const {
+    check_count(src.size(), "put");
+    detail::remote_put(rank_, a_->block_.offset, src.data(), src.size_bytes());
+  }
+  void get(std::span<T> dst) const {
+    check_count(dst.size(), "get");
+    detail::remote_get(rank_, a_->block_.offset, dst.data(), dst.size_bytes());
+  }
+  /// One element.
+  void put(const index_type& i, const T& value) const {
+    detail::remote_put(rank_, element_offset(i, "put"), &value, sizeof(T));
+  }
+  [[nodiscard]] T get(const index_type& i) const {
+    T value;
+    detail::remote_get(rank_, element_offset(i, "get"), &value, sizeof(T));
+    return value;
+  }
+  /// A strided section; `src`/`dst` hold its elements packed in row-major order.
+  void put(const section<N>& s, std::span<const T> src) const {
+    const auto runs = section_runs(s, src.size(), "put");
+    detail::remote_put_runs(rank_, runs, src.data());
+  }
+  void get(const section<N>& s, std::span<T> dst) const {
+    const auto runs = section_runs(s, dst.size(), "get");
+    detail::remote_get_runs(rank_, runs, dst.data());
+  }
+
+  // Atomics on one element (int32/int64 all operations; float/double define, ref,
+  // fetch_add, swap, compare_and_swap). With the whole mesh on one host they are CPU
+  // atomics; otherwise every atomic on the coarray, the owner's too, goes through
+  // the transport, so atomics never mix two mechanisms on one word.
+  void atomic_define(const index_type& i, T v) const
+    requires detail::atomic_capable<T>
+  {
+    atomic(i, detail::atomic_op::store, v);
+  }
+  [[nodiscard]] T atomic_ref(const index_type& i) const
+    requires detail::atomic_capable<T>
+  {
+    return atomic(i, detail::atomic_op::load, T{});
+  }
+  T fetch_add(const index_type& i, T v) const
+    requires detail::atomic_capable<T>
+  {
+    return atomic(i, detail::atomic_op::add, v);
+  }
+  T fetch_and(const index_type& i, T v) const
+    requires std::is_integral_v<T> && detail::atomic_capable<T>
+  {
+    return atomic(i, detail::atomic_op::bit_and, v);
+  }
+  T fetch_or(const index_type& i, T v) const
+    requires std::is_integral_v<T> && detail::atomic_capable<T>
+  {
+    return atomic(i, detail::atomic_op::bit_or, v);
+  }
+  T fetch_xor(const index_type& i, T v) const
+    requires std::is_integral_v<T> && detail::atomic_capable<T>
+  {
+    return atomic(i, detail::atomic_op::bit_xor, v);
+  }
+  T swap(const index_type& i, T v) const
+    requires detail::atomic_capable<T>
+  {
+    return atomic(i, detail::atomic_op::swap, v);
+  }
+  /// Returns the previous value; the swap happened iff it equals `expected`.
+  T compare_and_swap(const index_type& i, T expected, T desired) const
+    requires detail::atomic_capable<T>
+  {
+    return atomic(i, detail::atomic_op::compare_swap, desired, expected);
+  }
+
+  [[nodiscard]] int image() const noexcept { return image_; }
+  [[nodiscard]] int world_rank() const noexcept { return rank_; }
+
+private:
+  friend class coarray<T, N>;
+  image_ref(const coarray<T, N>* a, int image, int rank) : a_(a), image_(image), rank_(rank) {}
+
+  std::string what(const char* op) const {
+    return std::string(op) + " on image " + std::to_string(image_) + " of coarray<" +
+           detail::type_name<T>() + "," + std::to_string(N) + ">";
+  }
+  void check_count(std::size_t n, const char* op) const {
+    if (n != a_->size())
+      throw argument_error(what(op), std::to_string(n) + " elements given for a block of " +
+                                         std::to_string(a_->size()));
+  }
+  std::uint64_t element_offset(const index_type& i, const char* op) const {
+    std::size_t linear = 0;
+    for (std::size_t d = 0; d < N; ++d) {
+      if (i[d] >= a_->extents_[d])
+        throw argument_error(what(op), "index " + std::to_string(i[d]) + " of dimension " +
+                                           std::to_string(d) + " is out of range [0, " +
+                                           std::to_string(a_->extents_[d]) + ")");
+      linear = linear * a_->extents_[d] + i[d];
+    }
+    return a_->block_.offset + linear * sizeof(T);
+  }
+  std::vector<detail::run> section_runs(const section<N>& s, std::size_t given,
+                                        const char* op) const {
+    auto runs = detail::section_runs(s, a_->extents_, sizeof(T), a_->block_.offset, what(op));
+    std::size_t count = 1;
+    for (const auto& t : s) count *= t.count();
+    if (given != count)
+      throw argument_error(what(op) + " section " + detail::section_text(s),
+                           "the section has " + std::to_string(count) + " elements but " +
+                               std::to_string(given) + " were given");
+    return runs;
+  }
+  T atomic(const index_type& i, detail::atomic_op op, T operand, T compare = T{}) const {
+    using bits_t = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
+    const std::uint64_t result = detail::remote_atomic(
+        rank_, element_offset(i, "atomic"), op, sizeof(T), std::is_floating_point_v<T>,
+        std::bit_cast<bits_t>(operand), std::bit_cast<bits_t>(compare), a_->block_.cpu_atomics);
+    return std::bit_cast<T>(static_cast<bits_t>(result));
+  }
+
+  const coarray<T, N>* a_;
+  int image_;
+  int rank_;
+};
+
+/// An N-d block of T (N = 1..3) on every image of a mesh, in the symmetric heap.
+/// Construction and destruction are collective over the mesh's members (destruction
+/// synchronises first, as Fortran's deallocate does). Elements start zeroed. The
+/// local block is reached at full speed through data()/local(); other images through
+/// on(image). Images are numbered 0..num_images()-1 in mesh order.
+template <typename T, std::size_t N = 1>
+class coarray {
+  static_assert(std::is_trivially_copyable_v<T>, "coarray elements must be trivially copyable");
+  static_assert(N >= 1 && N <= 3, "coarray supports 1 to 3 dimensions");
+
+public:
+  using extents_type = std::array<std::size_t, N>;
+
+  coarray(const mesh& m, const extents_type& extents) : mesh_(m), extents_(extents) {
+    block_ = detail::heap_allocate(m, size() * sizeof(T), detail::type_tag<T, N>(), name());
+    data_ = reinterpret_cast<T*>(detail::heap_address(block_.offset));
+  }
+  coarray(const mesh& m, std::size_t n)
+    requires(N == 1)
+      : coarray(m, extents_type{n}) {}
+  explicit coarray(const extents_type& extents) : coarray(crown::world(), extents) {}
+  explicit coarray(std::size_t n)
+    requires(N == 1)
+      : coarray(crown::world(), extents_type{n}) {}
+
+  ~coarray() {
+    if (data_) detail::heap_release(mesh_, block_);
+  }
+  coarray(const coarray&) = delete;
+  coarray& operator=(const coarray&) = delete;
+  coarray(coarray&& o) noexcept
+      : mesh_(o.mesh_), extents_(o.extents_), block_(o.block_), data_(std::exchange(o.data_, nullptr)) {}
+
+  [[nodiscard]] const mesh& team() const noexcept { return mesh_; }
+  [[nodiscard]] int this_image() const { return mesh_.rank(); }
+  [[nodiscard]] int num_images() const noexcept { return mesh_.size(); }
+  [[nodiscard]] const extents_type& extents() const noexcept { return extents_; }
+  /// Elements per image.
+  [[nodiscard]] std::size_t size() const noexcept {
+    std::size_t n = 1;
+    for (std::size_t e : extents_) n *= e;
+    return n;
+  }
+
+  /// The local block.
+  [[nodiscard]] T* data() const { return live(); }
+  [[nodiscard]] view<T, N> local() const { return {live(), extents_}; }
+  [[nodiscard]] std::span<T> flat() const { return {live(), size()}; }
+  template <typename... I>
+    requires(sizeof...(I) == N)
+  [[nodiscard]] T& operator()(I... index) const noexcept {
+    return view<T, N>(data_, extents_)(index...);
+  }
+
+  /// A reference to image `image`'s block; throws argument_error outside [0, num_images()).
+  [[nodiscard]] image_ref<T, N> on(int image) const {
+    live();
+    if (image < 0 || image >= mesh_.size())
+      throw argument_error("coarray<" + detail::type_name<T>() + "," + std::to_string(N) +
+                               "> on " + mesh_.to_string() + ": access to image " +
+                               std::to_string(image),
+                           "image out of range [0, " + std::to_string(mesh_.size()) + ")");
+    return image_ref<T, N>(this, image, mesh_.ranks()[static_cast<std::size_t>(image)]);
+  }
+  [[nodiscard]] image_ref<T, N> operator[](int image) const { return on(image); }
+
+  /// Heap placement, for code that builds on coarrays (events, locks, tensors).
+  [[nodiscard]] const detail::heap_block& block() const noexcept { return block_; }
+
+private:
+  friend class image_ref<T, N>;
+  std::string name() const {
+    return "coarray<" + detail::type_name<T>() + "," + std::to_string(N) + ">";
+  }
+  T* live() const {
+    if (!data_) throw state_error(name(), "used after it was moved from");
+    return data_;
+  }
+
+  mesh mesh_;
+  extents_type extents_;
+  detail::heap_block block_{};
+  T* data_ = nullptr;
+};
+
+} // namespace crown

@@ -1,0 +1,83 @@
+// include/crown/detail/heap.hpp — the small, stable, non-template ABI under coarray,
+// global_ptr, events, locks and atomics. Implemented in lib/transport/.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <crown/memory_kind.hpp>
+#include <span>
+#include <string_view>
+
+namespace crown {
+class mesh;
+}
+
+namespace crown::detail {
+
+/// A collective allocation: the same offset in every member's heap.
+struct heap_block {
+  std::uint64_t offset = 0;
+  std::size_t bytes = 0;
+  bool cpu_atomics = false; ///< every member reaches the block with loads and stores
+};
+
+/// Collective over the members of `m`: they agree on one offset among themselves.
+/// Throws (on every member) when the sizes or `type_tag`s differ between members
+/// (unless CROWN_CHECK=0) or when the block does not fit in some member's heap.
+heap_block heap_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_tag,
+                         std::string_view what, memory_kind kind = memory_kind::host);
+/// Collective over the members: completes outstanding traffic, then frees.
+void heap_release(const mesh& m, const heap_block& b) noexcept;
+
+/// Non-collective allocation in the calling rank's own heap (global_ptr).
+std::uint64_t heap_allocate_local(std::size_t bytes, std::string_view what);
+void heap_release_local(std::uint64_t offset);
+
+/// The calling rank's address of a heap offset.
+std::byte* heap_address(std::uint64_t offset) noexcept;
+/// Load/store address of `offset` in `world_rank`'s heap, or nullptr when that rank
+/// is reached through the cross-host transport.
+std::byte* heap_peer_address(int world_rank, std::uint64_t offset) noexcept;
+
+/// A contiguous piece of a strided transfer: `bytes` at heap `offset` at the target,
+/// matched in order with consecutive bytes of the packed local buffer.
+struct run {
+  std::uint64_t offset;
+  std::size_t bytes;
+};
+
+/// Blocking transfers: return when the data is at the target (put) or here (get).
+void remote_put(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes);
+void remote_get(int world_rank, std::uint64_t offset, void* dst, std::size_t bytes);
+void remote_put_runs(int world_rank, std::span<const run> runs, const void* packed);
+void remote_get_runs(int world_rank, std::span<const run> runs, void* packed);
+
+enum class atomic_op { load, store, add, bit_and, bit_or, bit_xor, swap, compare_swap };
+/// Atomic on a 4- or 8-byte integer word (or float/double for load/store/add/swap).
+/// With `cpu` the word is updated with CPU atomics; otherwise through the transport,
+/// also when the target is the calling rank. Returns the previous value's bits.
+std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, int width,
+                            bool floating, std::uint64_t operand, std::uint64_t compare,
+                            bool cpu);
+
+/// Drives MPI's progress engine once (some transports, e.g. UCX over TCP or shared
+/// memory, complete other ranks' one-sided operations on this rank only while it
+/// progresses). Every Crown wait loop calls it.
+void progress();
+
+/// Completes every outstanding transfer of this rank and orders its memory accesses
+/// (MPI_Win_flush_all + MPI_Win_sync + a full fence).
+void heap_quiet();
+/// Makes remote writes to this rank's heap visible to its own loads (MPI_Win_sync + fence).
+void heap_sync_local();
+
+/// Chunk size for transport transfers (2 GiB boundary of MPI's int counts; tests lower it).
+std::size_t transfer_chunk_bytes() noexcept;
+void set_transfer_chunk_bytes(std::size_t bytes) noexcept;
+
+/// True when every rank of the world reaches every other's heap by load/store.
+bool world_shares_memory() noexcept;
+
+/// CROWN_CHECK: true when collective argument checks are on.
+bool check_collectives() noexcept;
+
+} // namespace crown::detail

@@ -1,0 +1,45 @@
+// include/crown/event.hpp — Fortran-style events: post to an image, wait on your own.
+#pragma once
+#include <crown/coarray.hpp>
+#include <crown/detail/wait.hpp>
+#include <cstdint>
+
+namespace crown {
+
+/// One event variable (a counter) on every image of a mesh. post(img) completes this
+/// image's earlier puts and then increments img's counter, so data put before a post
+/// is visible to the image that waits for it. Collective construction.
+class event {
+public:
+  explicit event(const mesh& m) : counts_(m, 1) {}
+  event() : event(crown::world()) {}
+
+  /// Increments `image`'s counter after this image's earlier transfers completed.
+  void post(int image) {
+    detail::heap_quiet();
+    (void)counts_.on(image).fetch_add({0}, 1);
+  }
+  /// Waits until this image's counter reaches `until`, then takes `until` off it.
+  void wait(std::int64_t until = 1) {
+    if (until < 1)
+      throw argument_error("event::wait(" + std::to_string(until) + ")",
+                           "the count to wait for must be >= 1");
+    const auto self = counts_.on(counts_.this_image());
+    detail::backoff pause;
+    while (self.atomic_ref({0}) < until) {
+      detail::progress();
+      pause.pause();
+    }
+    (void)self.fetch_add({0}, -until);
+    detail::heap_sync_local();
+  }
+  /// Posts not yet waited for on this image.
+  [[nodiscard]] std::int64_t query() const {
+    return counts_.on(counts_.this_image()).atomic_ref({0});
+  }
+
+private:
+  coarray<std::int64_t> counts_;
+};
+
+} // namespace crown

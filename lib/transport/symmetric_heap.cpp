@@ -1,0 +1,135 @@
+// The host symmetric heap: free space bookkeeping, the shared segment, the MPI window.
+#include "symmetric_heap.hpp"
+#include "../runtime/runtime_state.hpp"
+#include <algorithm>
+#include <crown/error.hpp>
+#include <crown/log.hpp>
+
+namespace crown::detail {
+
+free_list::free_list(std::size_t capacity) : capacity_(capacity) { free_[0] = capacity; }
+
+std::uint64_t free_list::first_fit_from(std::uint64_t from, std::size_t bytes) const {
+  auto it = free_.upper_bound(from);
+  if (it != free_.begin()) --it; // the block that may contain `from`
+  for (; it != free_.end(); ++it) {
+    const std::uint64_t start = std::max<std::uint64_t>(it->first, from);
+    if (start < it->first + it->second && it->first + it->second - start >= bytes) return start;
+  }
+  return capacity_;
+}
+
+std::uint64_t free_list::last_fit(std::size_t bytes) const {
+  for (auto it = free_.rbegin(); it != free_.rend(); ++it)
+    if (it->second >= bytes) return it->first + it->second - bytes;
+  return capacity_;
+}
+
+void free_list::take(std::uint64_t offset, std::size_t bytes) {
+  auto it = std::prev(free_.upper_bound(offset));
+  const std::uint64_t start = it->first, end = it->first + it->second;
+  free_.erase(it);
+  if (start < offset) free_[start] = offset - start;
+  if (offset + bytes < end) free_[offset + bytes] = end - (offset + bytes);
+  used_[offset] = bytes;
+  in_use_ += bytes;
+}
+
+bool free_list::give(std::uint64_t offset) {
+  const auto used = used_.find(offset);
+  if (used == used_.end()) return false;
+  std::uint64_t start = offset, end = offset + used->second;
+  in_use_ -= used->second;
+  used_.erase(used);
+  auto next = free_.lower_bound(start);
+  if (next != free_.end() && next->first == end) {
+    end += next->second;
+    next = free_.erase(next);
+  }
+  if (next != free_.begin()) {
+    auto before = std::prev(next);
+    if (before->first + before->second == start) {
+      start = before->first;
+      free_.erase(before);
+    }
+  }
+  free_[start] = end - start;
+  return true;
+}
+
+std::size_t free_list::largest_free() const {
+  std::size_t best = 0;
+  for (const auto& [offset, bytes] : free_) best = std::max(best, bytes);
+  return best;
+}
+
+symmetric_heap::symmetric_heap(runtime_state& st)
+    : space(st.cfg.heap_size), size_(st.cfg.heap_size) {
+  const auto& topo = *st.topo;
+  MPI_Comm segment_comm = st.cfg.shm ? st.host_comm.get() : MPI_COMM_SELF;
+  segment_ = std::make_unique<shm_segment>(segment_comm, size_);
+  int segment_rank = 0;
+  check_mpi(MPI_Comm_rank(segment_comm, &segment_rank), "MPI_Comm_rank");
+  mine_ = segment_->slice(segment_rank);
+  peers_.assign(static_cast<std::size_t>(st.size), nullptr);
+  peers_[static_cast<std::size_t>(st.rank)] = mine_;
+  if (st.cfg.shm)
+    for (const auto& p : topo.all())
+      if (p.host_index == topo.self().host_index)
+        peers_[static_cast<std::size_t>(p.rank)] = segment_->slice(p.local_rank);
+}
+
+void symmetric_heap::create_window(runtime_state& st) {
+
+  // Every rank must take the same decision: window creation is collective.
+  int need_window = std::count(peers_.begin(), peers_.end(), nullptr) > 0;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &need_window, 1, MPI_INT, MPI_MAX, st.world_comm.get()),
+            "MPI_Allreduce(heap window)");
+  if (!need_window) return;
+  if (!st.transports.mpi_rma) {
+    no_window_reason_ = st.transports.mpi_rma_problem;
+    return;
+  }
+  MPI_Info info = MPI_INFO_NULL;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "same_disp_unit", "true");
+  const int rc = MPI_Win_create(mine_, static_cast<MPI_Aint>(size_), 1, info,
+                                st.world_comm.get(), &win_);
+  MPI_Info_free(&info);
+  int ok = rc == MPI_SUCCESS;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, st.world_comm.get()),
+            "MPI_Allreduce(heap window created)");
+  if (!ok) {
+    if (rc == MPI_SUCCESS) MPI_Win_free(&win_);
+    win_ = MPI_WIN_NULL;
+    no_window_reason_ = "MPI_Win_create over the heap failed on some rank";
+    return;
+  }
+  check_mpi(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
+  int* model = nullptr;
+  int flag = 0;
+  check_mpi(MPI_Win_get_attr(win_, MPI_WIN_MODEL, &model, &flag), "MPI_Win_get_attr");
+  if (!flag || *model != MPI_WIN_UNIFIED) {
+    MPI_Win_free(&win_);
+    throw state_error("symmetric heap", "MPI gave a window in the SEPARATE memory model, which "
+                                        "Crown does not support (it needs MPI_WIN_UNIFIED)");
+  }
+  check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_), "MPI_Win_lock_all");
+}
+
+symmetric_heap::~symmetric_heap() {
+  if (win_ != MPI_WIN_NULL) {
+    MPI_Win_unlock_all(win_);
+    MPI_Win_free(&win_);
+  }
+}
+
+MPI_Win symmetric_heap::window_for(int rank) const {
+  if (win_ == MPI_WIN_NULL)
+    throw state_error("one-sided access to rank " + std::to_string(rank),
+                      "that rank is not reachable by load/store and there is no transport: " +
+                          no_window_reason_);
+  return win_;
+}
+
+} // namespace crown::detail

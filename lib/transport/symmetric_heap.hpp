@@ -1,0 +1,81 @@
+// lib/transport/symmetric_heap.hpp — the host symmetric heap: shared segment + MPI window.
+#pragma once
+#include "shm_segment.hpp"
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mpi.h>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace crown::detail {
+
+struct runtime_state;
+
+/// Free space of one rank's heap. Collective blocks grow from the bottom (first fit
+/// at or above a proposed offset, so members can converge on one offset); local
+/// blocks come from the top, away from them.
+class free_list {
+public:
+  explicit free_list(std::size_t capacity);
+  /// Lowest offset >= `from` where `bytes` fit, or capacity() when none does.
+  [[nodiscard]] std::uint64_t first_fit_from(std::uint64_t from, std::size_t bytes) const;
+  /// Highest offset where `bytes` fit, or capacity() when none does.
+  [[nodiscard]] std::uint64_t last_fit(std::size_t bytes) const;
+  void take(std::uint64_t offset, std::size_t bytes);
+  /// Returns the block at `offset` to the free space; false if no block starts there.
+  bool give(std::uint64_t offset);
+  [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
+  [[nodiscard]] std::size_t in_use() const noexcept { return in_use_; }
+  [[nodiscard]] std::size_t largest_free() const;
+
+private:
+  std::size_t capacity_;
+  std::size_t in_use_ = 0;
+  std::map<std::uint64_t, std::size_t> free_; ///< offset -> bytes, coalesced
+  std::map<std::uint64_t, std::size_t> used_;
+};
+
+/// Every rank's slice of the heap is reachable either by load/store (same host, shared
+/// segment) or through one MPI window created over that same memory at start-up.
+class symmetric_heap {
+public:
+  /// Maps the shared segment. Collective over the runtime's host communicator.
+  explicit symmetric_heap(runtime_state& st);
+  /// Collective over the world: creates the window over this rank's slice when some
+  /// peer needs it (several hosts, or CROWN_SHM=0) and MPI can make one.
+  void create_window(runtime_state& st);
+  ~symmetric_heap();
+  symmetric_heap(const symmetric_heap&) = delete;
+  symmetric_heap& operator=(const symmetric_heap&) = delete;
+
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] std::byte* local(std::uint64_t offset) const noexcept { return mine_ + offset; }
+  [[nodiscard]] std::byte* peer(int rank, std::uint64_t offset) const noexcept {
+    std::byte* base = peers_[static_cast<std::size_t>(rank)];
+    return base ? base + offset : nullptr;
+  }
+  /// The window for transport traffic to `rank`; throws state_error when there is none.
+  [[nodiscard]] MPI_Win window_for(int rank) const;
+  [[nodiscard]] bool has_window() const noexcept { return win_ != MPI_WIN_NULL; }
+  [[nodiscard]] bool all_peers_shared() const noexcept {
+    for (std::byte* p : peers_)
+      if (!p) return false;
+    return true;
+  }
+  [[nodiscard]] MPI_Win window() const noexcept { return win_; }
+
+  free_list space;
+  std::mutex mutex; ///< guards `space` against concurrent local allocations
+
+private:
+  std::size_t size_;
+  std::unique_ptr<shm_segment> segment_;
+  std::byte* mine_ = nullptr;
+  std::vector<std::byte*> peers_; ///< per world rank: slice base, or nullptr if not shared
+  MPI_Win win_ = MPI_WIN_NULL;
+  std::string no_window_reason_;
+};
+
+} // namespace crown::detail

@@ -1,0 +1,61 @@
+// Image control statements over a mesh.
+#include <algorithm>
+#include <crown/detail/heap.hpp>
+#include <crown/detail/wait.hpp>
+#include <crown/error.hpp>
+#include <crown/runtime.hpp>
+#include <crown/sync.hpp>
+#include <vector>
+
+namespace crown {
+
+void sync_all(const mesh& m) {
+  detail::heap_quiet();
+  m.barrier();
+  detail::heap_sync_local();
+}
+
+void sync_all() { sync_all(world()); }
+
+void sync_images(const mesh& m, std::span<const int> images) {
+  MPI_Comm comm = m.comm();
+  const int me = m.rank();
+  std::vector<int> peers(images.begin(), images.end());
+  std::sort(peers.begin(), peers.end());
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    if (peers[i] < 0 || peers[i] >= m.size())
+      throw argument_error("sync_images on " + m.to_string(),
+                           "image " + std::to_string(peers[i]) + " is out of range [0, " +
+                               std::to_string(m.size()) + ")");
+    if (i > 0 && peers[i] == peers[i - 1])
+      throw argument_error("sync_images on " + m.to_string(),
+                           "image " + std::to_string(peers[i]) + " is named twice");
+  }
+  peers.erase(std::remove(peers.begin(), peers.end(), me), peers.end());
+  detail::heap_quiet();
+  constexpr int tag = 7001;
+  std::vector<MPI_Request> requests(2 * peers.size(), MPI_REQUEST_NULL);
+  char token = 0;
+  std::vector<char> received(peers.size());
+  for (std::size_t i = 0; i < peers.size(); ++i) {
+    check_mpi(MPI_Irecv(&received[i], 1, MPI_CHAR, peers[i], tag, comm, &requests[2 * i]),
+              "sync_images: MPI_Irecv");
+    check_mpi(MPI_Isend(&token, 1, MPI_CHAR, peers[i], tag, comm, &requests[2 * i + 1]),
+              "sync_images: MPI_Isend");
+  }
+  int done = 0;
+  detail::wait_until([&] {
+    check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
+                          MPI_STATUSES_IGNORE),
+              "sync_images: MPI_Testall");
+    return done != 0;
+  });
+  detail::heap_sync_local();
+}
+
+void sync_memory() {
+  detail::heap_quiet();
+  detail::heap_sync_local();
+}
+
+} // namespace crown

@@ -1,0 +1,125 @@
+// co_* collectives against serial references; bitwise agreement between images.
+#include <boost/test/unit_test.hpp>
+#include <crown/crown.hpp>
+#include <cstring>
+#include <harness/crown_test.hpp>
+
+using crown_test::what_of;
+
+namespace {
+const crown::mesh& w() { return crown::world(); }
+int me() { return crown::world().rank(); }
+int n() { return crown::world().size(); }
+
+/// True on every image when all images hold bitwise the same bytes.
+bool same_everywhere(const void* data, std::size_t bytes) {
+  std::vector<char> mine(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+  std::vector<char> first = mine;
+  MPI_Bcast(first.data(), static_cast<int>(bytes), MPI_CHAR, 0, w().comm());
+  int same = first == mine;
+  MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, w().comm());
+  return same != 0;
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(sum_min_max_match_serial_references) {
+  std::vector<std::int64_t> a(1000), lo(1000), hi(1000);
+  for (int i = 0; i < 1000; ++i) a[i] = lo[i] = hi[i] = (me() + 1) * (i % 7) - me();
+  crown::co_sum(w(), std::span(a));
+  crown::co_min(w(), std::span(lo));
+  crown::co_max(w(), std::span(hi));
+  for (int i = 0; i < 1000; ++i) {
+    std::int64_t sum = 0, mn = INT64_MAX, mx = INT64_MIN;
+    for (int r = 0; r < n(); ++r) {
+      const std::int64_t v = (r + 1) * (i % 7) - r;
+      sum += v;
+      mn = std::min(mn, v);
+      mx = std::max(mx, v);
+    }
+    BOOST_TEST(a[i] == sum);
+    BOOST_TEST(lo[i] == mn);
+    BOOST_TEST(hi[i] == mx);
+  }
+  double x = 0.1 * (me() + 1);
+  crown::co_sum(w(), x);
+  double serial = 0;
+  for (int r = 0; r < n(); ++r) serial += 0.1 * (r + 1);
+  BOOST_TEST(x == serial, boost::test_tools::tolerance(1e-12));
+  BOOST_TEST(same_everywhere(&x, sizeof x));
+}
+
+BOOST_AUTO_TEST_CASE(floating_sums_are_bitwise_identical_everywhere) {
+  std::vector<double> v(4096);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1.0 / (1.0 + static_cast<double>(i) * (me() + 3));
+  crown::co_sum(w(), std::span(v));
+  BOOST_TEST(same_everywhere(v.data(), v.size() * sizeof(double)));
+}
+
+BOOST_AUTO_TEST_CASE(result_image_only_receives) {
+  for (int root = 0; root < n(); ++root) {
+    int v = me() + 1;
+    crown::co_sum(w(), v, root);
+    BOOST_TEST(v == (me() == root ? n() * (n() + 1) / 2 : me() + 1));
+  }
+}
+
+BOOST_AUTO_TEST_CASE(broadcast_from_every_source) {
+  for (int src = 0; src < n(); ++src) {
+    std::array<float, 3> v{float(me()), float(me() * 2), -1.0f};
+    crown::co_broadcast(w(), std::span<float>(v), src);
+    BOOST_TEST(v[0] == float(src));
+    BOOST_TEST(v[1] == float(src * 2));
+  }
+  struct pair {
+    int a;
+    double b;
+  } p{me(), me() * 0.5};
+  crown::co_broadcast(w(), p, n() - 1);
+  BOOST_TEST(p.a == n() - 1);
+  BOOST_TEST(p.b == (n() - 1) * 0.5);
+}
+
+BOOST_AUTO_TEST_CASE(user_reductions_apply_in_image_order) {
+  // Not commutative: appending digits. Image order gives 0123... on every image.
+  std::int64_t digits = me();
+  crown::co_reduce(w(), digits, [](std::int64_t a, std::int64_t b) { return a * 10 + b; });
+  std::int64_t expected = 0;
+  for (int r = 0; r < n(); ++r) expected = expected * 10 + r;
+  BOOST_TEST(digits == expected);
+  // element-wise on arrays, into one image
+  std::vector<int> v{me(), 2 * me()};
+  crown::co_reduce(w(), std::span(v), [](int a, int b) { return a - b; }, 0);
+  if (me() == 0) {
+    int first = 0, second = 0;
+    for (int r = 1; r < n(); ++r) {
+      first -= r;
+      second -= 2 * r;
+    }
+    BOOST_TEST(v[0] == first);
+    BOOST_TEST(v[1] == second);
+  } else {
+    BOOST_TEST(v[0] == me()); // untouched elsewhere
+  }
+}
+
+BOOST_AUTO_TEST_CASE(coarray_data_reduces_in_place) {
+  crown::coarray<double> a(w(), 100);
+  for (std::size_t i = 0; i < 100; ++i) a(i) = static_cast<double>(i) * (me() + 1);
+  crown::co_sum(w(), a.flat());
+  for (std::size_t i = 0; i < 100; ++i)
+    BOOST_TEST(a(i) == static_cast<double>(i) * n() * (n() + 1) / 2);
+}
+
+BOOST_AUTO_TEST_CASE(bad_arguments) {
+  int v = 1;
+  auto m = what_of<crown::argument_error>([&] { crown::co_sum(w(), v, n()); });
+  BOOST_TEST(m.find("image " + std::to_string(n()) + " is out of range") != std::string::npos, m);
+  m = what_of<crown::argument_error>([&] { crown::co_broadcast(w(), v, -1); });
+  BOOST_TEST(m.find("image -1 is out of range") != std::string::npos, m);
+  if (crown::detail::check_collectives() && n() > 1) {
+    // CROWN_CHECK=1: a count that differs on one image is caught on every image
+    std::vector<int> data(me() == 0 ? 3 : 4, 1);
+    m = what_of<crown::argument_error>([&] { crown::co_sum(w(), std::span(data)); });
+    BOOST_TEST(m.find("count is " + std::to_string(data.size()) + " here but") != std::string::npos, m);
+  }
+}

@@ -1,0 +1,145 @@
+// Image control and atomics: sync_images, events, locks, critical, atomic operations.
+#include <boost/test/unit_test.hpp>
+#include <crown/crown.hpp>
+#include <harness/crown_test.hpp>
+
+using crown_test::what_of;
+
+namespace {
+const crown::mesh& w() { return crown::world(); }
+int me() { return crown::world().rank(); }
+int n() { return crown::world().size(); }
+int right() { return (me() + 1) % n(); }
+int left() { return (me() + n() - 1) % n(); }
+constexpr int adds = 10000;
+} // namespace
+
+BOOST_AUTO_TEST_CASE(sync_images_orders_neighbours) {
+  crown::coarray<int> a(w(), 1);
+  std::vector<int> neighbours{left()};
+  if (right() != left()) neighbours.push_back(right());
+  for (int round = 1; round <= 20; ++round) {
+    a.on(right()).put({0}, round * 100 + me());
+    crown::sync_images(w(), neighbours);
+    BOOST_TEST(a(0) == round * 100 + left());
+    crown::sync_images(w(), neighbours); // nobody overwrites before it was read
+  }
+  auto m = what_of<crown::argument_error>([] { crown::sync_images(w(), {n()}); });
+  BOOST_TEST(m.find("image " + std::to_string(n()) + " is out of range") != std::string::npos, m);
+  m = what_of<crown::argument_error>([] { crown::sync_images(w(), {0, 0}); });
+  BOOST_TEST(m.find("image 0 is named twice") != std::string::npos, m);
+  crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(events_carry_a_producer_consumer_chain) {
+  // Image 0 starts a token; each image waits for it, adds its index and passes it on.
+  crown::coarray<std::int64_t> token(w(), 1);
+  crown::event arrived(w());
+  for (int lap = 0; lap < 5; ++lap) {
+    if (me() != 0 || lap > 0) arrived.wait();
+    const std::int64_t value = token(0) + me();
+    if (me() != n() - 1 || lap < 4) {
+      token.on(right()).put({0}, value);
+      arrived.post(right());
+    } else {
+      // after 5 laps the token holds 5 * (0 + 1 + ... + n-1)
+      BOOST_TEST(value == 5LL * n() * (n() - 1) / 2);
+    }
+  }
+  crown::sync_all();
+  // counts: everyone posts twice to image 0, which waits for all of them at once
+  crown::event e(w());
+  e.post(0);
+  e.post(0);
+  if (me() == 0) {
+    e.wait(2 * n());
+    BOOST_TEST(e.query() == 0);
+  }
+  crown::sync_all();
+  BOOST_CHECK_THROW(e.wait(0), crown::argument_error);
+}
+
+BOOST_AUTO_TEST_CASE(atomic_counter_is_exact) {
+  crown::coarray<std::int64_t> counter(w(), 1);
+  for (int i = 0; i < adds; ++i) (void)counter.on(0).fetch_add({0}, 1);
+  crown::sync_all();
+  BOOST_TEST(counter.on(0).atomic_ref({0}) == static_cast<std::int64_t>(adds) * n());
+  crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(lock_protected_counter_is_exact) {
+  crown::coarray<std::int64_t> counter(w(), 1);
+  crown::image_lock lock(w());
+  const int iterations = adds / 10; // each iteration is several transfers; the total stays exact
+  for (int i = 0; i < iterations; ++i) {
+    lock.lock(0);
+    const std::int64_t v = counter.on(0).get({0});
+    counter.on(0).put({0}, v + 1);
+    lock.unlock(0);
+  }
+  crown::sync_all();
+  BOOST_TEST(counter.on(0).get({0}) == static_cast<std::int64_t>(iterations) * n());
+  // misuse: unlocking what is not held, locking twice
+  auto m = what_of<crown::state_error>([&] { lock.unlock(right()); });
+  BOOST_TEST(m.find("unlock of a lock that is not held") != std::string::npos, m);
+  crown::sync_all(); // everyone has seen the free lock before any is taken
+  lock.lock(me());
+  m = what_of<crown::state_error>([&] { (void)lock.try_lock(me()); });
+  BOOST_TEST(m.find("this image already holds the lock") != std::string::npos, m);
+  crown::sync_all();
+  if (n() > 1) {
+    m = what_of<crown::state_error>([&] { lock.unlock(right()); }); // held by its owner
+    BOOST_TEST(m.find("unlock of a lock held by image " + std::to_string(right())) !=
+                   std::string::npos, m);
+  }
+  crown::sync_all();
+  lock.unlock(me());
+  crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(critical_sections_serialise) {
+  crown::critical section(w());
+  crown::coarray<int> log(w(), 1);
+  for (int i = 0; i < 50; ++i)
+    section([&] {
+      const int v = log.on(0).get({0});
+      log.on(0).put({0}, v + 1);
+    });
+  crown::sync_all();
+  BOOST_TEST(log.on(0).get({0}) == 50 * n());
+  crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(every_atomic_operation) {
+  crown::coarray<std::int32_t> i32(w(), 4);
+  crown::coarray<std::int64_t> i64(w(), 4);
+  crown::coarray<double> f64(w(), 2);
+  const auto t32 = i32.on(right());
+  const auto t64 = i64.on(right());
+  t32.atomic_define({0}, 0x0F0F);
+  BOOST_TEST(t32.atomic_ref({0}) == 0x0F0F);
+  BOOST_TEST(t32.fetch_and({0}, 0x00FF) == 0x0F0F);
+  BOOST_TEST(t32.fetch_or({0}, 0x1000) == 0x000F);
+  BOOST_TEST(t32.fetch_xor({0}, 0x1001) == 0x100F);
+  BOOST_TEST(t32.atomic_ref({0}) == 0x000E);
+  BOOST_TEST(t32.swap({0}, -7) == 0x000E);
+  BOOST_TEST(t32.compare_and_swap({0}, -7, 9) == -7);    // swapped
+  BOOST_TEST(t32.compare_and_swap({0}, -7, 11) == 9);    // not swapped
+  BOOST_TEST(t32.atomic_ref({0}) == 9);
+  t64.atomic_define({3}, std::int64_t{1} << 40);
+  BOOST_TEST(t64.fetch_add({3}, -1) == std::int64_t{1} << 40);
+  BOOST_TEST(t64.atomic_ref({3}) == (std::int64_t{1} << 40) - 1);
+  // everyone adds to image 0's double
+  (void)f64.on(0).fetch_add({1}, 0.5);
+  crown::sync_all();
+  BOOST_TEST(f64.on(0).atomic_ref({1}) == 0.5 * n());
+  // mixed operations from every image on one word stay atomic with each other
+  for (int k = 0; k < 200; ++k) {
+    (void)i64.on(0).fetch_add({0}, 3);
+    (void)i64.on(0).fetch_xor({0}, 0); // a no-op through a different operation
+    (void)i64.on(0).fetch_add({0}, -1);
+  }
+  crown::sync_all();
+  BOOST_TEST(i64.on(0).atomic_ref({0}) == 400 * n());
+  crown::sync_all();
+}
