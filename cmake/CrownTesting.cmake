@@ -73,6 +73,6 @@ function(crown_add_unit_test suite)
   target_link_libraries(test_${suite} PRIVATE crown_test_harness_none crown::crown
                                               crown_build_flags)
   add_test(NAME ${suite} COMMAND test_${suite})
-  set_tests_properties(${suite} PROPERTIES TIMEOUT 60 LABELS unit
+  set_tests_properties(${suite} PROPERTIES TIMEOUT 60 LABELS unit PROCESSORS 1
                                            ENVIRONMENT "${CROWN_TEST_ENV}")
 endfunction()

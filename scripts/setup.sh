@@ -2,6 +2,7 @@
 # Installs missing Debian packages, then configures and builds a preset.
 set -euo pipefail
 CROWN_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$CROWN_ROOT" # presets are read from the current directory
 
 # Everything a build, the tests and the demos need. Optional parts (CUDA, NCCL) are
 # used when present and never installed here.

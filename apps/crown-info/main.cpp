@@ -131,9 +131,12 @@ int main(int argc, char** argv) {
     const auto& host = rt.topology().host();
     const host_numbers mine{host.cores, host.pus, host.numa_nodes, host.gpus,
                             check_gpu && crown::gpu_works(me.gpu)};
-    std::vector<host_numbers> all(rt.size());
-    crown::check_mpi(MPI_Gather(&mine, 5, MPI_INT, all.data(), 5, MPI_INT, 0, rt.world().comm()),
-                     "MPI_Gather(host numbers)");
+    // The world communicator is in mesh order; index the results by rank.
+    std::vector<host_numbers> gathered(rt.size()), all(rt.size());
+    crown::check_mpi(
+        MPI_Gather(&mine, 5, MPI_INT, gathered.data(), 5, MPI_INT, 0, rt.world().comm()),
+        "MPI_Gather(host numbers)");
+    for (int i = 0; i < rt.size(); ++i) all[rt.world().ranks()[i]] = gathered[i];
     if (rt.rank() == 0) (json ? print_json : print_text)(rt, all, check_gpu);
     std::fflush(stdout);
   } catch (const crown::error& e) {

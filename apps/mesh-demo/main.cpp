@@ -31,7 +31,7 @@ int sum_over(const crown::mesh& m, int value) {
   return value;
 }
 
-/// Gathers one line from every rank and prints them in rank order on rank 0.
+/// Gathers one line from every rank and prints them in mesh order on its first rank.
 void print_in_order(const crown::mesh& world, const std::string& line) {
   const int n = world.size();
   int length = static_cast<int>(line.size());

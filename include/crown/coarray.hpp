@@ -2,7 +2,6 @@
 #pragma once
 #include <array>
 #include <bit>
-#include <cstring>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/error.hpp>
@@ -10,6 +9,7 @@
 #include <crown/runtime.hpp>
 #include <crown/section.hpp>
 #include <crown/view.hpp>
+#include <cstring>
 #include <span>
 #include <string>
 #include <type_traits>
@@ -61,45 +61,33 @@ public:
   // fetch_add, swap, compare_and_swap). With the whole mesh on one host they are CPU
   // atomics; otherwise every atomic on the coarray, the owner's too, goes through
   // the transport, so atomics never mix two mechanisms on one word.
-  void atomic_define(const index_type& i, T v) const
-    requires detail::atomic_capable<T>
-  {
+  void atomic_define(const index_type& i, T v) const requires detail::atomic_capable<T> {
     atomic(i, detail::atomic_op::store, v);
   }
-  [[nodiscard]] T atomic_ref(const index_type& i) const
-    requires detail::atomic_capable<T>
-  {
+  [[nodiscard]] T atomic_ref(const index_type& i) const requires detail::atomic_capable<T> {
     return atomic(i, detail::atomic_op::load, T{});
   }
-  T fetch_add(const index_type& i, T v) const
-    requires detail::atomic_capable<T>
-  {
+  T fetch_add(const index_type& i, T v) const requires detail::atomic_capable<T> {
     return atomic(i, detail::atomic_op::add, v);
   }
-  T fetch_and(const index_type& i, T v) const
-    requires std::is_integral_v<T> && detail::atomic_capable<T>
-  {
+  T fetch_and(const index_type& i,
+              T v) const requires std::is_integral_v<T> && detail::atomic_capable<T> {
     return atomic(i, detail::atomic_op::bit_and, v);
   }
-  T fetch_or(const index_type& i, T v) const
-    requires std::is_integral_v<T> && detail::atomic_capable<T>
-  {
+  T fetch_or(const index_type& i,
+             T v) const requires std::is_integral_v<T> && detail::atomic_capable<T> {
     return atomic(i, detail::atomic_op::bit_or, v);
   }
-  T fetch_xor(const index_type& i, T v) const
-    requires std::is_integral_v<T> && detail::atomic_capable<T>
-  {
+  T fetch_xor(const index_type& i,
+              T v) const requires std::is_integral_v<T> && detail::atomic_capable<T> {
     return atomic(i, detail::atomic_op::bit_xor, v);
   }
-  T swap(const index_type& i, T v) const
-    requires detail::atomic_capable<T>
-  {
+  T swap(const index_type& i, T v) const requires detail::atomic_capable<T> {
     return atomic(i, detail::atomic_op::swap, v);
   }
   /// Returns the previous value; the swap happened iff it equals `expected`.
-  T compare_and_swap(const index_type& i, T expected, T desired) const
-    requires detail::atomic_capable<T>
-  {
+  T compare_and_swap(const index_type& i, T expected,
+                     T desired) const requires detail::atomic_capable<T> {
     return atomic(i, detail::atomic_op::compare_swap, desired, expected);
   }
 
@@ -171,13 +159,9 @@ public:
     block_ = detail::heap_allocate(m, size() * sizeof(T), detail::type_tag<T, N>(), name());
     data_ = reinterpret_cast<T*>(detail::heap_address(block_.offset));
   }
-  coarray(const mesh& m, std::size_t n)
-    requires(N == 1)
-      : coarray(m, extents_type{n}) {}
+  coarray(const mesh& m, std::size_t n) requires(N == 1) : coarray(m, extents_type{n}) {}
   explicit coarray(const extents_type& extents) : coarray(crown::world(), extents) {}
-  explicit coarray(std::size_t n)
-    requires(N == 1)
-      : coarray(crown::world(), extents_type{n}) {}
+  explicit coarray(std::size_t n) requires(N == 1) : coarray(crown::world(), extents_type{n}) {}
 
   ~coarray() {
     if (data_) detail::heap_release(mesh_, block_);
@@ -185,7 +169,8 @@ public:
   coarray(const coarray&) = delete;
   coarray& operator=(const coarray&) = delete;
   coarray(coarray&& o) noexcept
-      : mesh_(o.mesh_), extents_(o.extents_), block_(o.block_), data_(std::exchange(o.data_, nullptr)) {}
+      : mesh_(o.mesh_), extents_(o.extents_), block_(o.block_),
+        data_(std::exchange(o.data_, nullptr)) {}
 
   [[nodiscard]] const mesh& team() const noexcept { return mesh_; }
   [[nodiscard]] int this_image() const { return mesh_.rank(); }
@@ -203,8 +188,7 @@ public:
   [[nodiscard]] view<T, N> local() const { return {live(), extents_}; }
   [[nodiscard]] std::span<T> flat() const { return {live(), size()}; }
   template <typename... I>
-    requires(sizeof...(I) == N)
-  [[nodiscard]] T& operator()(I... index) const noexcept {
+  requires(sizeof...(I) == N) [[nodiscard]] T& operator()(I... index) const noexcept {
     return view<T, N>(data_, extents_)(index...);
   }
 
@@ -212,9 +196,8 @@ public:
   [[nodiscard]] image_ref<T, N> on(int image) const {
     live();
     if (image < 0 || image >= mesh_.size())
-      throw argument_error("coarray<" + detail::type_name<T>() + "," + std::to_string(N) +
-                               "> on " + mesh_.to_string() + ": access to image " +
-                               std::to_string(image),
+      throw argument_error("coarray<" + detail::type_name<T>() + "," + std::to_string(N) + "> on " +
+                               mesh_.to_string() + ": access to image " + std::to_string(image),
                            "image out of range [0, " + std::to_string(mesh_.size()) + ")");
     return image_ref<T, N>(this, image, mesh_.ranks()[static_cast<std::size_t>(image)]);
   }

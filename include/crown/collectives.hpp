@@ -1,12 +1,12 @@
 // include/crown/collectives.hpp — co_sum, co_min, co_max, co_broadcast, co_reduce.
 #pragma once
 #include <complex>
-#include <cstdint>
-#include <cstring>
 #include <crown/detail/types.hpp>
 #include <crown/error.hpp>
 #include <crown/mesh.hpp>
 #include <crown/runtime.hpp>
+#include <cstdint>
+#include <cstring>
 #include <mpi.h>
 #include <span>
 #include <type_traits>
@@ -18,16 +18,26 @@ namespace detail {
 
 template <typename T>
 MPI_Datatype mpi_datatype() {
-  if constexpr (std::is_same_v<T, float>) return MPI_FLOAT;
-  else if constexpr (std::is_same_v<T, double>) return MPI_DOUBLE;
-  else if constexpr (std::is_same_v<T, std::int32_t>) return MPI_INT32_T;
-  else if constexpr (std::is_same_v<T, std::int64_t>) return MPI_INT64_T;
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return MPI_UINT32_T;
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return MPI_UINT64_T;
-  else if constexpr (std::is_same_v<T, std::complex<float>>) return MPI_C_FLOAT_COMPLEX;
-  else if constexpr (std::is_same_v<T, std::complex<double>>) return MPI_C_DOUBLE_COMPLEX;
-  else if constexpr (std::is_same_v<T, char>) return MPI_CHAR;
-  else return MPI_DATATYPE_NULL;
+  if constexpr (std::is_same_v<T, float>)
+    return MPI_FLOAT;
+  else if constexpr (std::is_same_v<T, double>)
+    return MPI_DOUBLE;
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return MPI_INT32_T;
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return MPI_INT64_T;
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return MPI_UINT32_T;
+  else if constexpr (std::is_same_v<T, std::uint64_t>)
+    return MPI_UINT64_T;
+  else if constexpr (std::is_same_v<T, std::complex<float>>)
+    return MPI_C_FLOAT_COMPLEX;
+  else if constexpr (std::is_same_v<T, std::complex<double>>)
+    return MPI_C_DOUBLE_COMPLEX;
+  else if constexpr (std::is_same_v<T, char>)
+    return MPI_CHAR;
+  else
+    return MPI_DATATYPE_NULL;
 }
 
 enum class reduction { sum, min, max };
@@ -50,8 +60,8 @@ void co_builtin(const mesh& m, std::span<T> data, reduction op, int result_image
   const MPI_Datatype type = mpi_datatype<T>();
   if (type == MPI_DATATYPE_NULL)
     throw argument_error(name, "no built-in reduction for " + type_name<T>() + "; use co_reduce");
-  co_reduce_builtin(m, data.data(), data.size(), type, sizeof(T),
-                    !std::is_integral_v<T>, op, result_image, type_tag<T, 1>(), name);
+  co_reduce_builtin(m, data.data(), data.size(), type, sizeof(T), !std::is_integral_v<T>, op,
+                    result_image, type_tag<T, 1>(), name);
 }
 
 } // namespace detail
@@ -72,17 +82,17 @@ void co_max(const mesh& m, std::span<T> data, int result_image = -1) {
 }
 /// Scalars.
 template <typename T>
-  requires std::is_arithmetic_v<T>
+requires std::is_arithmetic_v<T>
 void co_sum(const mesh& m, T& value, int result_image = -1) {
   co_sum(m, std::span<T>(&value, 1), result_image);
 }
 template <typename T>
-  requires std::is_arithmetic_v<T>
+requires std::is_arithmetic_v<T>
 void co_min(const mesh& m, T& value, int result_image = -1) {
   co_min(m, std::span<T>(&value, 1), result_image);
 }
 template <typename T>
-  requires std::is_arithmetic_v<T>
+requires std::is_arithmetic_v<T>
 void co_max(const mesh& m, T& value, int result_image = -1) {
   co_max(m, std::span<T>(&value, 1), result_image);
 }
@@ -94,7 +104,7 @@ void co_broadcast(const mesh& m, std::span<T> data, int source_image) {
   detail::co_broadcast_bytes(m, data.data(), data.size_bytes(), source_image, "co_broadcast");
 }
 template <typename T>
-  requires std::is_trivially_copyable_v<T>
+requires std::is_trivially_copyable_v<T>
 void co_broadcast(const mesh& m, T& value, int source_image) {
   co_broadcast(m, std::span<T>(&value, 1), source_image);
 }
@@ -119,7 +129,7 @@ void co_reduce(const mesh& m, std::span<T> data, Op op, int result_image = -1) {
   std::memcpy(data.data(), acc.data(), n * sizeof(T));
 }
 template <typename T, typename Op>
-  requires std::is_trivially_copyable_v<T>
+requires std::is_trivially_copyable_v<T>
 void co_reduce(const mesh& m, T& value, Op op, int result_image = -1) {
   co_reduce(m, std::span<T>(&value, 1), op, result_image);
 }

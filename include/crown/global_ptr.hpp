@@ -1,11 +1,11 @@
 // include/crown/global_ptr.hpp — a pointer into one rank's heap, passable between ranks.
 #pragma once
 #include <bit>
-#include <cstddef>
-#include <cstdint>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/runtime.hpp>
+#include <cstddef>
+#include <cstdint>
 #include <span>
 #include <type_traits>
 
@@ -37,17 +37,19 @@ public:
   }
   friend bool operator==(const global_ptr&, const global_ptr&) = default;
 
-  void put(std::span<const T> src) const { detail::remote_put(rank_, offset_, src.data(), src.size_bytes()); }
-  void get(std::span<T> dst) const { detail::remote_get(rank_, offset_, dst.data(), dst.size_bytes()); }
+  void put(std::span<const T> src) const {
+    detail::remote_put(rank_, offset_, src.data(), src.size_bytes());
+  }
+  void get(std::span<T> dst) const {
+    detail::remote_get(rank_, offset_, dst.data(), dst.size_bytes());
+  }
   void put(const T& value) const { detail::remote_put(rank_, offset_, &value, sizeof(T)); }
   [[nodiscard]] T get() const {
     T value;
     detail::remote_get(rank_, offset_, &value, sizeof(T));
     return value;
   }
-  T fetch_add(T v) const
-    requires detail::atomic_capable<T>
-  {
+  T fetch_add(T v) const requires detail::atomic_capable<T> {
     using bits_t = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;
     return std::bit_cast<T>(static_cast<bits_t>(detail::remote_atomic(
         rank_, offset_, detail::atomic_op::add, sizeof(T), std::is_floating_point_v<T>,

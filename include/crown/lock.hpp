@@ -27,8 +27,7 @@ public:
   bool try_lock(int image) {
     const std::int64_t me = words_.this_image() + 1;
     const std::int64_t previous = words_.on(image).compare_and_swap({0}, 0, me);
-    if (previous == me)
-      throw state_error(what(image), "this image already holds the lock");
+    if (previous == me) throw state_error(what(image), "this image already holds the lock");
     if (previous != 0) return false;
     detail::heap_sync_local();
     return true;

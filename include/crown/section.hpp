@@ -1,10 +1,10 @@
 // include/crown/section.hpp — strided sections of an N-d block (Fortran a(1:n:2, 2:m)).
 #pragma once
 #include <array>
-#include <cstddef>
-#include <cstdint>
 #include <crown/detail/heap.hpp>
 #include <crown/error.hpp>
+#include <cstddef>
+#include <cstdint>
 #include <string>
 #include <vector>
 

@@ -38,8 +38,8 @@ public:
   [[nodiscard]] const host_resources& host() const noexcept { return host_; }
   [[nodiscard]] int num_hosts() const noexcept;
   [[nodiscard]] bool multi_host() const noexcept { return num_hosts() > 1; }
-  /// True when this rank's machine runs more ranks than it has hardware threads.
-  [[nodiscard]] bool oversubscribed() const noexcept { return host_.ranks > host_.pus; }
+  /// True when this rank's machine runs more ranks than it has cores.
+  [[nodiscard]] bool oversubscribed() const noexcept { return host_.ranks > host_.cores; }
 
 private:
   std::vector<placement> all_;

@@ -15,16 +15,13 @@ public:
   constexpr view(T* data, const extents_type& extents) noexcept : data_(data), extents_(extents) {}
 
   template <typename... I>
-    requires(sizeof...(I) == N)
-  [[nodiscard]] constexpr T& operator()(I... index) const noexcept {
+  requires(sizeof...(I) == N) [[nodiscard]] constexpr T& operator()(I... index) const noexcept {
     const std::array<std::size_t, N> i{static_cast<std::size_t>(index)...};
     std::size_t offset = i[0];
     for (std::size_t d = 1; d < N; ++d) offset = offset * extents_[d] + i[d];
     return data_[offset];
   }
-  [[nodiscard]] constexpr T& operator[](std::size_t i) const noexcept
-    requires(N == 1)
-  {
+  [[nodiscard]] constexpr T& operator[](std::size_t i) const noexcept requires(N == 1) {
     return data_[i];
   }
   [[nodiscard]] constexpr std::size_t extent(std::size_t d) const noexcept { return extents_[d]; }

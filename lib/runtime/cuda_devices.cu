@@ -33,7 +33,15 @@ gpu_inventory discover_gpus() {
 
 bool gpu_self_test(int device) {
   constexpr int n = 1000;
-  if (cudaSetDevice(device) != cudaSuccess) return false;
+  int previous = 0;
+  if (cudaGetDevice(&previous) != cudaSuccess || cudaSetDevice(device) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  struct restore {
+    int device;
+    ~restore() { cudaSetDevice(device); } // the application's current device stays
+  } keep{previous};
   int* dev = nullptr;
   if (cudaMalloc(&dev, n * sizeof(int)) != cudaSuccess) return false;
   fill_iota<<<(n + 255) / 256, 256>>>(dev, n);

@@ -54,6 +54,29 @@ void agree(MPI_Comm world, const std::exception_ptr& failure, std::string_view s
                       "failed on rank " + std::to_string(first_failed) + "; see its message");
 }
 
+/// Settings that change collective behaviour must be the same on every rank (the
+/// launcher may pass different environments): one allreduce of {v, -v} per setting.
+void require_same_config(MPI_Comm world, const config& c) {
+  const long long values[] = {c.fake_hosts, static_cast<long long>(c.bind), c.shm,
+                              static_cast<long long>(c.heap_size), c.check};
+  constexpr const char* names[] = {"CROWN_FAKE_HOSTS", "CROWN_BIND", "CROWN_SHM", "CROWN_HEAP_SIZE",
+                                   "CROWN_CHECK"};
+  constexpr int n = 5;
+  long long bounds[2 * n];
+  for (int i = 0; i < n; ++i) {
+    bounds[i] = values[i];
+    bounds[n + i] = -values[i];
+  }
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 2 * n, MPI_LONG_LONG, MPI_MAX, world),
+            "MPI_Allreduce(configuration)");
+  for (int i = 0; i < n; ++i)
+    if (bounds[i] != -bounds[n + i])
+      throw config_error(names[i], "differs between ranks (here " + std::to_string(values[i]) +
+                                       ", range " + std::to_string(-bounds[n + i]) + ".." +
+                                       std::to_string(bounds[i]) +
+                                       "); every rank needs the same value");
+}
+
 template <typename Step>
 void agreed_step(MPI_Comm world, std::string_view name, Step&& step) {
   std::exception_ptr failure;
@@ -140,18 +163,28 @@ void comm_handle::reset() noexcept {
 void runtime_state::check_alive(std::string_view op) const {
   if (!alive.load(std::memory_order_acquire))
     throw state_error(std::string(op), "the crown::runtime this object belongs to was destroyed");
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    throw state_error(std::string(op), "the application finalized MPI while the crown::runtime "
+                                       "attached to it was still alive");
 }
 
 MPI_Comm runtime_state::comm_for(const std::vector<int>& ranks) {
   if (static_cast<int>(ranks.size()) == size && ranks == iota_ranks(size)) return world_comm.get();
-  const std::lock_guard lock(comm_mutex_);
-  if (auto it = comms_.find(ranks); it != comms_.end()) return it->second.get();
+  {
+    const std::lock_guard lock(comm_mutex_);
+    if (auto it = comms_.find(ranks); it != comms_.end()) return it->second.get();
+  }
+  // Created outside the lock: other threads keep using cached communicators while this
+  // one waits for the other members. (Two threads of one rank creating the same mesh's
+  // communicator at once break MPI's ordering rule for collectives anyway.)
   MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
   check_mpi(MPI_Comm_group(world_comm.get(), &world_group), "MPI_Comm_group");
   check_mpi(MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group),
             "MPI_Group_incl");
-  // A tag derived from the members keeps concurrent creations over overlapping
-  // groups from matching each other's internal messages.
+  // A tag derived from the members makes it unlikely that concurrent creations over
+  // overlapping groups (from different threads) match each other's internal messages.
   std::size_t hash = ranks.size();
   for (int r : ranks) hash = hash * 1000003u ^ static_cast<std::size_t>(r);
   MPI_Comm c = MPI_COMM_NULL;
@@ -160,6 +193,7 @@ MPI_Comm runtime_state::comm_for(const std::vector<int>& ranks) {
   MPI_Group_free(&world_group);
   check_mpi(rc, "MPI_Comm_create_group");
   check_mpi(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  const std::lock_guard lock(comm_mutex_);
   return comms_.emplace(ranks, comm_handle(c)).first->second.get();
 }
 
@@ -273,6 +307,8 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
       st->cfg = config::from_environment(&warnings);
       st->hwloc = std::make_unique<detail::hwloc_handle>();
     });
+    detail::agreed_step(dup, "configuration agreement",
+                        [&] { detail::require_same_config(dup, st->cfg); });
     detail::set_log_level(st->cfg.log);
     if (st->rank == 0)
       for (const auto& w : warnings) log(log_level::warn, w);
@@ -282,8 +318,11 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
       found = detail::discover_local(dup, st->rank, st->cfg, *st->hwloc);
     });
     st->host_comm = detail::comm_handle(found.host_comm);
-    st->topo.emplace(detail::gather_placements(dup, found.self, found.host_comm), found.host,
-                     st->rank);
+    std::vector<placement> placements;
+    detail::agreed_step(dup, "placements", [&] {
+      placements = detail::gather_placements(dup, found.self, found.host_comm);
+    });
+    st->topo.emplace(std::move(placements), found.host, st->rank);
     if (st->topo->multi_host()) detail::set_log_host(found.self.host);
     detail::set_wait_spins(st->cfg.wait_spins >= 0      ? st->cfg.wait_spins
                            : st->topo->oversubscribed() ? 0
@@ -337,6 +376,7 @@ runtime::~runtime() {
   }
   const bool owns = state_->owns_mpi;
   state_->shutdown(); // our communicators go before MPI does
+  detail::set_log_host({});
   state_.reset();
   if (owns) MPI_Finalize();
 }

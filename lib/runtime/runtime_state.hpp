@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace crown::detail {
@@ -50,6 +51,8 @@ public:
     return *this;
   }
   [[nodiscard]] MPI_Comm get() const noexcept { return comm_; }
+  /// Gives up ownership without freeing.
+  MPI_Comm release() noexcept { return std::exchange(comm_, MPI_COMM_NULL); }
   void reset() noexcept;
 
 private:

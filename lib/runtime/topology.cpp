@@ -127,6 +127,7 @@ local_discovery discover_local(MPI_Comm world, int world_rank, const config& cfg
   d.self.rank = world_rank;
   d.self.host = host_name();
 
+  comm_handle host_owner; // freed if anything below throws
   if (cfg.fake_hosts > 1) {
     if (real_local_size < cfg.fake_hosts)
       throw config_error("CROWN_FAKE_HOSTS=" + std::to_string(cfg.fake_hosts),
@@ -135,9 +136,11 @@ local_discovery discover_local(MPI_Comm world, int world_rank, const config& cfg
     const int color = real_local_rank * cfg.fake_hosts / real_local_size;
     check_mpi(MPI_Comm_split(real_host, color, real_local_rank, &d.host_comm),
               "MPI_Comm_split(CROWN_FAKE_HOSTS)");
+    host_owner = comm_handle(d.host_comm);
     d.self.host += "/fake" + std::to_string(color);
   } else {
     check_mpi(MPI_Comm_dup(real_host, &d.host_comm), "MPI_Comm_dup(host)");
+    host_owner = comm_handle(d.host_comm);
   }
   check_mpi(MPI_Comm_set_errhandler(d.host_comm, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   d.self.local_rank = comm_rank(d.host_comm);
@@ -166,6 +169,7 @@ local_discovery discover_local(MPI_Comm world, int world_rank, const config& cfg
   d.host.gpu_names = gpus.names;
   d.host.ranks = real_local_size;
   d.self.gpu = gpus.count > 0 ? real_local_rank % gpus.count : -1;
+  (void)host_owner.release(); // the caller owns it now
   return d;
 }
 

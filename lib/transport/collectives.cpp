@@ -63,8 +63,8 @@ void co_broadcast_bytes(const mesh& m, void* data, std::size_t bytes, int source
   MPI_Comm comm = m.comm();
   check_image(m, source_image, false, what);
   if (check_collectives())
-    check_same_arguments(m, {{"bytes", static_cast<long long>(bytes)}, {"source_image", source_image}},
-                         what);
+    check_same_arguments(
+        m, {{"bytes", static_cast<long long>(bytes)}, {"source_image", source_image}}, what);
   in_chunks(bytes, [&](std::size_t at, int n) {
     check_mpi(MPI_Bcast(static_cast<std::byte*>(data) + at, n, MPI_BYTE, source_image, comm), what);
   });

@@ -6,11 +6,11 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
-#include <cstring>
 #include <crown/detail/heap.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
 #include <crown/mesh.hpp>
+#include <cstring>
 #include <vector>
 
 namespace crown::detail {
@@ -35,8 +35,8 @@ void check_range(const symmetric_heap& h, int rank, std::uint64_t offset, std::s
                  std::string_view op) {
   const int size = current_state() ? current_state()->size : 0;
   if (rank < 0 || rank >= size)
-    throw argument_error(std::string(op), "rank " + std::to_string(rank) +
-                                              " is out of range [0, " + std::to_string(size) + ")");
+    throw argument_error(std::string(op), "rank " + std::to_string(rank) + " is out of range [0, " +
+                                              std::to_string(size) + ")");
   if (offset > h.size() || bytes > h.size() - offset)
     throw argument_error(std::string(op), "bytes [" + std::to_string(offset) + ", " +
                                               std::to_string(offset + bytes) +
@@ -153,17 +153,24 @@ T from_bits(std::uint64_t b) {
 template <typename T>
 T apply(atomic_op op, T old, T operand) {
   switch (op) {
-  case atomic_op::add: return static_cast<T>(old + operand);
+  case atomic_op::add:
+    return static_cast<T>(old + operand);
   case atomic_op::store:
-  case atomic_op::swap: return operand;
-  default: break;
+  case atomic_op::swap:
+    return operand;
+  default:
+    break;
   }
   if constexpr (std::is_integral_v<T>) {
     switch (op) {
-    case atomic_op::bit_and: return old & operand;
-    case atomic_op::bit_or: return old | operand;
-    case atomic_op::bit_xor: return old ^ operand;
-    default: break;
+    case atomic_op::bit_and:
+      return old & operand;
+    case atomic_op::bit_or:
+      return old | operand;
+    case atomic_op::bit_xor:
+      return old ^ operand;
+    default:
+      break;
     }
   }
   throw argument_error("atomic", "operation not defined on this type");
@@ -175,23 +182,33 @@ std::uint64_t cpu_atomic(std::byte* where, atomic_op op, std::uint64_t operand_b
   std::atomic_ref<T> word(*reinterpret_cast<T*>(where));
   const T operand = from_bits<T>(operand_bits);
   switch (op) {
-  case atomic_op::load: return bits_of(word.load());
-  case atomic_op::store: word.store(operand); return 0;
-  case atomic_op::swap: return bits_of(word.exchange(operand));
+  case atomic_op::load:
+    return bits_of(word.load());
+  case atomic_op::store:
+    word.store(operand);
+    return 0;
+  case atomic_op::swap:
+    return bits_of(word.exchange(operand));
   case atomic_op::compare_swap: {
     T expected = from_bits<T>(compare_bits);
     word.compare_exchange_strong(expected, operand);
     return bits_of(expected);
   }
-  case atomic_op::add: return bits_of(word.fetch_add(operand));
-  default: break;
+  case atomic_op::add:
+    return bits_of(word.fetch_add(operand));
+  default:
+    break;
   }
   if constexpr (std::is_integral_v<T>) {
     switch (op) {
-    case atomic_op::bit_and: return bits_of(word.fetch_and(operand));
-    case atomic_op::bit_or: return bits_of(word.fetch_or(operand));
-    case atomic_op::bit_xor: return bits_of(word.fetch_xor(operand));
-    default: break;
+    case atomic_op::bit_and:
+      return bits_of(word.fetch_and(operand));
+    case atomic_op::bit_or:
+      return bits_of(word.fetch_or(operand));
+    case atomic_op::bit_xor:
+      return bits_of(word.fetch_xor(operand));
+    default:
+      break;
     }
   }
   throw argument_error("atomic", "operation not defined on this type");
@@ -257,7 +274,8 @@ heap_block heap_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_ta
     throw argument_error(op, "only host memory has a symmetric heap in this build");
   symmetric_heap& h = heap(op);
   MPI_Comm comm = m.comm(); // throws for non-members
-  const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
+  const std::size_t rounded =
+      (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
 
   if (g_check_allocations)
     check_same_arguments(m,
@@ -304,16 +322,16 @@ void heap_release(const mesh& m, const heap_block& b) noexcept {
 
 std::uint64_t heap_allocate_local(std::size_t bytes, std::string_view what) {
   symmetric_heap& h = heap(what);
-  const std::size_t rounded = (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
+  const std::size_t rounded =
+      (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
   const std::lock_guard lock(h.mutex);
   const std::uint64_t offset = h.space.last_fit(rounded);
   if (offset >= h.space.capacity())
-    throw error(std::string(what), "symmetric heap full: " + std::to_string(rounded) +
-                                       " bytes needed, heap " + std::to_string(h.size()) +
-                                       " bytes, " + std::to_string(h.space.in_use()) +
-                                       " in use, largest free block " +
-                                       std::to_string(h.space.largest_free()) +
-                                       "; raise CROWN_HEAP_SIZE");
+    throw error(std::string(what),
+                "symmetric heap full: " + std::to_string(rounded) + " bytes needed, heap " +
+                    std::to_string(h.size()) + " bytes, " + std::to_string(h.space.in_use()) +
+                    " in use, largest free block " + std::to_string(h.space.largest_free()) +
+                    "; raise CROWN_HEAP_SIZE");
   h.space.take(offset, rounded);
   return offset;
 }
@@ -338,7 +356,8 @@ std::byte* heap_peer_address(int world_rank, std::uint64_t offset) noexcept {
 
 void remote_put(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes) {
   const run r{offset, bytes};
-  transfer_runs(true, world_rank, {&r, 1}, const_cast<std::byte*>(static_cast<const std::byte*>(src)));
+  transfer_runs(true, world_rank, {&r, 1},
+                const_cast<std::byte*>(static_cast<const std::byte*>(src)));
 }
 
 void remote_get(int world_rank, std::uint64_t offset, void* dst, std::size_t bytes) {
@@ -347,7 +366,8 @@ void remote_get(int world_rank, std::uint64_t offset, void* dst, std::size_t byt
 }
 
 void remote_put_runs(int world_rank, std::span<const run> runs, const void* packed) {
-  transfer_runs(true, world_rank, runs, const_cast<std::byte*>(static_cast<const std::byte*>(packed)));
+  transfer_runs(true, world_rank, runs,
+                const_cast<std::byte*>(static_cast<const std::byte*>(packed)));
 }
 
 void remote_get_runs(int world_rank, std::span<const run> runs, void* packed) {
@@ -355,8 +375,7 @@ void remote_get_runs(int world_rank, std::span<const run> runs, void* packed) {
 }
 
 std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, int width,
-                            bool floating, std::uint64_t operand, std::uint64_t compare,
-                            bool cpu) {
+                            bool floating, std::uint64_t operand, std::uint64_t compare, bool cpu) {
   symmetric_heap& h = heap("atomic");
   check_range(h, world_rank, offset, static_cast<std::size_t>(width), "atomic");
   if (offset % static_cast<std::uint64_t>(width) != 0)

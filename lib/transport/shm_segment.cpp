@@ -2,8 +2,8 @@
 #include "shm_segment.hpp"
 #include <atomic>
 #include <cerrno>
-#include <cstring>
 #include <crown/error.hpp>
+#include <cstring>
 #include <fcntl.h>
 #include <string>
 #include <sys/mman.h>
@@ -70,10 +70,9 @@ shm_segment::shm_segment(MPI_Comm host_comm, std::size_t bytes_per_rank)
   if (mapped) base_ = static_cast<std::byte*>(base);
   if (!all_mapped) {
     if (base_) munmap(base_, total_);
-    throw error("symmetric heap", mapped ? std::string("another rank of this host could not map ") +
-                                               name
-                                         : "cannot map " + std::string(name) + ": " +
-                                               errno_text(my_errno));
+    throw error("symmetric heap",
+                mapped ? std::string("another rank of this host could not map ") + name
+                       : "cannot map " + std::string(name) + ": " + errno_text(my_errno));
   }
 }
 

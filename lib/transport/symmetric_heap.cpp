@@ -93,8 +93,8 @@ void symmetric_heap::create_window(runtime_state& st) {
   MPI_Info info = MPI_INFO_NULL;
   MPI_Info_create(&info);
   MPI_Info_set(info, "same_disp_unit", "true");
-  const int rc = MPI_Win_create(mine_, static_cast<MPI_Aint>(size_), 1, info,
-                                st.world_comm.get(), &win_);
+  const int rc =
+      MPI_Win_create(mine_, static_cast<MPI_Aint>(size_), 1, info, st.world_comm.get(), &win_);
   MPI_Info_free(&info);
   int ok = rc == MPI_SUCCESS;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, st.world_comm.get()),

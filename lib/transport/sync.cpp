@@ -24,9 +24,9 @@ void sync_images(const mesh& m, std::span<const int> images) {
   std::sort(peers.begin(), peers.end());
   for (std::size_t i = 0; i < peers.size(); ++i) {
     if (peers[i] < 0 || peers[i] >= m.size())
-      throw argument_error("sync_images on " + m.to_string(),
-                           "image " + std::to_string(peers[i]) + " is out of range [0, " +
-                               std::to_string(m.size()) + ")");
+      throw argument_error("sync_images on " + m.to_string(), "image " + std::to_string(peers[i]) +
+                                                                  " is out of range [0, " +
+                                                                  std::to_string(m.size()) + ")");
     if (i > 0 && peers[i] == peers[i - 1])
       throw argument_error("sync_images on " + m.to_string(),
                            "image " + std::to_string(peers[i]) + " is named twice");
@@ -45,9 +45,9 @@ void sync_images(const mesh& m, std::span<const int> images) {
   }
   int done = 0;
   detail::wait_until([&] {
-    check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done,
-                          MPI_STATUSES_IGNORE),
-              "sync_images: MPI_Testall");
+    check_mpi(
+        MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+        "sync_images: MPI_Testall");
     return done != 0;
   });
   detail::heap_sync_local();

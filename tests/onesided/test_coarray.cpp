@@ -23,7 +23,7 @@ BOOST_AUTO_TEST_CASE(ring_shift_moves_every_element) {
   BOOST_TEST(a.num_images() == n());
   BOOST_TEST(a.this_image() == me());
   for (int v : a.flat()) BOOST_TEST(v == 0); // allocations start zeroed
-  crown::sync_all(w());                         // ... and nobody writes before all have looked
+  crown::sync_all(w());                      // ... and nobody writes before all have looked
   std::vector<int> mine(1000);
   std::iota(mine.begin(), mine.end(), me() * 1000);
   a.on(right()).put(mine);
@@ -40,7 +40,8 @@ BOOST_AUTO_TEST_CASE(all_to_all_single_elements) {
   for (int t = 0; t < n(); ++t) a.on(t).put({static_cast<std::size_t>(me())}, 100 * me() + t);
   crown::sync_all();
   for (int s = 0; s < n(); ++s) BOOST_TEST(a(s) == 100 * s + me());
-  for (int t = 0; t < n(); ++t) BOOST_TEST(a.on(t).get({static_cast<std::size_t>(me())}) == 100 * me() + t);
+  for (int t = 0; t < n(); ++t)
+    BOOST_TEST(a.on(t).get({static_cast<std::size_t>(me())}) == 100 * me() + t);
   crown::sync_all();
 }
 
@@ -99,7 +100,8 @@ BOOST_AUTO_TEST_CASE(large_transfers_are_chunked) {
   BOOST_TEST(all_ok);
   std::vector<std::uint32_t> column(64);
   a.on(right()).get({{{0, 64, 1}, {5, 6, 1}}}, column);
-  for (std::size_t i = 0; i < 64; ++i) BOOST_TEST(column[i] == (static_cast<std::uint32_t>(me()) << 20) + i * 1024 + 5);
+  for (std::size_t i = 0; i < 64; ++i)
+    BOOST_TEST(column[i] == (static_cast<std::uint32_t>(me()) << 20) + i * 1024 + 5);
   crown::detail::set_transfer_chunk_bytes(std::size_t{1} << 30);
   crown::sync_all();
 }
@@ -127,7 +129,8 @@ BOOST_AUTO_TEST_CASE(bad_input_names_rank_and_values) {
   crown::coarray<double, 2> a(w(), {4, 4});
   auto m = what_of<crown::argument_error>([&] { (void)a.on(n()); });
   BOOST_TEST(m.find("access to image " + std::to_string(n()) + ": image out of range [0, " +
-                    std::to_string(n()) + ")") != std::string::npos, m);
+                    std::to_string(n()) + ")") != std::string::npos,
+             m);
   BOOST_TEST(m.find("rank " + std::to_string(me())) != std::string::npos, m);
   BOOST_CHECK_THROW((void)a.on(-1), crown::argument_error);
   std::vector<double> buf(6);
@@ -135,8 +138,9 @@ BOOST_AUTO_TEST_CASE(bad_input_names_rank_and_values) {
   BOOST_TEST(m.find("dimension 0 range [0, 5) is outside the extent 4") != std::string::npos, m);
   m = what_of<crown::argument_error>([&] { a.on(right()).get({{{0, 4, 0}, {0, 4, 1}}}, buf); });
   BOOST_TEST(m.find("dimension 0 has stride 0") != std::string::npos, m);
-  m = what_of<crown::argument_error>(
-      [&] { a.on(right()).get({{{0, 4, 1}, {0, 4, static_cast<std::size_t>(-2)}}}, buf); });
+  m = what_of<crown::argument_error>([&] {
+    a.on(right()).get({{{0, 4, 1}, {0, 4, static_cast<std::size_t>(-2)}}}, buf);
+  });
   BOOST_TEST(m.find("dimension 1 has stride -2 (strides are >= 1)") != std::string::npos, m);
   m = what_of<crown::argument_error>([&] { a.on(right()).get({{{0, 2, 1}, {0, 2, 1}}}, buf); });
   BOOST_TEST(m.find("the section has 4 elements but 6 were given") != std::string::npos, m);
@@ -151,10 +155,13 @@ BOOST_AUTO_TEST_CASE(bad_input_names_rank_and_values) {
     m = what_of<crown::argument_error>([&] { crown::coarray<float> bad(w(), size); });
     const std::string other = me() == 0 ? "10" : "11";
     BOOST_TEST(m.find("size in bytes is " + std::to_string(size * 4) + " here but " +
-                      std::to_string(std::stoi(other) * 4) + " on rank") != std::string::npos, m);
+                      std::to_string(std::stoi(other) * 4) + " on rank") != std::string::npos,
+               m);
     m = what_of<crown::argument_error>([&] {
-      if (me() == 0) crown::coarray<float> bad(w(), 10);
-      else crown::coarray<std::int32_t> bad(w(), 10);
+      if (me() == 0)
+        crown::coarray<float> bad(w(), 10);
+      else
+        crown::coarray<std::int32_t> bad(w(), 10);
     });
     BOOST_TEST(m.find("element type is") != std::string::npos, m);
   }
@@ -182,8 +189,8 @@ BOOST_AUTO_TEST_CASE(global_pointers_cross_ranks) {
   BOOST_TEST(mine.local() != nullptr);
   // pass the pointer to the right neighbour over MPI; it writes and adds into it
   std::uint64_t wire[2] = {static_cast<std::uint64_t>(mine.rank()), mine.offset()}, theirs[2];
-  MPI_Sendrecv(wire, 2, MPI_UINT64_T, right(), 5, theirs, 2, MPI_UINT64_T, left(), 5,
-               w().comm(), MPI_STATUS_IGNORE);
+  MPI_Sendrecv(wire, 2, MPI_UINT64_T, right(), 5, theirs, 2, MPI_UINT64_T, left(), 5, w().comm(),
+               MPI_STATUS_IGNORE);
   const crown::global_ptr<std::int64_t> from_left(static_cast<int>(theirs[0]), theirs[1]);
   BOOST_TEST(from_left.rank() == left());
   crown::sync_all();

@@ -50,7 +50,8 @@ BOOST_AUTO_TEST_CASE(sum_min_max_match_serial_references) {
 
 BOOST_AUTO_TEST_CASE(floating_sums_are_bitwise_identical_everywhere) {
   std::vector<double> v(4096);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = 1.0 / (1.0 + static_cast<double>(i) * (me() + 3));
+  for (std::size_t i = 0; i < v.size(); ++i)
+    v[i] = 1.0 / (1.0 + static_cast<double>(i) * (me() + 3));
   crown::co_sum(w(), std::span(v));
   BOOST_TEST(same_everywhere(v.data(), v.size() * sizeof(double)));
 }
@@ -88,7 +89,8 @@ BOOST_AUTO_TEST_CASE(user_reductions_apply_in_image_order) {
   BOOST_TEST(digits == expected);
   // element-wise on arrays, into one image
   std::vector<int> v{me(), 2 * me()};
-  crown::co_reduce(w(), std::span(v), [](int a, int b) { return a - b; }, 0);
+  crown::co_reduce(
+      w(), std::span(v), [](int a, int b) { return a - b; }, 0);
   if (me() == 0) {
     int first = 0, second = 0;
     for (int r = 1; r < n(); ++r) {
@@ -120,6 +122,7 @@ BOOST_AUTO_TEST_CASE(bad_arguments) {
     // CROWN_CHECK=1: a count that differs on one image is caught on every image
     std::vector<int> data(me() == 0 ? 3 : 4, 1);
     m = what_of<crown::argument_error>([&] { crown::co_sum(w(), std::span(data)); });
-    BOOST_TEST(m.find("count is " + std::to_string(data.size()) + " here but") != std::string::npos, m);
+    BOOST_TEST(m.find("count is " + std::to_string(data.size()) + " here but") != std::string::npos,
+               m);
   }
 }

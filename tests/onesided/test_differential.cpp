@@ -74,7 +74,9 @@ BOOST_AUTO_TEST_CASE(random_transfers_match_a_serial_model) {
       const int target = static_cast<int>(rng() % n);
       const auto s = random_section(rng);
       std::vector<std::int64_t> expected;
-      for_each_index(s, [&](std::size_t i, std::size_t j) { expected.push_back(model[target][i * cols + j]); });
+      for_each_index(s, [&](std::size_t i, std::size_t j) {
+        expected.push_back(model[target][i * cols + j]);
+      });
       std::vector<std::int64_t> got(expected.size());
       a.on(target).get(s, got);
       mismatches += got != expected;

@@ -90,7 +90,8 @@ BOOST_AUTO_TEST_CASE(lock_protected_counter_is_exact) {
   if (n() > 1) {
     m = what_of<crown::state_error>([&] { lock.unlock(right()); }); // held by its owner
     BOOST_TEST(m.find("unlock of a lock held by image " + std::to_string(right())) !=
-                   std::string::npos, m);
+                   std::string::npos,
+               m);
   }
   crown::sync_all();
   lock.unlock(me());
@@ -123,8 +124,8 @@ BOOST_AUTO_TEST_CASE(every_atomic_operation) {
   BOOST_TEST(t32.fetch_xor({0}, 0x1001) == 0x100F);
   BOOST_TEST(t32.atomic_ref({0}) == 0x000E);
   BOOST_TEST(t32.swap({0}, -7) == 0x000E);
-  BOOST_TEST(t32.compare_and_swap({0}, -7, 9) == -7);    // swapped
-  BOOST_TEST(t32.compare_and_swap({0}, -7, 11) == 9);    // not swapped
+  BOOST_TEST(t32.compare_and_swap({0}, -7, 9) == -7); // swapped
+  BOOST_TEST(t32.compare_and_swap({0}, -7, 11) == 9); // not swapped
   BOOST_TEST(t32.atomic_ref({0}) == 9);
   t64.atomic_define({3}, std::int64_t{1} << 40);
   BOOST_TEST(t64.fetch_add({3}, -1) == std::int64_t{1} << 40);

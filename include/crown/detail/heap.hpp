@@ -1,9 +1,9 @@
 // include/crown/detail/heap.hpp — the small, stable, non-template ABI under coarray,
 // global_ptr, events, locks and atomics. Implemented in lib/transport/.
 #pragma once
+#include <crown/memory_kind.hpp>
 #include <cstddef>
 #include <cstdint>
-#include <crown/memory_kind.hpp>
 #include <span>
 #include <string_view>
 
@@ -56,8 +56,7 @@ enum class atomic_op { load, store, add, bit_and, bit_or, bit_xor, swap, compare
 /// With `cpu` the word is updated with CPU atomics; otherwise through the transport,
 /// also when the target is the calling rank. Returns the previous value's bits.
 std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, int width,
-                            bool floating, std::uint64_t operand, std::uint64_t compare,
-                            bool cpu);
+                            bool floating, std::uint64_t operand, std::uint64_t compare, bool cpu);
 
 /// Drives MPI's progress engine once (some transports, e.g. UCX over TCP or shared
 /// memory, complete other ranks' one-sided operations on this rank only while it

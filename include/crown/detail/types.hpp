@@ -10,16 +10,26 @@ namespace crown::detail {
 
 template <typename T>
 std::string type_name() {
-  if constexpr (std::is_same_v<T, float>) return "float";
-  else if constexpr (std::is_same_v<T, double>) return "double";
-  else if constexpr (std::is_same_v<T, std::int32_t>) return "int32_t";
-  else if constexpr (std::is_same_v<T, std::int64_t>) return "int64_t";
-  else if constexpr (std::is_same_v<T, std::uint32_t>) return "uint32_t";
-  else if constexpr (std::is_same_v<T, std::uint64_t>) return "uint64_t";
-  else if constexpr (std::is_same_v<T, char>) return "char";
-  else if constexpr (std::is_same_v<T, std::complex<float>>) return "complex<float>";
-  else if constexpr (std::is_same_v<T, std::complex<double>>) return "complex<double>";
-  else return std::to_string(sizeof(T)) + "-byte type";
+  if constexpr (std::is_same_v<T, float>)
+    return "float";
+  else if constexpr (std::is_same_v<T, double>)
+    return "double";
+  else if constexpr (std::is_same_v<T, std::int32_t>)
+    return "int32_t";
+  else if constexpr (std::is_same_v<T, std::int64_t>)
+    return "int64_t";
+  else if constexpr (std::is_same_v<T, std::uint32_t>)
+    return "uint32_t";
+  else if constexpr (std::is_same_v<T, std::uint64_t>)
+    return "uint64_t";
+  else if constexpr (std::is_same_v<T, char>)
+    return "char";
+  else if constexpr (std::is_same_v<T, std::complex<float>>)
+    return "complex<float>";
+  else if constexpr (std::is_same_v<T, std::complex<double>>)
+    return "complex<double>";
+  else
+    return std::to_string(sizeof(T)) + "-byte type";
 }
 
 /// Identifies element type and rank in allocation checks (same binary on every rank).
@@ -30,8 +40,8 @@ std::uint64_t type_tag() {
 
 /// Types whose elements support remote atomics: 4/8-byte integers, float, double.
 template <typename T>
-inline constexpr bool atomic_capable =
-    (std::is_integral_v<T> && (sizeof(T) == 4 || sizeof(T) == 8)) ||
-    std::is_same_v<T, float> || std::is_same_v<T, double>;
+inline constexpr bool atomic_capable = (std::is_integral_v<T> &&
+                                        (sizeof(T) == 4 || sizeof(T) == 8)) ||
+                                       std::is_same_v<T, float> || std::is_same_v<T, double>;
 
 } // namespace crown::detail
