@@ -49,12 +49,10 @@ public:
   }
   /// A strided section; `src`/`dst` hold its elements packed in row-major order.
   void put(const section<N>& s, std::span<const T> src) const {
-    const auto runs = section_runs(s, src.size(), "put");
-    detail::remote_put_runs(rank_, runs, src.data());
+    detail::remote_put_strided(rank_, layout(s, src.size(), "put"), src.data());
   }
   void get(const section<N>& s, std::span<T> dst) const {
-    const auto runs = section_runs(s, dst.size(), "get");
-    detail::remote_get_runs(rank_, runs, dst.data());
+    detail::remote_get_strided(rank_, layout(s, dst.size(), "get"), dst.data());
   }
 
   // Atomics on one element (int32/int64 all operations; float/double define, ref,
@@ -118,16 +116,15 @@ private:
     }
     return a_->block_.offset + linear * sizeof(T);
   }
-  std::vector<detail::run> section_runs(const section<N>& s, std::size_t given,
-                                        const char* op) const {
-    auto runs = detail::section_runs(s, a_->extents_, sizeof(T), a_->block_.offset, what(op));
+  detail::strided layout(const section<N>& s, std::size_t given, const char* op) const {
+    const auto l = detail::section_layout(s, a_->extents_, sizeof(T), a_->block_.offset, what(op));
     std::size_t count = 1;
     for (const auto& t : s) count *= t.count();
     if (given != count)
       throw argument_error(what(op) + " section " + detail::section_text(s),
                            "the section has " + std::to_string(count) + " elements but " +
                                std::to_string(given) + " were given");
-    return runs;
+    return l;
   }
   T atomic(const index_type& i, detail::atomic_op op, T operand, T compare = T{}) const {
     using bits_t = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;

@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace crown {
 
@@ -46,12 +45,17 @@ std::string section_text(const section<N>& s) {
   return t;
 }
 
-/// Validates `s` against `extents` and lists the contiguous byte runs it covers in a
-/// row-major block of `elem`-byte elements starting at heap `base`, in section order.
+/// Validates `s` against `extents` and describes it in a row-major block of
+/// `elem`-byte elements that starts at heap offset `base`.
 template <std::size_t N>
-std::vector<run> section_runs(const section<N>& s, const std::array<std::size_t, N>& extents,
-                              std::size_t elem, std::uint64_t base, const std::string& what) {
-  for (std::size_t d = 0; d < N; ++d) {
+strided section_layout(const section<N>& s, const std::array<std::size_t, N>& extents,
+                       std::size_t elem, std::uint64_t base, const std::string& what) {
+  strided out;
+  out.elem = elem;
+  out.dims = N;
+  out.offset = base;
+  std::size_t pitch = elem; // bytes between consecutive indices of dimension d
+  for (std::size_t d = N; d-- > 0;) {
     if (s[d].stride == 0 || s[d].stride > (std::size_t{1} << 62))
       throw argument_error(what + " section " + section_text(s),
                            "dimension " + std::to_string(d) + " has stride " +
@@ -62,33 +66,12 @@ std::vector<run> section_runs(const section<N>& s, const std::array<std::size_t,
                            "dimension " + std::to_string(d) + " range [" +
                                std::to_string(s[d].begin) + ", " + std::to_string(s[d].end) +
                                ") is outside the extent " + std::to_string(extents[d]));
+    out.count[d] = s[d].count();
+    out.stride[d] = pitch * s[d].stride;
+    out.offset += pitch * s[d].begin;
+    pitch *= extents[d];
   }
-  std::vector<run> runs;
-  std::array<std::size_t, N> counts{};
-  std::size_t total = 1;
-  for (std::size_t d = 0; d < N; ++d) total *= counts[d] = s[d].count();
-  if (total == 0) return runs;
-  // The innermost dimension is one run when its stride is 1, else one per element.
-  const bool inner_contiguous = s[N - 1].stride == 1;
-  const std::size_t run_elems = inner_contiguous ? counts[N - 1] : 1;
-  std::array<std::size_t, N> index{};
-  for (;;) {
-    std::size_t offset = 0;
-    for (std::size_t d = 0; d < N; ++d)
-      offset = offset * extents[d] + s[d].begin + index[d] * s[d].stride;
-    if (!runs.empty() && runs.back().offset + runs.back().bytes == base + offset * elem)
-      runs.back().bytes += run_elems * elem; // neighbours merge (e.g. whole rows)
-    else
-      runs.push_back({base + offset * elem, run_elems * elem});
-    // advance the multi-index (the innermost dimension by a whole run)
-    std::size_t d = N;
-    while (d-- > 0) {
-      index[d] += (d == N - 1) ? run_elems : 1;
-      if (index[d] < counts[d]) break;
-      index[d] = 0;
-      if (d == 0) return runs;
-    }
-  }
+  return out;
 }
 
 } // namespace detail

@@ -16,6 +16,13 @@
 namespace crown::detail {
 namespace {
 
+/// A contiguous piece of a transfer: `bytes` at heap `offset` at the target, matched
+/// in order with consecutive bytes of the packed local buffer.
+struct run {
+  std::uint64_t offset;
+  std::size_t bytes;
+};
+
 std::atomic<symmetric_heap*> g_heap{nullptr};
 std::atomic<std::size_t> g_chunk{std::size_t{1} << 30};
 std::atomic<bool> g_check_allocations{true};
@@ -33,7 +40,7 @@ symmetric_heap& heap(std::string_view op) {
 
 void check_range(const symmetric_heap& h, int rank, std::uint64_t offset, std::size_t bytes,
                  std::string_view op) {
-  const int size = current_state() ? current_state()->size : 0;
+  const int size = h.world_size();
   if (rank < 0 || rank >= size)
     throw argument_error(std::string(op), "rank " + std::to_string(rank) + " is out of range [0, " +
                                               std::to_string(size) + ")");
@@ -117,6 +124,88 @@ void transfer_runs(bool put, int rank, std::span<const run> runs, std::byte* pac
     rma_transfer(put, win, rank, group, packed + at);
   });
   check_mpi(MPI_Win_flush(rank, win), "MPI_Win_flush");
+}
+
+/// Copies one strided block between the heap at `base` and a packed buffer. The inner
+/// loop copies whole rows when they are contiguous, else one element at a time with a
+/// fixed-size copy the compiler turns into a move.
+template <bool Put>
+void copy_strided(std::byte* base, const strided& s, std::byte* packed) {
+  const std::size_t inner = s.dims - 1;
+  const bool rows = s.stride[inner] == s.elem;
+  const std::size_t row_bytes = s.count[inner] * s.elem;
+  std::size_t outer[2] = {1, 1}, outer_stride[2] = {0, 0};
+  for (std::size_t d = 0; d < inner; ++d) {
+    outer[2 - inner + d] = s.count[d];
+    outer_stride[2 - inner + d] = s.stride[d];
+  }
+  auto move = [&](std::byte* heap, std::size_t bytes) {
+    if (Put)
+      std::memcpy(heap, packed, bytes);
+    else
+      std::memcpy(packed, heap, bytes);
+    packed += bytes;
+  };
+  for (std::size_t i = 0; i < outer[0]; ++i)
+    for (std::size_t j = 0; j < outer[1]; ++j) {
+      std::byte* row = base + s.offset + i * outer_stride[0] + j * outer_stride[1];
+      if (rows) {
+        move(row, row_bytes);
+      } else if (s.elem == 8) {
+        for (std::size_t k = 0; k < s.count[inner]; ++k) move(row + k * s.stride[inner], 8);
+      } else if (s.elem == 4) {
+        for (std::size_t k = 0; k < s.count[inner]; ++k) move(row + k * s.stride[inner], 4);
+      } else {
+        for (std::size_t k = 0; k < s.count[inner]; ++k) move(row + k * s.stride[inner], s.elem);
+      }
+    }
+}
+
+/// The contiguous byte runs of a strided block, merged where they touch.
+std::vector<run> runs_of(const strided& s) {
+  std::vector<run> runs;
+  const std::size_t inner = s.dims - 1;
+  const bool rows = s.stride[inner] == s.elem;
+  std::size_t index[3] = {0, 0, 0};
+  for (std::size_t d = 0; d < s.dims; ++d)
+    if (s.count[d] == 0) return runs;
+  for (;;) {
+    std::uint64_t at = s.offset;
+    for (std::size_t d = 0; d < s.dims; ++d) at += index[d] * s.stride[d];
+    const std::size_t bytes = rows ? s.count[inner] * s.elem : s.elem;
+    if (!runs.empty() && runs.back().offset + runs.back().bytes == at)
+      runs.back().bytes += bytes;
+    else
+      runs.push_back({at, bytes});
+    std::size_t d = s.dims;
+    while (d-- > 0) {
+      index[d] += (d == inner && rows) ? s.count[inner] : 1;
+      if (index[d] < s.count[d]) break;
+      index[d] = 0;
+      if (d == 0) return runs;
+    }
+  }
+}
+
+void transfer_strided(bool put, int rank, const strided& s, std::byte* packed) {
+  const char* op = put ? "put" : "get";
+  symmetric_heap& h = heap(op);
+  std::size_t last = 0, total = 1;
+  for (std::size_t d = 0; d < s.dims; ++d) {
+    total *= s.count[d];
+    last += (s.count[d] ? s.count[d] - 1 : 0) * s.stride[d];
+  }
+  if (total == 0) return;
+  check_range(h, rank, s.offset, last + s.elem, op);
+  if (std::byte* base = h.peer(rank, 0)) {
+    if (put)
+      copy_strided<true>(base, s, packed);
+    else
+      copy_strided<false>(base, s, packed);
+    return;
+  }
+  const auto runs = runs_of(s);
+  transfer_runs(put, rank, runs, packed);
 }
 
 MPI_Datatype mpi_type(int width, bool floating) {
@@ -365,13 +454,13 @@ void remote_get(int world_rank, std::uint64_t offset, void* dst, std::size_t byt
   transfer_runs(false, world_rank, {&r, 1}, static_cast<std::byte*>(dst));
 }
 
-void remote_put_runs(int world_rank, std::span<const run> runs, const void* packed) {
-  transfer_runs(true, world_rank, runs,
-                const_cast<std::byte*>(static_cast<const std::byte*>(packed)));
+void remote_put_strided(int world_rank, const strided& s, const void* packed) {
+  transfer_strided(true, world_rank, s,
+                   const_cast<std::byte*>(static_cast<const std::byte*>(packed)));
 }
 
-void remote_get_runs(int world_rank, std::span<const run> runs, void* packed) {
-  transfer_runs(false, world_rank, runs, static_cast<std::byte*>(packed));
+void remote_get_strided(int world_rank, const strided& s, void* packed) {
+  transfer_strided(false, world_rank, s, static_cast<std::byte*>(packed));
 }
 
 std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, int width,

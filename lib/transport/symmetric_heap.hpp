@@ -51,6 +51,7 @@ public:
   symmetric_heap& operator=(const symmetric_heap&) = delete;
 
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
+  [[nodiscard]] int world_size() const noexcept { return static_cast<int>(peers_.size()); }
   [[nodiscard]] std::byte* local(std::uint64_t offset) const noexcept { return mine_ + offset; }
   [[nodiscard]] std::byte* peer(int rank, std::uint64_t offset) const noexcept {
     std::byte* base = peers_[static_cast<std::size_t>(rank)];

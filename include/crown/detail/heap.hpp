@@ -38,18 +38,22 @@ std::byte* heap_address(std::uint64_t offset) noexcept;
 /// is reached through the cross-host transport.
 std::byte* heap_peer_address(int world_rank, std::uint64_t offset) noexcept;
 
-/// A contiguous piece of a strided transfer: `bytes` at heap `offset` at the target,
-/// matched in order with consecutive bytes of the packed local buffer.
-struct run {
-  std::uint64_t offset;
-  std::size_t bytes;
+/// A strided block at the target: count[d] indices per dimension d < dims, `stride[d]`
+/// bytes apart, elements of `elem` bytes, the first at heap `offset`. Row-major: the
+/// packed local buffer holds the elements in that order.
+struct strided {
+  std::uint64_t offset = 0;
+  std::size_t elem = 0;
+  std::size_t dims = 0;
+  std::size_t count[3] = {1, 1, 1};
+  std::size_t stride[3] = {0, 0, 0};
 };
 
 /// Blocking transfers: return when the data is at the target (put) or here (get).
 void remote_put(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes);
 void remote_get(int world_rank, std::uint64_t offset, void* dst, std::size_t bytes);
-void remote_put_runs(int world_rank, std::span<const run> runs, const void* packed);
-void remote_get_runs(int world_rank, std::span<const run> runs, void* packed);
+void remote_put_strided(int world_rank, const strided& s, const void* packed);
+void remote_get_strided(int world_rank, const strided& s, void* packed);
 
 enum class atomic_op { load, store, add, bit_and, bit_or, bit_xor, swap, compare_swap };
 /// Atomic on a 4- or 8-byte integer word (or float/double for load/store/add/swap).
