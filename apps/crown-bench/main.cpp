@@ -4,9 +4,9 @@
 // 11 batches (3 with --smoke); a latency includes remote completion. ratio > 1 means
 // Crown is better (baseline time / Crown time, or Crown rate / baseline rate).
 #include <algorithm>
+#include <crown/crown.hpp>
 #include <cstdio>
 #include <cstring>
-#include <crown/crown.hpp>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -43,13 +43,14 @@ void line(const char* op, std::size_t bytes, const char* unit, double crown, con
 
 int ops_for(std::size_t bytes, bool smoke) {
   const std::size_t budget = smoke ? (std::size_t{8} << 20) : (std::size_t{256} << 20);
-  return static_cast<int>(std::clamp<std::size_t>(budget / std::max<std::size_t>(bytes, 1), 4,
-                                                  smoke ? 200 : 5000));
+  return static_cast<int>(
+      std::clamp<std::size_t>(budget / std::max<std::size_t>(bytes, 1), 4, smoke ? 200 : 5000));
 }
 
 void onesided(const options& o) {
   const auto& w = crown::world();
-  if (w.size() != 2) throw crown::argument_error("crown-bench onesided", "run it on exactly 2 ranks");
+  if (w.size() != 2)
+    throw crown::argument_error("crown-bench onesided", "run it on exactly 2 ranks");
   const int me = w.rank();
   const std::size_t max_bytes = o.smoke ? (std::size_t{1} << 20) : (std::size_t{64} << 20);
   MPI_Comm comm = w.comm();
@@ -82,9 +83,11 @@ void onesided(const options& o) {
   for (std::size_t b : small)
     run([&] {
       const int ops = o.smoke ? 200 : 20000;
-      const double c = median_seconds(o, ops, [&] { crown::detail::remote_put(1, a.block().offset, src.data(), b); });
+      const double c = median_seconds(
+          o, ops, [&] { crown::detail::remote_put(1, a.block().offset, src.data(), b); });
       const double m = median_seconds(o, ops, [&] {
-        MPI_Put(src.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE, raw_win);
+        MPI_Put(src.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
+                raw_win);
         MPI_Win_flush(1, raw_win);
       });
       line("put_latency", b, "us", c * 1e6, "mpi_put_flush", m * 1e6);
@@ -92,9 +95,11 @@ void onesided(const options& o) {
   for (std::size_t b : small)
     run([&] {
       const int ops = o.smoke ? 200 : 20000;
-      const double c = median_seconds(o, ops, [&] { crown::detail::remote_get(1, a.block().offset, dst.data(), b); });
+      const double c = median_seconds(
+          o, ops, [&] { crown::detail::remote_get(1, a.block().offset, dst.data(), b); });
       const double m = median_seconds(o, ops, [&] {
-        MPI_Get(dst.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE, raw_win);
+        MPI_Get(dst.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
+                raw_win);
         MPI_Win_flush(1, raw_win);
       });
       line("get_latency", b, "us", c * 1e6, "mpi_get_flush", m * 1e6);
@@ -102,10 +107,12 @@ void onesided(const options& o) {
   for (std::size_t b = 4096; b <= max_bytes; b *= (o.smoke ? 16 : 4))
     run([&] {
       const int ops = ops_for(b, o.smoke);
-      const double c = median_seconds(o, ops, [&] { crown::detail::remote_put(1, a.block().offset, src.data(), b); });
+      const double c = median_seconds(
+          o, ops, [&] { crown::detail::remote_put(1, a.block().offset, src.data(), b); });
       const double s = median_seconds(o, ops, [&] { std::memcpy(shared_peer, src.data(), b); });
       const double m = median_seconds(o, ops, [&] {
-        MPI_Put(src.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE, raw_win);
+        MPI_Put(src.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
+                raw_win);
         MPI_Win_flush(1, raw_win);
       });
       line("put_bw", b, "GB/s", b / c / 1e9, "memcpy_shared", b / s / 1e9);
@@ -114,7 +121,8 @@ void onesided(const options& o) {
   for (std::size_t b = 4096; b <= max_bytes; b *= (o.smoke ? 16 : 4))
     run([&] {
       const int ops = ops_for(b, o.smoke);
-      const double c = median_seconds(o, ops, [&] { crown::detail::remote_get(1, a.block().offset, dst.data(), b); });
+      const double c = median_seconds(
+          o, ops, [&] { crown::detail::remote_get(1, a.block().offset, dst.data(), b); });
       const double s = median_seconds(o, ops, [&] { std::memcpy(dst.data(), shared_peer, b); });
       line("get_bw", b, "GB/s", b / c / 1e9, "memcpy_shared", b / s / 1e9);
     });
@@ -132,7 +140,8 @@ void onesided(const options& o) {
       const int ops = o.smoke ? 5 : 50;
       const double c = median_seconds(o, ops, [&] { m.on(1).put(s, packed); });
       const double v = median_seconds(o, ops, [&] {
-        MPI_Put(packed.data(), static_cast<int>(packed.size()), MPI_DOUBLE, 1, 0, 1, column_pairs, raw_win);
+        MPI_Put(packed.data(), static_cast<int>(packed.size()), MPI_DOUBLE, 1, 0, 1, column_pairs,
+                raw_win);
         MPI_Win_flush(1, raw_win);
       });
       const std::size_t bytes = packed.size() * sizeof(double);

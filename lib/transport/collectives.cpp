@@ -1,6 +1,7 @@
 // co_* collectives over a mesh's communicator.
 #include "agreement.hpp"
 #include <algorithm>
+#include <atomic>
 #include <climits>
 #include <crown/collectives.hpp>
 #include <crown/detail/heap.hpp>
@@ -25,6 +26,72 @@ void in_chunks(std::size_t count, F&& f) {
   }
 }
 
+constexpr std::size_t shared_threshold = 16384; // bytes; below, MPI's latency wins
+
+template <typename T>
+void reduce_shared_typed(const std::vector<T*>& images, std::size_t begin, std::size_t end,
+                         reduction op) {
+  std::vector<T> acc(images[0] + begin, images[0] + end);
+  for (std::size_t j = 1; j < images.size(); ++j) {
+    const T* in = images[j];
+    for (std::size_t i = begin; i < end; ++i) {
+      T& a = acc[i - begin];
+      a = op == reduction::sum   ? static_cast<T>(a + in[i])
+          : op == reduction::min ? std::min(a, in[i])
+                                 : std::max(a, in[i]);
+    }
+  }
+  for (T* out : images) std::copy(acc.begin(), acc.end(), out + begin);
+}
+
+/// Reduction of heap data when every member shares memory: each image reduces its
+/// share of the elements over all images' copies, in image order (so the bits do not
+/// depend on who computes), and writes the result into every copy. Returns false
+/// (on every member alike) when some member cannot take this path.
+bool reduce_shared(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
+                   std::size_t elem_size, reduction op) {
+  const std::int64_t offset = heap_offset_of(data, count * elem_size);
+  bool shared = offset >= 0;
+  for (int r : m) shared = shared && heap_peer_address(r, 0) != nullptr;
+  // One allreduce: the entry synchronisation and the agreement on the path.
+  long long mine[2] = {shared ? offset : -1, shared ? -offset : 1};
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, mine, 2, MPI_LONG_LONG, MPI_MAX, m.comm()),
+            "co_* (shared path agreement)");
+  if (mine[0] < 0 || mine[0] != -mine[1]) return false;
+  std::atomic_thread_fence(std::memory_order_acquire);
+  const std::size_t n = static_cast<std::size_t>(m.size()), me = static_cast<std::size_t>(m.rank());
+  const std::size_t share = (count + n - 1) / n;
+  const std::size_t begin = std::min(count, me * share), end = std::min(count, begin + share);
+  std::vector<std::byte*> images;
+  for (int r : m) images.push_back(heap_peer_address(r, static_cast<std::uint64_t>(offset)));
+  auto typed = [&](auto* tag) {
+    using T = std::remove_pointer_t<decltype(tag)>;
+    std::vector<T*> p;
+    for (std::byte* b : images) p.push_back(reinterpret_cast<T*>(b));
+    reduce_shared_typed(p, begin, end, op);
+  };
+  if (type == MPI_DOUBLE)
+    typed(static_cast<double*>(nullptr));
+  else if (type == MPI_FLOAT)
+    typed(static_cast<float*>(nullptr));
+  else if (type == MPI_INT32_T)
+    typed(static_cast<std::int32_t*>(nullptr));
+  else if (type == MPI_INT64_T)
+    typed(static_cast<std::int64_t*>(nullptr));
+  else if (type == MPI_UINT32_T)
+    typed(static_cast<std::uint32_t*>(nullptr));
+  else if (type == MPI_UINT64_T)
+    typed(static_cast<std::uint64_t*>(nullptr));
+  std::atomic_thread_fence(std::memory_order_release);
+  m.barrier(); // nobody reads the result before every share is written
+  return true;
+}
+
+bool shared_type(MPI_Datatype t) {
+  return t == MPI_DOUBLE || t == MPI_FLOAT || t == MPI_INT32_T || t == MPI_INT64_T ||
+         t == MPI_UINT32_T || t == MPI_UINT64_T;
+}
+
 } // namespace
 
 void co_reduce_builtin(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
@@ -39,6 +106,9 @@ void co_reduce_builtin(const mesh& m, void* data, std::size_t count, MPI_Datatyp
                           {"element type", static_cast<long long>(tag >> 1)},
                           {"result_image", result_image}},
                          what);
+  if (result_image < 0 && count * elem_size >= shared_threshold && shared_type(type) &&
+      reduce_shared(m, data, count, type, elem_size, op))
+    return;
   const MPI_Op mpi_op = op == reduction::sum ? MPI_SUM : op == reduction::min ? MPI_MIN : MPI_MAX;
   auto* bytes = static_cast<std::byte*>(data);
   const int me = m.rank();

@@ -345,6 +345,16 @@ void install_heap(symmetric_heap* h, const config& cfg) noexcept {
   g_heap.store(h, std::memory_order_release);
 }
 
+std::int64_t heap_offset_of(const void* p, std::size_t bytes) noexcept {
+  symmetric_heap* h = g_heap.load(std::memory_order_acquire);
+  if (!h) return -1;
+  const auto* b = static_cast<const std::byte*>(p);
+  const std::byte* base = h->local(0);
+  if (b < base || b > base + h->size() || bytes > static_cast<std::size_t>(base + h->size() - b))
+    return -1;
+  return b - base;
+}
+
 bool world_shares_memory() noexcept {
   symmetric_heap* h = g_heap.load(std::memory_order_acquire);
   return h && h->all_peers_shared();

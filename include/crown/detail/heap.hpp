@@ -77,6 +77,9 @@ void heap_sync_local();
 std::size_t transfer_chunk_bytes() noexcept;
 void set_transfer_chunk_bytes(std::size_t bytes) noexcept;
 
+/// The heap offset of [p, p + bytes) when it lies in this rank's heap, else -1.
+std::int64_t heap_offset_of(const void* p, std::size_t bytes) noexcept;
+
 /// True when every rank of the world reaches every other's heap by load/store.
 bool world_shares_memory() noexcept;
 
