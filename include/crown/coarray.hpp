@@ -2,6 +2,7 @@
 #pragma once
 #include <array>
 #include <bit>
+#include <crown/completion.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/error.hpp>
@@ -38,6 +39,17 @@ public:
     check_count(dst.size(), "get");
     detail::remote_get(rank_, a_->block_.offset, dst.data(), dst.size_bytes());
   }
+  /// Asynchronous whole-block transfers: see crown::completion for local and remote
+  /// completion. Keep `src`/`dst` alive and untouched until local completion.
+  [[nodiscard]] completion put_async(std::span<const T> src) const {
+    check_count(src.size(), "put_async");
+    return start(true, const_cast<T*>(src.data()), src.size_bytes());
+  }
+  [[nodiscard]] completion get_async(std::span<T> dst) const {
+    check_count(dst.size(), "get_async");
+    return start(false, dst.data(), dst.size_bytes());
+  }
+
   /// One element.
   void put(const index_type& i, const T& value) const {
     detail::remote_put(rank_, element_offset(i, "put"), &value, sizeof(T));
@@ -125,6 +137,12 @@ private:
                            "the section has " + std::to_string(count) + " elements but " +
                                std::to_string(given) + " were given");
     return l;
+  }
+  completion start(bool put, T* buffer, std::size_t bytes) const {
+    completion c;
+    if (detail::start_transfer(put, rank_, a_->block_.offset, buffer, bytes, c.requests()))
+      c.add_target(rank_);
+    return c;
   }
   T atomic(const index_type& i, detail::atomic_op op, T operand, T compare = T{}) const {
     using bits_t = std::conditional_t<sizeof(T) == 4, std::uint32_t, std::uint64_t>;

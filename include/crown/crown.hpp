@@ -3,6 +3,7 @@
 #include <crown/build_config.hpp>
 #include <crown/coarray.hpp>
 #include <crown/collectives.hpp>
+#include <crown/completion.hpp>
 #include <crown/config.hpp>
 #include <crown/error.hpp>
 #include <crown/event.hpp>

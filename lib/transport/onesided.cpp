@@ -464,6 +464,48 @@ void remote_get(int world_rank, std::uint64_t offset, void* dst, std::size_t byt
   transfer_runs(false, world_rank, {&r, 1}, static_cast<std::byte*>(dst));
 }
 
+bool start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
+                    std::vector<MPI_Request>& requests) {
+  const char* op = put ? "put_async" : "get_async";
+  symmetric_heap& h = heap(op);
+  check_range(h, world_rank, offset, bytes, op);
+  auto* local = static_cast<std::byte*>(buffer);
+  if (std::byte* remote = h.peer(world_rank, offset)) {
+    if (put)
+      std::memcpy(remote, local, bytes);
+    else
+      std::memcpy(local, remote, bytes);
+    return false;
+  }
+  MPI_Win win = h.window_for(world_rank);
+  const std::size_t chunk = transfer_chunk_bytes();
+  for (std::size_t done = 0; done < bytes || done == 0; done += chunk) {
+    const int n = static_cast<int>(std::min(chunk, bytes - done));
+    const auto disp = static_cast<MPI_Aint>(offset + done);
+    MPI_Request r = MPI_REQUEST_NULL;
+    check_mpi(put ? MPI_Rput(local + done, n, MPI_BYTE, world_rank, disp, n, MPI_BYTE, win, &r)
+                  : MPI_Rget(local + done, n, MPI_BYTE, world_rank, disp, n, MPI_BYTE, win, &r),
+              put ? "MPI_Rput" : "MPI_Rget");
+    requests.push_back(r);
+    if (bytes == 0) break;
+  }
+  return true;
+}
+
+bool test_requests(std::vector<MPI_Request>& requests) {
+  int done = 0;
+  check_mpi(
+      MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+      "MPI_Testall");
+  if (done) requests.clear();
+  return done != 0;
+}
+
+void flush_rank(int world_rank) {
+  symmetric_heap& h = heap("flush");
+  check_mpi(MPI_Win_flush(world_rank, h.window_for(world_rank)), "MPI_Win_flush");
+}
+
 void remote_put_strided(int world_rank, const strided& s, const void* packed) {
   transfer_strided(true, world_rank, s,
                    const_cast<std::byte*>(static_cast<const std::byte*>(packed)));

@@ -211,3 +211,25 @@ BOOST_AUTO_TEST_CASE(global_pointers_cross_ranks) {
   BOOST_TEST(m.find("freed twice, or never allocated") != std::string::npos, m);
   crown::sync_all();
 }
+
+BOOST_AUTO_TEST_CASE(async_transfers_complete_locally_then_remotely) {
+  crown::coarray<double> a(w(), 4096), b(w(), 4096);
+  std::vector<double> x(4096, me() + 0.5), y(4096, me() + 0.25);
+  std::vector<crown::completion> pending;
+  pending.push_back(a.on(right()).put_async(x));
+  pending.push_back(b.on(right()).put_async(y));
+  pending[0] += std::move(pending[1]); // merged: waiting on one waits on both
+  BOOST_TEST(pending[1].done());
+  pending[0].wait_local();
+  std::fill(x.begin(), x.end(), -1.0); // the source may be reused after local completion
+  crown::wait_all(pending);
+  crown::sync_all();
+  BOOST_TEST(a(4095) == left() + 0.5);
+  BOOST_TEST(b(0) == left() + 0.25);
+  std::vector<double> back(4096);
+  {
+    auto c = a.on(left()).get_async(back); // completes at the latest when it goes out of scope
+  }
+  BOOST_TEST(back[17] == (left() + n() - 1) % n() + 0.5); // what my left neighbour's left put
+  crown::sync_all();
+}

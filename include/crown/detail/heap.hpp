@@ -4,8 +4,10 @@
 #include <crown/memory_kind.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <mpi.h>
 #include <span>
 #include <string_view>
+#include <vector>
 
 namespace crown {
 class mesh;
@@ -54,6 +56,16 @@ void remote_put(int world_rank, std::uint64_t offset, const void* src, std::size
 void remote_get(int world_rank, std::uint64_t offset, void* dst, std::size_t bytes);
 void remote_put_strided(int world_rank, const strided& s, const void* packed);
 void remote_get_strided(int world_rank, const strided& s, void* packed);
+
+/// Starts a contiguous transfer. Over load/store it completes before returning (and
+/// returns false); through the transport it appends its MPI requests (MPI_Rput/Rget)
+/// and returns true: the caller must then flush `world_rank` for remote completion.
+bool start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
+                    std::vector<MPI_Request>& requests);
+/// MPI_Testall over `requests` (driving progress); true when all completed.
+bool test_requests(std::vector<MPI_Request>& requests);
+/// Remote completion of every transfer this rank issued to `world_rank`.
+void flush_rank(int world_rank);
 
 enum class atomic_op { load, store, add, bit_and, bit_or, bit_xor, swap, compare_swap };
 /// Atomic on a 4- or 8-byte integer word (or float/double for load/store/add/swap).
