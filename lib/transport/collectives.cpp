@@ -26,22 +26,29 @@ void in_chunks(std::size_t count, F&& f) {
   }
 }
 
-constexpr std::size_t shared_threshold = 16384; // bytes; below, MPI's latency wins
+constexpr std::size_t shared_threshold = 4096; // bytes; below, MPI latency wins
 
 template <typename T>
 void reduce_shared_typed(const std::vector<T*>& images, std::size_t begin, std::size_t end,
                          reduction op) {
-  std::vector<T> acc(images[0] + begin, images[0] + end);
-  for (std::size_t j = 1; j < images.size(); ++j) {
-    const T* in = images[j];
-    for (std::size_t i = begin; i < end; ++i) {
-      T& a = acc[i - begin];
-      a = op == reduction::sum   ? static_cast<T>(a + in[i])
-          : op == reduction::min ? std::min(a, in[i])
-                                 : std::max(a, in[i]);
+  // Block by block through a small stack buffer: no allocation, and each block of every
+  // image's copy is read once and written once.
+  constexpr std::size_t block = 2048;
+  T acc[block];
+  for (std::size_t b = begin; b < end; b += block) {
+    const std::size_t len = std::min(block, end - b);
+    std::copy(images[0] + b, images[0] + b + len, acc);
+    for (std::size_t j = 1; j < images.size(); ++j) {
+      const T* in = images[j] + b;
+      if (op == reduction::sum)
+        for (std::size_t i = 0; i < len; ++i) acc[i] = static_cast<T>(acc[i] + in[i]);
+      else if (op == reduction::min)
+        for (std::size_t i = 0; i < len; ++i) acc[i] = std::min(acc[i], in[i]);
+      else
+        for (std::size_t i = 0; i < len; ++i) acc[i] = std::max(acc[i], in[i]);
     }
+    for (T* out : images) std::copy(acc, acc + len, out + b);
   }
-  for (T* out : images) std::copy(acc.begin(), acc.end(), out + begin);
 }
 
 /// Reduction of heap data when every member shares memory: each image reduces its

@@ -1,5 +1,6 @@
 // tests/harness/crown_test.hpp — small helpers shared by Crown's test suites.
 #pragma once
+#include <crown/runtime.hpp>
 #include <mpi.h>
 #include <string>
 
@@ -16,6 +17,13 @@ inline int world_size() {
   MPI_Comm_size(MPI_COMM_WORLD, &n);
   return n;
 }
+
+/// The world mesh and this image's place in a ring over it.
+inline const crown::mesh& w() { return crown::world(); }
+inline int me() { return crown::world().rank(); }
+inline int n() { return crown::world().size(); }
+inline int right() { return (me() + 1) % n(); }
+inline int left() { return (me() + n() - 1) % n(); }
 
 /// what() of the `Error` that f() throws, or "no exception" (other types propagate).
 template <typename Error, typename F>

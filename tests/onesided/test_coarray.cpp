@@ -4,14 +4,14 @@
 #include <harness/crown_test.hpp>
 #include <numeric>
 
+using crown_test::left;
+using crown_test::me;
+using crown_test::n;
+using crown_test::right;
+using crown_test::w;
 using crown_test::what_of;
 
 namespace {
-const crown::mesh& w() { return crown::world(); }
-int me() { return crown::world().rank(); }
-int n() { return crown::world().size(); }
-int right() { return (me() + 1) % n(); }
-int left() { return (me() + n() - 1) % n(); }
 
 double f(int image, std::size_t i, std::size_t j, std::size_t k) {
   return image * 1000000.0 + static_cast<double>(i * 10000 + j * 100 + k);

@@ -5,12 +5,14 @@
 #include <cstring>
 #include <harness/crown_test.hpp>
 
+using crown_test::left;
+using crown_test::me;
+using crown_test::n;
+using crown_test::right;
+using crown_test::w;
 using crown_test::what_of;
 
 namespace {
-const crown::mesh& w() { return crown::world(); }
-int me() { return crown::world().rank(); }
-int n() { return crown::world().size(); }
 
 /// True on every image when all images hold bitwise the same bytes.
 bool same_everywhere(const void* data, std::size_t bytes) {

@@ -3,14 +3,14 @@
 #include <crown/crown.hpp>
 #include <harness/crown_test.hpp>
 
+using crown_test::left;
+using crown_test::me;
+using crown_test::n;
+using crown_test::right;
+using crown_test::w;
 using crown_test::what_of;
 
 namespace {
-const crown::mesh& w() { return crown::world(); }
-int me() { return crown::world().rank(); }
-int n() { return crown::world().size(); }
-int right() { return (me() + 1) % n(); }
-int left() { return (me() + n() - 1) % n(); }
 constexpr int adds = 10000;
 } // namespace
 
