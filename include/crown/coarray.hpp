@@ -6,6 +6,7 @@
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/error.hpp>
+#include <crown/memory_kind.hpp>
 #include <crown/mesh.hpp>
 #include <crown/runtime.hpp>
 #include <crown/section.hpp>
@@ -18,14 +19,14 @@
 
 namespace crown {
 
-template <typename T, std::size_t N>
+template <typename T, std::size_t N, memory_kind K>
 class coarray;
 
 /// A remote reference to one image's block: `a.on(img)` or `a[img]`. Every transfer
 /// is blocking: a put returns once the data is at the target (remote completion), a
 /// get once it is here. Visibility to the target's own loads needs a synchronisation
 /// (sync_all, sync_images, an event, a lock) on the target afterwards.
-template <typename T, std::size_t N>
+template <typename T, std::size_t N, memory_kind K = memory_kind::host>
 class image_ref {
 public:
   using index_type = std::array<std::size_t, N>;
@@ -105,8 +106,8 @@ public:
   [[nodiscard]] int world_rank() const noexcept { return rank_; }
 
 private:
-  friend class coarray<T, N>;
-  image_ref(const coarray<T, N>* a, int image, int rank) : a_(a), image_(image), rank_(rank) {}
+  friend class coarray<T, N, K>;
+  image_ref(const coarray<T, N, K>* a, int image, int rank) : a_(a), image_(image), rank_(rank) {}
 
   std::string what(const char* op) const {
     return std::string(op) + " on image " + std::to_string(image_) + " of coarray<" +
@@ -152,7 +153,7 @@ private:
     return std::bit_cast<T>(static_cast<bits_t>(result));
   }
 
-  const coarray<T, N>* a_;
+  const coarray<T, N, K>* a_;
   int image_;
   int rank_;
 };
@@ -161,8 +162,9 @@ private:
 /// Construction and destruction are collective over the mesh's members (destruction
 /// synchronises first, as Fortran's deallocate does). Elements start zeroed. The
 /// local block is reached at full speed through data()/local(); other images through
-/// on(image). Images are numbered 0..num_images()-1 in mesh order.
-template <typename T, std::size_t N = 1>
+/// on(image). Images are numbered 0..num_images()-1 in mesh order. The memory kind is
+/// part of the type: host memory today; cuda arrives with the GPU heap.
+template <typename T, std::size_t N = 1, memory_kind K = memory_kind::host>
 class coarray {
   static_assert(std::is_trivially_copyable_v<T>, "coarray elements must be trivially copyable");
   static_assert(N >= 1 && N <= 3, "coarray supports 1 to 3 dimensions");
@@ -171,7 +173,7 @@ public:
   using extents_type = std::array<std::size_t, N>;
 
   coarray(const mesh& m, const extents_type& extents) : mesh_(m), extents_(extents) {
-    block_ = detail::heap_allocate(m, size() * sizeof(T), detail::type_tag<T, N>(), name());
+    block_ = detail::heap_allocate(m, size() * sizeof(T), detail::type_tag<T, N>(), name(), K);
     data_ = reinterpret_cast<T*>(detail::heap_address(block_.offset));
   }
   coarray(const mesh& m, std::size_t n) requires(N == 1) : coarray(m, extents_type{n}) {}
@@ -208,21 +210,21 @@ public:
   }
 
   /// A reference to image `image`'s block; throws argument_error outside [0, num_images()).
-  [[nodiscard]] image_ref<T, N> on(int image) const {
+  [[nodiscard]] image_ref<T, N, K> on(int image) const {
     live();
     if (image < 0 || image >= mesh_.size())
       throw argument_error("coarray<" + detail::type_name<T>() + "," + std::to_string(N) + "> on " +
                                mesh_.to_string() + ": access to image " + std::to_string(image),
                            "image out of range [0, " + std::to_string(mesh_.size()) + ")");
-    return image_ref<T, N>(this, image, mesh_.ranks()[static_cast<std::size_t>(image)]);
+    return image_ref<T, N, K>(this, image, mesh_.ranks()[static_cast<std::size_t>(image)]);
   }
-  [[nodiscard]] image_ref<T, N> operator[](int image) const { return on(image); }
+  [[nodiscard]] image_ref<T, N, K> operator[](int image) const { return on(image); }
 
   /// Heap placement, for code that builds on coarrays (events, locks, tensors).
   [[nodiscard]] const detail::heap_block& block() const noexcept { return block_; }
 
 private:
-  friend class image_ref<T, N>;
+  friend class image_ref<T, N, K>;
   std::string name() const {
     return "coarray<" + detail::type_name<T>() + "," + std::to_string(N) + ">";
   }

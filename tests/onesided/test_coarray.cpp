@@ -233,3 +233,13 @@ BOOST_AUTO_TEST_CASE(async_transfers_complete_locally_then_remotely) {
   BOOST_TEST(back[17] == (left() + n() - 1) % n() + 0.5); // what my left neighbour's left put
   crown::sync_all();
 }
+
+BOOST_AUTO_TEST_CASE(memory_kinds_without_a_heap_are_refused) {
+  // Host memory is the only kind with a heap in this build; asking for device memory is
+  // a clear error on every member, not a silent host allocation.
+  const auto m = what_of<crown::argument_error>(
+      [] { crown::coarray<float, 1, crown::memory_kind::cuda> d(crown::world(), 16); });
+  BOOST_TEST(m.find("only host memory has a symmetric heap in this build") != std::string::npos, m);
+  crown::coarray<float, 1, crown::memory_kind::host> h(w(), 16); // the default, spelled out
+  BOOST_TEST(h.size() == 16u);
+}
