@@ -40,10 +40,7 @@ public:
   }
   void wait_local() {
     detail::backoff pause;
-    while (!test_local()) {
-      detail::progress();
-      pause.pause();
-    }
+    while (!test_local()) pause.pause();
   }
   /// Blocks until every transfer is remotely complete.
   void wait() {

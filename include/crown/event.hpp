@@ -26,10 +26,7 @@ public:
                            "the count to wait for must be >= 1");
     const auto self = counts_.on(counts_.this_image());
     detail::backoff pause;
-    while (self.atomic_ref({0}) < until) {
-      detail::progress();
-      pause.pause();
-    }
+    while (self.atomic_ref({0}) < until) pause.pause();
     (void)self.fetch_add({0}, -until);
     detail::heap_sync_local();
   }

@@ -18,10 +18,7 @@ public:
 
   void lock(int image) {
     detail::backoff pause;
-    while (!try_lock(image)) {
-      detail::progress();
-      pause.pause();
-    }
+    while (!try_lock(image)) pause.pause();
   }
   /// True if this image now holds `image`'s lock.
   bool try_lock(int image) {

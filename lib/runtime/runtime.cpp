@@ -145,6 +145,11 @@ void set_current_rank(int rank) noexcept { g_rank.store(rank, std::memory_order_
 const std::string& log_host() noexcept { return g_log_host; }
 void set_log_host(std::string host) { g_log_host = std::move(host); }
 int wait_spins() noexcept { return g_wait_spins.load(std::memory_order_relaxed); }
+namespace {
+std::atomic<progress_fn> g_progress{nullptr};
+}
+progress_fn progress_hook() noexcept { return g_progress.load(std::memory_order_relaxed); }
+void set_progress_hook(progress_fn f) noexcept { g_progress.store(f, std::memory_order_relaxed); }
 void set_wait_spins(int spins) noexcept { g_wait_spins.store(spins, std::memory_order_relaxed); }
 
 std::shared_ptr<runtime_state> current_state() noexcept {

@@ -7,6 +7,7 @@
 #include <atomic>
 #include <climits>
 #include <crown/detail/heap.hpp>
+#include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
 #include <crown/mesh.hpp>
@@ -343,6 +344,7 @@ void install_heap(symmetric_heap* h, const config& cfg) noexcept {
   g_check_allocations = cfg.check != 0;
   g_check_collectives = cfg.check == 1;
   g_heap.store(h, std::memory_order_release);
+  set_progress_hook(h && h->has_window() ? &progress : nullptr);
 }
 
 std::int64_t heap_offset_of(const void* p, std::size_t bytes) noexcept {
@@ -538,11 +540,14 @@ std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, 
                     : mpi_atomic<std::int64_t>(win, world_rank, offset, op, operand, compare);
 }
 
-void progress() {
+void progress() noexcept {
   symmetric_heap* h = g_heap.load(std::memory_order_acquire);
   if (!h || !h->has_window()) return; // load/store traffic needs no progress
+  // MPI's progress engine for two-sided traffic, and the window's own: osc/ucx advances
+  // incoming emulated RMA (UCX over TCP) only inside calls on the window.
   int flag = 0;
   MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+  MPI_Win_flush_local_all(h->window());
 }
 
 void heap_quiet() {

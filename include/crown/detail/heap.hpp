@@ -77,7 +77,7 @@ std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, 
 /// Drives MPI's progress engine once (some transports, e.g. UCX over TCP or shared
 /// memory, complete other ranks' one-sided operations on this rank only while it
 /// progresses). Every Crown wait loop calls it.
-void progress();
+void progress() noexcept;
 
 /// Completes every outstanding transfer of this rank and orders its memory accesses
 /// (MPI_Win_flush_all + MPI_Win_sync + a full fence).

@@ -1,6 +1,7 @@
 // include/crown/detail/wait.hpp — how every Crown wait spends its time.
 #pragma once
 #include <chrono>
+#include <cstdint>
 #include <thread>
 
 namespace crown::detail {
@@ -11,10 +12,19 @@ namespace crown::detail {
 int wait_spins() noexcept;
 void set_wait_spins(int spins) noexcept;
 
-/// Spin briefly, then yield, then sleep in short naps once a wait grows long.
+/// The progress engine: called on every poll of every Crown wait, so that transports
+/// that complete other ranks' one-sided operations only while this rank is inside MPI
+/// (UCX emulating RMA over TCP) keep moving. Set by the transport layer; null = none.
+using progress_fn = void (*)() noexcept;
+progress_fn progress_hook() noexcept;
+void set_progress_hook(progress_fn f) noexcept;
+
+/// Spin briefly, then yield, then sleep in short naps once a wait grows long; drive
+/// progress on every poll.
 class backoff {
 public:
   void pause() noexcept {
+    if (const progress_fn f = progress_hook()) f();
     if (polls_ < spins_) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
