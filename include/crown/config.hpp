@@ -12,6 +12,8 @@ namespace crown {
 enum class log_level { error, warn, info, debug, trace };
 /// How ranks are bound to cores. `keep` leaves the launcher's binding alone.
 enum class bind_policy { keep, core, numa, none };
+/// The path to ranks that are not reachable by load/store (CROWN_TRANSPORT).
+enum class transport_choice { automatic, mpi, am };
 
 /// One documented variable: the README's configuration table lists exactly these.
 struct config_variable {
@@ -32,6 +34,7 @@ struct config {
   bool shm = true; ///< CROWN_SHM: load/store between ranks of one host (0: always the transport)
   /// CROWN_CHECK: -1 default (allocation checks only), 0 none, 1 also collective arguments
   int check = -1;
+  transport_choice transport = transport_choice::automatic; ///< CROWN_TRANSPORT
 
   /// Parses the given variables (name -> value). Invalid values throw config_error
   /// naming the variable, the value and what is allowed; unknown CROWN_* names are
@@ -44,5 +47,6 @@ struct config {
 
 [[nodiscard]] std::string_view to_string(log_level);
 [[nodiscard]] std::string_view to_string(bind_policy);
+[[nodiscard]] std::string_view to_string(transport_choice);
 
 } // namespace crown

@@ -10,7 +10,7 @@ extern char** environ;
 namespace crown {
 namespace {
 
-constexpr std::array<config_variable, 7> variables{{
+constexpr std::array<config_variable, 8> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace."},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -30,6 +30,10 @@ constexpr std::array<config_variable, 7> variables{{
     {"CROWN_CHECK", "default",
      "Argument agreement checks: default checks that collective allocations match on every "
      "rank; 1 also checks counts and types of co_* collectives; 0 checks nothing."},
+    {"CROWN_TRANSPORT", "auto",
+     "Path to ranks not reachable by load/store: mpi (one MPI window, MPI RMA), am (active "
+     "messages over two-sided MPI, for networks without RDMA), auto (mpi when MPI can create "
+     "the window, else am)."},
 }};
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -95,6 +99,11 @@ std::string_view to_string(log_level l) {
   return names.at(static_cast<std::size_t>(l));
 }
 
+std::string_view to_string(transport_choice t) {
+  constexpr std::array<std::string_view, 3> names{"auto", "mpi", "am"};
+  return names.at(static_cast<std::size_t>(t));
+}
+
 std::string_view to_string(bind_policy b) {
   constexpr std::array<std::string_view, 4> names{"keep", "core", "numa", "none"};
   return names.at(static_cast<std::size_t>(b));
@@ -117,6 +126,10 @@ config config::parse(const std::map<std::string, std::string>& vars,
       c.fake_hosts = parse_int(name, value, 1);
     } else if (name == "CROWN_WAIT_SPINS") {
       c.wait_spins = value == "auto" ? -1 : parse_int(name, value, 0);
+    } else if (name == "CROWN_TRANSPORT") {
+      c.transport = parse_choice(
+          name, value,
+          std::array{transport_choice::automatic, transport_choice::mpi, transport_choice::am});
     } else if (name == "CROWN_HEAP_SIZE") {
       c.heap_size = parse_bytes(name, value);
     } else if (name == "CROWN_SHM") {

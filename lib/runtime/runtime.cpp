@@ -57,11 +57,12 @@ void agree(MPI_Comm world, const std::exception_ptr& failure, std::string_view s
 /// Settings that change collective behaviour must be the same on every rank (the
 /// launcher may pass different environments): one allreduce of {v, -v} per setting.
 void require_same_config(MPI_Comm world, const config& c) {
-  const long long values[] = {c.fake_hosts, static_cast<long long>(c.bind), c.shm,
-                              static_cast<long long>(c.heap_size), c.check};
-  constexpr const char* names[] = {"CROWN_FAKE_HOSTS", "CROWN_BIND", "CROWN_SHM", "CROWN_HEAP_SIZE",
-                                   "CROWN_CHECK"};
-  constexpr int n = 5;
+  const long long values[] = {c.fake_hosts, static_cast<long long>(c.bind),
+                              c.shm,        static_cast<long long>(c.heap_size),
+                              c.check,      static_cast<long long>(c.transport)};
+  constexpr const char* names[] = {"CROWN_FAKE_HOSTS", "CROWN_BIND",  "CROWN_SHM",
+                                   "CROWN_HEAP_SIZE",  "CROWN_CHECK", "CROWN_TRANSPORT"};
+  constexpr int n = 6;
   long long bounds[2 * n];
   for (int i = 0; i < n; ++i) {
     bounds[i] = values[i];

@@ -1,4 +1,5 @@
 #include "agreement.hpp"
+#include "transfer.hpp"
 #include <crown/error.hpp>
 #include <vector>
 
@@ -11,18 +12,19 @@ void check_same_arguments(const mesh& m, std::initializer_list<argument> args,
   std::vector<long long> bounds; // {max v..., max -v...}
   for (const auto& a : args) bounds.push_back(a.value);
   for (const auto& a : args) bounds.push_back(-a.value);
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, bounds.data(), static_cast<int>(bounds.size()),
-                          MPI_LONG_LONG, MPI_MAX, comm),
-            "MPI_Allreduce(" + op + " argument check)");
+  MPI_Request r;
+  complete(MPI_Iallreduce(MPI_IN_PLACE, bounds.data(), static_cast<int>(bounds.size()),
+                          MPI_LONG_LONG, MPI_MAX, comm, &r),
+           r, "MPI_Allreduce(" + op + " argument check)");
   bool same = true;
   for (std::size_t i = 0; i < n; ++i) same = same && bounds[i] == -bounds[n + i];
   if (same) return;
   // Rare path: find who differs, so the message can name a rank.
   std::vector<long long> mine, all(n * static_cast<std::size_t>(m.size()));
   for (const auto& a : args) mine.push_back(a.value);
-  check_mpi(MPI_Allgather(mine.data(), static_cast<int>(n), MPI_LONG_LONG, all.data(),
-                          static_cast<int>(n), MPI_LONG_LONG, comm),
-            "MPI_Allgather(" + op + " argument check)");
+  complete(MPI_Iallgather(mine.data(), static_cast<int>(n), MPI_LONG_LONG, all.data(),
+                          static_cast<int>(n), MPI_LONG_LONG, comm, &r),
+           r, "MPI_Allgather(" + op + " argument check)");
   for (int r = 0; r < m.size(); ++r)
     for (std::size_t i = 0; i < n; ++i) {
       const long long theirs = all[static_cast<std::size_t>(r) * n + i];

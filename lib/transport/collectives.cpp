@@ -1,5 +1,6 @@
 // co_* collectives over a mesh's communicator.
 #include "agreement.hpp"
+#include "transfer.hpp"
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -62,8 +63,9 @@ bool reduce_shared(const mesh& m, void* data, std::size_t count, MPI_Datatype ty
   for (int r : m) shared = shared && heap_peer_address(r, 0) != nullptr;
   // One allreduce: the entry synchronisation and the agreement on the path.
   long long mine[2] = {shared ? offset : -1, shared ? -offset : 1};
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, mine, 2, MPI_LONG_LONG, MPI_MAX, m.comm()),
-            "co_* (shared path agreement)");
+  MPI_Request r;
+  complete(MPI_Iallreduce(MPI_IN_PLACE, mine, 2, MPI_LONG_LONG, MPI_MAX, m.comm(), &r), r,
+           "co_* (shared path agreement)");
   if (mine[0] < 0 || mine[0] != -mine[1]) return false;
   std::atomic_thread_fence(std::memory_order_acquire);
   const std::size_t n = static_cast<std::size_t>(m.size()), me = static_cast<std::size_t>(m.rank());
@@ -121,16 +123,17 @@ void co_reduce_builtin(const mesh& m, void* data, std::size_t count, MPI_Datatyp
   const int me = m.rank();
   in_chunks(count, [&](std::size_t at, int n) {
     void* chunk = bytes + at * elem_size;
+    MPI_Request r;
     if (!floating && result_image < 0) {
-      check_mpi(MPI_Allreduce(MPI_IN_PLACE, chunk, n, type, mpi_op, comm), what);
+      complete(MPI_Iallreduce(MPI_IN_PLACE, chunk, n, type, mpi_op, comm, &r), r, what);
       return;
     }
     // Computed once at the root and broadcast: bitwise the same on every image.
     const int root = std::max(result_image, 0);
-    check_mpi(MPI_Reduce(me == root ? MPI_IN_PLACE : chunk, me == root ? chunk : nullptr, n, type,
-                         mpi_op, root, comm),
-              what);
-    if (result_image < 0) check_mpi(MPI_Bcast(chunk, n, type, root, comm), what);
+    complete(MPI_Ireduce(me == root ? MPI_IN_PLACE : chunk, me == root ? chunk : nullptr, n, type,
+                         mpi_op, root, comm, &r),
+             r, what);
+    if (result_image < 0) complete(MPI_Ibcast(chunk, n, type, root, comm, &r), r, what);
   });
 }
 
@@ -143,7 +146,9 @@ void co_broadcast_bytes(const mesh& m, void* data, std::size_t bytes, int source
     check_same_arguments(
         m, {{"bytes", static_cast<long long>(bytes)}, {"source_image", source_image}}, what);
   in_chunks(bytes, [&](std::size_t at, int n) {
-    check_mpi(MPI_Bcast(static_cast<std::byte*>(data) + at, n, MPI_BYTE, source_image, comm), what);
+    MPI_Request r;
+    complete(MPI_Ibcast(static_cast<std::byte*>(data) + at, n, MPI_BYTE, source_image, comm, &r), r,
+             what);
   });
 }
 
@@ -163,10 +168,12 @@ std::vector<std::byte> co_gather_bytes(const mesh& m, const void* data, std::siz
   const int n = static_cast<int>(bytes);
   const bool receives = result_image < 0 || m.rank() == result_image;
   std::vector<std::byte> all(receives ? bytes * static_cast<std::size_t>(m.size()) : 0);
+  MPI_Request r;
   if (result_image < 0)
-    check_mpi(MPI_Allgather(data, n, MPI_BYTE, all.data(), n, MPI_BYTE, comm), what);
+    complete(MPI_Iallgather(data, n, MPI_BYTE, all.data(), n, MPI_BYTE, comm, &r), r, what);
   else
-    check_mpi(MPI_Gather(data, n, MPI_BYTE, all.data(), n, MPI_BYTE, result_image, comm), what);
+    complete(MPI_Igather(data, n, MPI_BYTE, all.data(), n, MPI_BYTE, result_image, comm, &r), r,
+             what);
   return all;
 }
 

@@ -1,8 +1,10 @@
 // The non-template one-sided ABI (include/crown/detail/heap.hpp): allocation with
 // agreement, load/store or MPI RMA transfers, atomics, completion.
 #include "../runtime/runtime_state.hpp"
+#include "active_messages.hpp"
 #include "agreement.hpp"
 #include "symmetric_heap.hpp"
+#include "transfer.hpp"
 #include <algorithm>
 #include <atomic>
 #include <climits>
@@ -16,13 +18,6 @@
 
 namespace crown::detail {
 namespace {
-
-/// A contiguous piece of a transfer: `bytes` at heap `offset` at the target, matched
-/// in order with consecutive bytes of the packed local buffer.
-struct run {
-  std::uint64_t offset;
-  std::size_t bytes;
-};
 
 std::atomic<symmetric_heap*> g_heap{nullptr};
 std::atomic<std::size_t> g_chunk{std::size_t{1} << 30};
@@ -118,6 +113,15 @@ void transfer_runs(bool put, int rank, std::span<const run> runs, std::byte* pac
         std::memcpy(packed, base + r.offset, r.bytes);
       packed += r.bytes;
     }
+    return;
+  }
+  if (active_messages* am = h.am()) {
+    for_each_chunk(runs, transfer_chunk_bytes(), [&](std::span<const run> group, std::size_t at) {
+      if (put)
+        am->put(rank, group, packed + at);
+      else
+        am->get(rank, group, packed + at);
+    });
     return;
   }
   MPI_Win win = h.window_for(rank);
@@ -340,11 +344,30 @@ std::uint64_t mpi_atomic(MPI_Win win, int rank, std::uint64_t offset, atomic_op 
 
 } // namespace
 
+std::uint64_t cpu_atomic_any(std::byte* where, atomic_op op, int width, bool floating,
+                             std::uint64_t operand, std::uint64_t compare) {
+  if (floating)
+    return width == 4 ? cpu_atomic<float>(where, op, operand, compare)
+                      : cpu_atomic<double>(where, op, operand, compare);
+  return width == 4 ? cpu_atomic<std::int32_t>(where, op, operand, compare)
+                    : cpu_atomic<std::int64_t>(where, op, operand, compare);
+}
+
+void wait_request(MPI_Request& request, const char* what) {
+  int done = 0;
+  backoff pause;
+  for (;;) {
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+    if (done) return;
+    pause.pause(); // drives progress, serving other ranks' one-sided requests
+  }
+}
+
 void install_heap(symmetric_heap* h, const config& cfg) noexcept {
   g_check_allocations = cfg.check != 0;
   g_check_collectives = cfg.check == 1;
   g_heap.store(h, std::memory_order_release);
-  set_progress_hook(h && h->has_window() ? &progress : nullptr);
+  set_progress_hook(h && h->has_transport() ? &progress : nullptr);
 }
 
 std::int64_t heap_offset_of(const void* p, std::size_t bytes) noexcept {
@@ -390,8 +413,9 @@ heap_block heap_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_ta
   for (;;) {
     const std::uint64_t next = h.space.first_fit_from(candidate, rounded);
     long long bounds[2] = {static_cast<long long>(next), -static_cast<long long>(next)};
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 2, MPI_LONG_LONG, MPI_MAX, comm),
-              "MPI_Allreduce(" + op + ")");
+    MPI_Request r;
+    complete(MPI_Iallreduce(MPI_IN_PLACE, bounds, 2, MPI_LONG_LONG, MPI_MAX, comm, &r), r,
+             "MPI_Allreduce(" + op + ")");
     candidate = static_cast<std::uint64_t>(bounds[0]);
     if (candidate >= h.space.capacity()) // every member sees the same maximum: all throw
       throw error(op, "symmetric heap full: " + std::to_string(rounded) +
@@ -479,6 +503,11 @@ bool start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer
       std::memcpy(local, remote, bytes);
     return false;
   }
+  if (h.am()) { // active messages complete before returning
+    const run r{offset, bytes};
+    transfer_runs(put, world_rank, {&r, 1}, local);
+    return false;
+  }
   MPI_Win win = h.window_for(world_rank);
   const std::size_t chunk = transfer_chunk_bytes();
   for (std::size_t done = 0; done < bytes || done == 0; done += chunk) {
@@ -524,14 +553,9 @@ std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, 
   if (offset % static_cast<std::uint64_t>(width) != 0)
     throw argument_error("atomic at offset " + std::to_string(offset),
                          "the word is not aligned to its size " + std::to_string(width));
-  if (cpu) {
-    std::byte* where = h.peer(world_rank, offset);
-    if (floating)
-      return width == 4 ? cpu_atomic<float>(where, op, operand, compare)
-                        : cpu_atomic<double>(where, op, operand, compare);
-    return width == 4 ? cpu_atomic<std::int32_t>(where, op, operand, compare)
-                      : cpu_atomic<std::int64_t>(where, op, operand, compare);
-  }
+  if (cpu) return cpu_atomic_any(h.peer(world_rank, offset), op, width, floating, operand, compare);
+  if (active_messages* am = h.am())
+    return am->atomic(world_rank, offset, op, width, floating, operand, compare);
   MPI_Win win = h.window_for(world_rank);
   if (floating)
     return width == 4 ? mpi_atomic<float>(win, world_rank, offset, op, operand, compare)
@@ -542,7 +566,9 @@ std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, 
 
 void progress() noexcept {
   symmetric_heap* h = g_heap.load(std::memory_order_acquire);
-  if (!h || !h->has_window()) return; // load/store traffic needs no progress
+  if (!h) return;
+  if (active_messages* am = h->am()) am->serve();
+  if (!h->has_window()) return; // load/store traffic needs no progress
   // MPI's progress engine for two-sided traffic, and the window's own: osc/ucx advances
   // incoming emulated RMA (UCX over TCP) only inside calls on the window.
   int flag = 0;

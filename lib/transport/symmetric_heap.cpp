@@ -86,8 +86,15 @@ void symmetric_heap::create_window(runtime_state& st) {
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &need_window, 1, MPI_INT, MPI_MAX, st.world_comm.get()),
             "MPI_Allreduce(heap window)");
   if (!need_window) return;
+  // CROWN_TRANSPORT: am = requests over two-sided MPI (no RDMA needed); mpi = one MPI
+  // window; auto = the window when MPI can make one, else active messages.
+  const auto use_am = [&] {
+    am_ = std::make_unique<active_messages>(st.world_comm.get(), mine_, size_);
+  };
+  if (st.cfg.transport == transport_choice::am) return use_am();
   if (!st.transports.mpi_rma) {
     no_window_reason_ = st.transports.mpi_rma_problem;
+    if (st.cfg.transport == transport_choice::automatic) use_am();
     return;
   }
   MPI_Info info = MPI_INFO_NULL;
@@ -103,6 +110,7 @@ void symmetric_heap::create_window(runtime_state& st) {
     if (rc == MPI_SUCCESS) MPI_Win_free(&win_);
     win_ = MPI_WIN_NULL;
     no_window_reason_ = "MPI_Win_create over the heap failed on some rank";
+    if (st.cfg.transport == transport_choice::automatic) use_am();
     return;
   }
   check_mpi(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
@@ -118,6 +126,7 @@ void symmetric_heap::create_window(runtime_state& st) {
 }
 
 symmetric_heap::~symmetric_heap() {
+  am_.reset();
   if (win_ != MPI_WIN_NULL) {
     MPI_Win_unlock_all(win_);
     MPI_Win_free(&win_);

@@ -1,5 +1,6 @@
 // lib/transport/symmetric_heap.hpp — the host symmetric heap: shared segment + MPI window.
 #pragma once
+#include "active_messages.hpp"
 #include "shm_segment.hpp"
 #include <cstdint>
 #include <map>
@@ -60,6 +61,9 @@ public:
   /// The window for transport traffic to `rank`; throws state_error when there is none.
   [[nodiscard]] MPI_Win window_for(int rank) const;
   [[nodiscard]] bool has_window() const noexcept { return win_ != MPI_WIN_NULL; }
+  /// The active-message transport, when it was chosen instead of the window.
+  [[nodiscard]] active_messages* am() const noexcept { return am_.get(); }
+  [[nodiscard]] bool has_transport() const noexcept { return has_window() || am_ != nullptr; }
   [[nodiscard]] bool all_peers_shared() const noexcept {
     for (std::byte* p : peers_)
       if (!p) return false;
@@ -76,6 +80,7 @@ private:
   std::byte* mine_ = nullptr;
   std::vector<std::byte*> peers_; ///< per world rank: slice base, or nullptr if not shared
   MPI_Win win_ = MPI_WIN_NULL;
+  std::unique_ptr<active_messages> am_;
   std::string no_window_reason_;
 };
 

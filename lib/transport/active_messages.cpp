@@ -1,0 +1,204 @@
+// Active messages over MPI two-sided: request, execution at the target, reply.
+#include "active_messages.hpp"
+#include <cstring>
+#include <crown/detail/wait.hpp>
+#include <crown/error.hpp>
+#include <crown/log.hpp>
+#include <string>
+
+namespace crown::detail {
+namespace {
+
+constexpr int request_tag = 1;
+/// Replies carry the request's id in their tag, so concurrent calls from several
+/// threads of one rank never take each other's reply.
+int reply_tag(std::uint32_t id) { return 2 + static_cast<int>(id % 30000); }
+
+enum class kind : std::uint32_t { put = 1, get = 2, atomic = 3 };
+
+struct header {
+  kind what;
+  std::uint32_t id;
+  std::uint64_t runs;  ///< put/get: number of runs that follow the header
+  std::uint64_t bytes; ///< put: payload after the runs; get: bytes to send back
+  // atomics
+  std::uint64_t offset;
+  std::uint64_t operand;
+  std::uint64_t compare;
+  std::uint32_t op;
+  std::uint16_t width;
+  std::uint16_t floating;
+};
+
+template <typename T>
+void append(std::vector<std::byte>& v, const T* data, std::size_t count) {
+  const std::size_t at = v.size(), bytes = count * sizeof(T);
+  if (bytes == 0) return;
+  v.resize(at + bytes);
+  std::memcpy(v.data() + at, data, bytes);
+}
+
+std::vector<std::byte> request_for(const header& h, std::span<const run> runs,
+                                   const std::byte* payload, std::size_t payload_bytes) {
+  std::vector<std::byte> msg;
+  msg.reserve(sizeof h + runs.size() * sizeof(run) + payload_bytes);
+  append(msg, &h, 1);
+  append(msg, runs.data(), runs.size());
+  if (payload_bytes) append(msg, payload, payload_bytes);
+  return msg;
+}
+
+} // namespace
+
+active_messages::active_messages(MPI_Comm world, std::byte* heap, std::size_t heap_size)
+    : heap_(heap), heap_size_(heap_size) {
+  check_mpi(MPI_Comm_dup(world, &comm_), "MPI_Comm_dup(active messages)");
+  check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+}
+
+active_messages::~active_messages() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized) MPI_Comm_free(&comm_);
+}
+
+std::vector<std::byte> active_messages::call(int rank, std::vector<std::byte>& request,
+                                             std::size_t reply_bytes) {
+  if (request.size() > static_cast<std::size_t>(INT32_MAX) || reply_bytes > INT32_MAX)
+    throw argument_error("active message to rank " + std::to_string(rank),
+                         "a piece above 2 GiB reached the transport unchunked");
+  header h;
+  std::memcpy(&h, request.data(), sizeof h);
+  h.id = next_id_++;
+  std::memcpy(request.data(), &h, sizeof h);
+  std::vector<std::byte> reply(reply_bytes + sizeof(std::uint64_t));
+  MPI_Request r[2];
+  check_mpi(MPI_Irecv(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, rank,
+                      reply_tag(h.id), comm_, &r[0]),
+            "active message: MPI_Irecv(reply)");
+  check_mpi(MPI_Isend(request.data(), static_cast<int>(request.size()), MPI_BYTE, rank,
+                      request_tag, comm_, &r[1]),
+            "active message: MPI_Isend(request)");
+  int done = 0;
+  backoff pause;
+  for (;;) {
+    check_mpi(MPI_Testall(2, r, &done, MPI_STATUSES_IGNORE), "active message: MPI_Testall");
+    if (done) break;
+    serve(); // the target may be waiting for us: serve while we wait
+    pause.pause();
+  }
+  std::uint64_t status = 0;
+  std::memcpy(&status, reply.data() + reply_bytes, sizeof status);
+  if (status != 0)
+    throw argument_error("active message to rank " + std::to_string(rank),
+                         "the target refused a request outside its heap of " +
+                             std::to_string(heap_size_) + " bytes");
+  reply.resize(reply_bytes);
+  return reply;
+}
+
+void active_messages::put(int rank, std::span<const run> runs, const std::byte* packed) {
+  std::size_t bytes = 0;
+  for (const run& r : runs) bytes += r.bytes;
+  header h{kind::put, 0, runs.size(), bytes, 0, 0, 0, 0, 0, 0};
+  auto msg = request_for(h, runs, packed, bytes);
+  (void)call(rank, msg, 0);
+}
+
+void active_messages::get(int rank, std::span<const run> runs, std::byte* packed) {
+  std::size_t bytes = 0;
+  for (const run& r : runs) bytes += r.bytes;
+  header h{kind::get, 0, runs.size(), bytes, 0, 0, 0, 0, 0, 0};
+  auto msg = request_for(h, runs, nullptr, 0);
+  const auto data = call(rank, msg, bytes);
+  std::memcpy(packed, data.data(), bytes);
+}
+
+std::uint64_t active_messages::atomic(int rank, std::uint64_t offset, atomic_op op, int width,
+                                      bool floating, std::uint64_t operand,
+                                      std::uint64_t compare) {
+  header h{kind::atomic, 0, 0, 0, offset, operand, compare, static_cast<std::uint32_t>(op),
+           static_cast<std::uint16_t>(width), static_cast<std::uint16_t>(floating)};
+  auto msg = request_for(h, {}, nullptr, 0);
+  const auto data = call(rank, msg, sizeof(std::uint64_t));
+  std::uint64_t old = 0;
+  std::memcpy(&old, data.data(), sizeof old);
+  return old;
+}
+
+void active_messages::serve() noexcept {
+  if (!serving_.try_lock()) return; // another thread is serving
+  const std::lock_guard lock(serving_, std::adopt_lock);
+  try {
+    for (;;) {
+      int arrived = 0;
+      MPI_Status status;
+      check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, request_tag, comm_, &arrived, &status), "MPI_Iprobe");
+      if (!arrived) return;
+      int size = 0;
+      MPI_Get_count(&status, MPI_BYTE, &size);
+      inbox_.resize(static_cast<std::size_t>(size));
+      check_mpi(MPI_Recv(inbox_.data(), size, MPI_BYTE, status.MPI_SOURCE, request_tag, comm_,
+                         MPI_STATUS_IGNORE),
+                "MPI_Recv(active message)");
+      // A malformed request is refused (status 1), never executed out of bounds.
+      header h{};
+      std::uint64_t refused = 1;
+      std::vector<std::byte> reply;
+      const std::size_t n = inbox_.size();
+      if (n >= sizeof h) {
+        std::memcpy(&h, inbox_.data(), sizeof h);
+        const std::size_t runs_bytes = h.runs * sizeof(run);
+        const bool runs_fit = h.runs <= n / sizeof(run) && sizeof h + runs_bytes <= n;
+        std::vector<run> runs(runs_fit ? h.runs : 0);
+        if (runs_fit && runs_bytes) std::memcpy(runs.data(), inbox_.data() + sizeof h, runs_bytes);
+        bool inside = runs_fit;
+        std::size_t total = 0;
+        for (const run& r : runs) {
+          inside = inside && r.offset <= heap_size_ && r.bytes <= heap_size_ - r.offset;
+          total += r.bytes;
+        }
+        const std::byte* payload = inbox_.data() + sizeof h + runs_bytes;
+        if (h.what == kind::put && inside && total == h.bytes &&
+            n == sizeof h + runs_bytes + total) {
+          for (const run& r : runs) {
+            std::memcpy(heap_ + r.offset, payload, r.bytes);
+            payload += r.bytes;
+          }
+          refused = 0;
+        } else if (h.what == kind::get && inside && total == h.bytes) {
+          reply.resize(total);
+          std::byte* out = reply.data();
+          for (const run& r : runs) {
+            std::memcpy(out, heap_ + r.offset, r.bytes);
+            out += r.bytes;
+          }
+          refused = 0;
+        } else if (h.what == kind::atomic && (h.width == 4 || h.width == 8) &&
+                   h.offset % h.width == 0 && h.offset <= heap_size_ - h.width) {
+          const std::uint64_t old =
+              cpu_atomic_any(heap_ + h.offset, static_cast<atomic_op>(h.op), h.width,
+                             h.floating != 0, h.operand, h.compare);
+          append(reply, &old, 1);
+          refused = 0;
+        }
+      }
+      if (refused) {
+        log(log_level::error, "refused a malformed one-sided request from rank ",
+            status.MPI_SOURCE, " (", n, " bytes)");
+        reply.assign(h.what == kind::get && h.bytes < heap_size_ ? h.bytes
+                     : h.what == kind::atomic                     ? sizeof(std::uint64_t)
+                                                                  : 0,
+                     std::byte{0});
+      }
+      append(reply, &refused, 1);
+      check_mpi(MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE,
+                         status.MPI_SOURCE, reply_tag(h.id), comm_),
+                "MPI_Send(active message reply)");
+    }
+  } catch (const std::exception& e) {
+    log(log_level::error, "serving one-sided requests failed: ", e.what());
+  }
+}
+
+} // namespace crown::detail

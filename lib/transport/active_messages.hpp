@@ -1,0 +1,43 @@
+// lib/transport/active_messages.hpp — one-sided traffic as requests over two-sided MPI.
+#pragma once
+#include "transfer.hpp"
+#include <atomic>
+#include <mpi.h>
+#include <mutex>
+#include <span>
+#include <vector>
+
+namespace crown::detail {
+
+/// The cross-host path for networks without RDMA (CROWN_TRANSPORT=am): a put, get or
+/// atomic is one request message to the target and one reply back, on a communicator of
+/// its own. The target executes it on its heap (atomics as CPU atomics, so they are
+/// atomic with every other atomic on the word) when it progresses: inside every Crown
+/// wait, transfer and collective. A rank that computes outside Crown serves nobody
+/// until it comes back (the progress rule in README).
+class active_messages {
+public:
+  active_messages(MPI_Comm world, std::byte* heap, std::size_t heap_size);
+  ~active_messages();
+  active_messages(const active_messages&) = delete;
+  active_messages& operator=(const active_messages&) = delete;
+
+  void put(int rank, std::span<const run> runs, const std::byte* packed);
+  void get(int rank, std::span<const run> runs, std::byte* packed);
+  std::uint64_t atomic(int rank, std::uint64_t offset, atomic_op op, int width, bool floating,
+                       std::uint64_t operand, std::uint64_t compare);
+  /// Executes every request that has arrived. Safe from any thread (one serves at a time).
+  void serve() noexcept;
+
+private:
+  std::vector<std::byte> call(int rank, std::vector<std::byte>& request, std::size_t reply_bytes);
+
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  std::byte* heap_;
+  std::size_t heap_size_;
+  std::mutex serving_;
+  std::vector<std::byte> inbox_;
+  std::atomic<std::uint32_t> next_id_{0};
+};
+
+} // namespace crown::detail

@@ -1,0 +1,35 @@
+// lib/transport/transfer.hpp — pieces shared by the transports inside lib/transport.
+#pragma once
+#include <crown/detail/heap.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <crown/error.hpp>
+#include <mpi.h>
+#include <string>
+
+namespace crown::detail {
+
+/// A contiguous piece of a transfer: `bytes` at heap `offset` at the target, matched
+/// in order with consecutive bytes of the packed local buffer.
+struct run {
+  std::uint64_t offset;
+  std::size_t bytes;
+};
+
+/// A CPU atomic on the word at `where` (4/8-byte integer, float or double).
+std::uint64_t cpu_atomic_any(std::byte* where, atomic_op op, int width, bool floating,
+                             std::uint64_t operand, std::uint64_t compare);
+
+/// Waits for `request` under the backoff, driving progress (and so serving one-sided
+/// requests from other ranks) on every poll.
+void wait_request(MPI_Request& request, const char* what);
+
+/// Checks the start of a nonblocking MPI call, then waits for it with wait_request.
+/// Crown's own collectives go through here so that no rank blocks inside MPI while
+/// another waits for it to serve a one-sided request.
+inline void complete(int started, MPI_Request& request, const std::string& what) {
+  check_mpi(started, what);
+  wait_request(request, what.c_str());
+}
+
+} // namespace crown::detail
