@@ -1,9 +1,9 @@
 // Active messages over MPI two-sided: request, execution at the target, reply.
 #include "active_messages.hpp"
-#include <cstring>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
+#include <cstring>
 #include <string>
 
 namespace crown::detail {
@@ -73,11 +73,11 @@ std::vector<std::byte> active_messages::call(int rank, std::vector<std::byte>& r
   std::memcpy(request.data(), &h, sizeof h);
   std::vector<std::byte> reply(reply_bytes + sizeof(std::uint64_t));
   MPI_Request r[2];
-  check_mpi(MPI_Irecv(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, rank,
-                      reply_tag(h.id), comm_, &r[0]),
+  check_mpi(MPI_Irecv(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, rank, reply_tag(h.id),
+                      comm_, &r[0]),
             "active message: MPI_Irecv(reply)");
-  check_mpi(MPI_Isend(request.data(), static_cast<int>(request.size()), MPI_BYTE, rank,
-                      request_tag, comm_, &r[1]),
+  check_mpi(MPI_Isend(request.data(), static_cast<int>(request.size()), MPI_BYTE, rank, request_tag,
+                      comm_, &r[1]),
             "active message: MPI_Isend(request)");
   int done = 0;
   backoff pause;
@@ -115,10 +115,17 @@ void active_messages::get(int rank, std::span<const run> runs, std::byte* packed
 }
 
 std::uint64_t active_messages::atomic(int rank, std::uint64_t offset, atomic_op op, int width,
-                                      bool floating, std::uint64_t operand,
-                                      std::uint64_t compare) {
-  header h{kind::atomic, 0, 0, 0, offset, operand, compare, static_cast<std::uint32_t>(op),
-           static_cast<std::uint16_t>(width), static_cast<std::uint16_t>(floating)};
+                                      bool floating, std::uint64_t operand, std::uint64_t compare) {
+  header h{kind::atomic,
+           0,
+           0,
+           0,
+           offset,
+           operand,
+           compare,
+           static_cast<std::uint32_t>(op),
+           static_cast<std::uint16_t>(width),
+           static_cast<std::uint16_t>(floating)};
   auto msg = request_for(h, {}, nullptr, 0);
   const auto data = call(rank, msg, sizeof(std::uint64_t));
   std::uint64_t old = 0;
@@ -176,24 +183,23 @@ void active_messages::serve() noexcept {
           refused = 0;
         } else if (h.what == kind::atomic && (h.width == 4 || h.width == 8) &&
                    h.offset % h.width == 0 && h.offset <= heap_size_ - h.width) {
-          const std::uint64_t old =
-              cpu_atomic_any(heap_ + h.offset, static_cast<atomic_op>(h.op), h.width,
-                             h.floating != 0, h.operand, h.compare);
+          const std::uint64_t old = cpu_atomic_any(heap_ + h.offset, static_cast<atomic_op>(h.op),
+                                                   h.width, h.floating != 0, h.operand, h.compare);
           append(reply, &old, 1);
           refused = 0;
         }
       }
       if (refused) {
-        log(log_level::error, "refused a malformed one-sided request from rank ",
-            status.MPI_SOURCE, " (", n, " bytes)");
+        log(log_level::error, "refused a malformed one-sided request from rank ", status.MPI_SOURCE,
+            " (", n, " bytes)");
         reply.assign(h.what == kind::get && h.bytes < heap_size_ ? h.bytes
-                     : h.what == kind::atomic                     ? sizeof(std::uint64_t)
-                                                                  : 0,
+                     : h.what == kind::atomic                    ? sizeof(std::uint64_t)
+                                                                 : 0,
                      std::byte{0});
       }
       append(reply, &refused, 1);
-      check_mpi(MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE,
-                         status.MPI_SOURCE, reply_tag(h.id), comm_),
+      check_mpi(MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, status.MPI_SOURCE,
+                         reply_tag(h.id), comm_),
                 "MPI_Send(active message reply)");
     }
   } catch (const std::exception& e) {

@@ -28,6 +28,7 @@ public:
                        std::uint64_t operand, std::uint64_t compare);
   /// Executes every request that has arrived. Safe from any thread (one serves at a time).
   void serve() noexcept;
+  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
 
 private:
   std::vector<std::byte> call(int rank, std::vector<std::byte>& request, std::size_t reply_bytes);

@@ -576,6 +576,11 @@ void progress() noexcept {
   MPI_Win_flush_local_all(h->window());
 }
 
+MPI_Comm active_message_comm() noexcept {
+  symmetric_heap* h = g_heap.load(std::memory_order_acquire);
+  return h && h->am() ? h->am()->comm() : MPI_COMM_NULL;
+}
+
 void heap_quiet() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   symmetric_heap* h = g_heap.load(std::memory_order_acquire);

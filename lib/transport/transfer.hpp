@@ -1,9 +1,9 @@
 // lib/transport/transfer.hpp — pieces shared by the transports inside lib/transport.
 #pragma once
 #include <crown/detail/heap.hpp>
+#include <crown/error.hpp>
 #include <cstddef>
 #include <cstdint>
-#include <crown/error.hpp>
 #include <mpi.h>
 #include <string>
 

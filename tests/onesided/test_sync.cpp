@@ -144,3 +144,49 @@ BOOST_AUTO_TEST_CASE(every_atomic_operation) {
   BOOST_TEST(i64.on(0).atomic_ref({0}) == 400 * n());
   crown::sync_all();
 }
+
+BOOST_AUTO_TEST_CASE(malformed_active_messages_are_refused) {
+  // Only with CROWN_TRANSPORT=am and a rank that rank 0 reaches through it; decided the
+  // same way on every rank.
+  MPI_Comm am = crown::detail::active_message_comm();
+  const auto& rt = crown::this_runtime();
+  int target = -1;
+  for (int r = 1; r < n() && target < 0; ++r)
+    if (!rt.config().shm || rt.topology().all()[r].host_index != rt.topology().all()[0].host_index)
+      target = r;
+  if (am == MPI_COMM_NULL || target < 0) return;
+  crown::coarray<std::int64_t> canary(w(), 4);
+  for (std::size_t i = 0; i < 4; ++i) canary(i) = 1000 + me();
+  crown::sync_all();
+  if (me() == 0) {
+    // 1: too short for a header; 2: a hostile run count; 3: a put far outside the heap.
+    // Layout of a request: {kind u32, id u32, runs u64, bytes u64, offset, operand,
+    // compare u64, op u32, width u16, floating u16} then runs {offset u64, bytes u64}.
+    std::vector<std::vector<std::uint64_t>> bad;
+    bad.push_back({});
+    bad.push_back({1 | (std::uint64_t{7} << 32), std::uint64_t{1} << 60, 8, 0, 0, 0, 0});
+    bad.push_back({1 | (std::uint64_t{8} << 32), 1, 8, 0, 0, 0, 0, std::uint64_t{1} << 40, 8, 42});
+    const std::uint32_t ids[] = {0, 7, 8};
+    for (std::size_t k = 0; k < bad.size(); ++k) {
+      std::uint64_t status = 0;
+      MPI_Request reply;
+      MPI_Irecv(&status, 8, MPI_BYTE, target, 2 + static_cast<int>(ids[k]), am, &reply);
+      const int bytes = k == 0 ? 3 : static_cast<int>(bad[k].size() * 8);
+      const char junk[3] = {1, 2, 3};
+      MPI_Send(k == 0 ? static_cast<const void*>(junk) : bad[k].data(), bytes, MPI_BYTE, target, 1,
+               am);
+      int done = 0;
+      while (!done) {
+        MPI_Test(&reply, &done, MPI_STATUS_IGNORE);
+        crown::detail::progress();
+      }
+      BOOST_TEST(status == 1u, "request " << k << " was not refused");
+    }
+  }
+  crown::sync_all(); // the target served (and refused) them while waiting here
+  for (std::size_t i = 0; i < 4; ++i) BOOST_TEST(canary(i) == 1000 + me()); // nothing was written
+  // and the transport still works afterwards
+  canary.on(right()).put({0}, 7);
+  crown::sync_all();
+  BOOST_TEST(canary(0) == 7);
+}

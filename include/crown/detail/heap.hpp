@@ -79,6 +79,10 @@ std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, 
 /// progresses). Every Crown wait loop calls it.
 void progress() noexcept;
 
+/// The active-message transport's communicator (tests send it malformed requests), or
+/// MPI_COMM_NULL when that transport is not in use.
+MPI_Comm active_message_comm() noexcept;
+
 /// Completes every outstanding transfer of this rank and orders its memory accesses
 /// (MPI_Win_flush_all + MPI_Win_sync + a full fence).
 void heap_quiet();
