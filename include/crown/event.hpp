@@ -35,8 +35,18 @@ public:
     return counts_.on(counts_.this_image()).atomic_ref({0});
   }
 
+  [[nodiscard]] const mesh& team() const noexcept { return counts_.team(); }
+
 private:
   coarray<std::int64_t> counts_;
 };
+
+/// Put-with-notify: puts `src` into `target`'s block, then posts `notify` on the same
+/// rank, so whoever waits on that event there finds the data in place.
+template <typename T, std::size_t N, memory_kind K>
+void put_notify(const image_ref<T, N, K>& target, std::span<const T> src, event& notify) {
+  target.put(src);
+  notify.post(notify.team().index_of(target.world_rank()));
+}
 
 } // namespace crown

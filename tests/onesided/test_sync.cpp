@@ -47,6 +47,14 @@ BOOST_AUTO_TEST_CASE(events_carry_a_producer_consumer_chain) {
     }
   }
   crown::sync_all();
+  // put-with-notify: the data is in place when the event arrives
+  crown::coarray<int> box(w(), 64);
+  crown::event full(w());
+  std::vector<int> payload(64, 10 * me() + 1);
+  crown::put_notify(box.on(right()), std::span<const int>(payload), full);
+  full.wait();
+  for (int v : box.flat()) BOOST_TEST(v == 10 * left() + 1);
+  crown::sync_all();
   // counts: everyone posts twice to image 0, which waits for all of them at once
   crown::event e(w());
   e.post(0);
@@ -185,6 +193,7 @@ BOOST_AUTO_TEST_CASE(malformed_active_messages_are_refused) {
   }
   crown::sync_all(); // the target served (and refused) them while waiting here
   for (std::size_t i = 0; i < 4; ++i) BOOST_TEST(canary(i) == 1000 + me()); // nothing was written
+  crown::sync_all(); // everyone has looked before anyone writes again
   // and the transport still works afterwards
   canary.on(right()).put({0}, 7);
   crown::sync_all();

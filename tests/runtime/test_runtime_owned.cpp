@@ -40,6 +40,13 @@ BOOST_AUTO_TEST_CASE(owns_mpi_from_init_to_finalize) {
   BOOST_TEST(state_error_of([] { crown::runtime again; }).find("cannot be initialised again") !=
              std::string::npos);
   BOOST_TEST(kept->to_string().starts_with("mesh{all="));
+  // one-sided memory after finalize: a clear error, not a crash
+  std::int64_t x = 1;
+  BOOST_TEST(state_error_of([&] {
+               crown::detail::remote_put(0, 0, &x, sizeof x);
+             }).find("no crown::runtime is active") != std::string::npos);
+  BOOST_TEST(state_error_of([] { (void)crown::allocate<int>(4); }).find("no crown::runtime") !=
+             std::string::npos);
   BOOST_TEST(state_error_of([&] { (void)kept->comm(); }).find("was destroyed") !=
              std::string::npos);
 }
