@@ -3,12 +3,7 @@
 #include <crown/crown.hpp>
 #include <harness/crown_test.hpp>
 
-using crown_test::left;
-using crown_test::me;
-using crown_test::n;
-using crown_test::right;
-using crown_test::w;
-using crown_test::what_of;
+using namespace crown_test; // w(), me(), n(), left(), right(), what_of()
 
 namespace {
 constexpr int adds = 10000;
