@@ -1,6 +1,7 @@
 // crown::runtime: MPI initialisation or attachment, start-up agreement, shutdown order.
 #include "../transport/symmetric_heap.hpp"
 #include "runtime_state.hpp"
+#include <algorithm>
 #include <climits>
 #include <crown/build_config.hpp>
 #include <crown/detail/wait.hpp>
@@ -193,8 +194,31 @@ MPI_Comm runtime_state::comm_for(const std::vector<int>& ranks) {
   // overlapping groups (from different threads) match each other's internal messages.
   std::size_t hash = ranks.size();
   for (int r : ranks) hash = hash * 1000003u ^ static_cast<std::size_t>(r);
+  // MPI_Comm_create_group blocks inside MPI, where Crown serves no one-sided requests.
+  // Meet the other members first in a wait that does serve them (a dissemination
+  // barrier over the world communicator), so a member that still waits for this rank to
+  // serve its put reaches the creation too instead of deadlocking.
+  const int me = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin());
+  const int n = static_cast<int>(ranks.size());
+  const int meet_tag = 30000 + static_cast<int>(hash % 2000);
+  for (int k = 1; k < n; k *= 2) {
+    char token = 0, received = 0;
+    MPI_Request r[2];
+    check_mpi(MPI_Irecv(&received, 1, MPI_CHAR, ranks[(me - k + n) % n], meet_tag, world_comm.get(),
+                        &r[0]),
+              "MPI_Irecv(communicator rendezvous)");
+    check_mpi(
+        MPI_Isend(&token, 1, MPI_CHAR, ranks[(me + k) % n], meet_tag, world_comm.get(), &r[1]),
+        "MPI_Isend(communicator rendezvous)");
+    int done = 0;
+    wait_until([&] {
+      check_mpi(MPI_Testall(2, r, &done, MPI_STATUSES_IGNORE), "MPI_Testall(rendezvous)");
+      return done != 0;
+    });
+  }
   MPI_Comm c = MPI_COMM_NULL;
-  const int rc = MPI_Comm_create_group(world_comm.get(), group, static_cast<int>(hash % 30000), &c);
+  const int rc =
+      MPI_Comm_create_group(world_comm.get(), group, 100 + static_cast<int>(hash % 6000), &c);
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
   check_mpi(rc, "MPI_Comm_create_group");
@@ -381,6 +405,15 @@ runtime::~runtime() {
     detail::g_was_destroyed = true;
   }
   const bool owns = state_->owns_mpi;
+  // A last barrier that serves one-sided requests, so that no rank leaves while another
+  // still waits for it to answer one (active messages).
+  if (state_->size > 1 && state_->heap && state_->heap->has_transport()) {
+    try {
+      state_->world->barrier();
+    } catch (const std::exception& e) {
+      log(log_level::error, "final barrier failed: ", e.what());
+    }
+  }
   state_->shutdown(); // our communicators go before MPI does
   detail::set_log_host({});
   state_.reset();

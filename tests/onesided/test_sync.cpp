@@ -194,3 +194,23 @@ BOOST_AUTO_TEST_CASE(malformed_active_messages_are_refused) {
   crown::sync_all();
   BOOST_TEST(canary(0) == 7);
 }
+
+BOOST_AUTO_TEST_CASE(new_communicators_do_not_deadlock_with_pending_requests) {
+  // Rank 0 puts to every other rank, then allocates on a new mesh; the others allocate
+  // on that mesh at once, so they are busy creating its communicator while rank 0's
+  // puts wait to be served. Repeated with fresh meshes to give the race a chance.
+  crown::coarray<int> a(w(), static_cast<std::size_t>(n()));
+  for (int round = 0; round < 5 && n() > 1; ++round) {
+    std::vector<int> order;
+    for (int r = 0; r < n(); ++r) order.push_back((r + round + 1) % n()); // a new rank order
+    const crown::mesh rotated({{"r", n()}}, order);
+    if (me() == 0)
+      for (int t = 1; t < n(); ++t) a.on(t).put({0}, round + 1);
+    crown::coarray<int> b(rotated, 1);
+    b.on((b.this_image() + 1) % n()).put({0}, me());
+    crown::sync_all(rotated);
+    BOOST_TEST(b(0) == order[(b.this_image() + n() - 1) % n()]);
+    crown::sync_all();
+    if (me() != 0) BOOST_TEST(a(0) == round + 1);
+  }
+}
