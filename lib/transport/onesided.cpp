@@ -496,14 +496,7 @@ bool start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer
   symmetric_heap& h = heap(op);
   check_range(h, world_rank, offset, bytes, op);
   auto* local = static_cast<std::byte*>(buffer);
-  if (std::byte* remote = h.peer(world_rank, offset)) {
-    if (put)
-      std::memcpy(remote, local, bytes);
-    else
-      std::memcpy(local, remote, bytes);
-    return false;
-  }
-  if (h.am()) { // active messages complete before returning
+  if (h.peer(world_rank, offset) || h.am()) { // load/store and active messages finish now
     const run r{offset, bytes};
     transfer_runs(put, world_rank, {&r, 1}, local);
     return false;
