@@ -13,7 +13,7 @@ enum class log_level { error, warn, info, debug, trace };
 /// How ranks are bound to cores. `keep` leaves the launcher's binding alone.
 enum class bind_policy { keep, core, numa, none };
 /// The path to ranks that are not reachable by load/store (CROWN_TRANSPORT).
-enum class transport_choice { automatic, mpi, am };
+enum class transport_choice { automatic, mpi, am, ucx };
 
 /// One documented variable: the README's configuration table lists exactly these.
 struct config_variable {
@@ -35,6 +35,9 @@ struct config {
   /// CROWN_CHECK: -1 default (allocation checks only), 0 none, 1 also collective arguments
   int check = -1;
   transport_choice transport = transport_choice::automatic; ///< CROWN_TRANSPORT
+  /// CROWN_PROGRESS_THREAD: a thread that drives one-sided progress while the
+  /// application computes outside Crown (0 = none)
+  bool progress_thread = false;
 
   /// Parses the given variables (name -> value). Invalid values throw config_error
   /// naming the variable, the value and what is allowed; unknown CROWN_* names are

@@ -10,7 +10,7 @@ extern char** environ;
 namespace crown {
 namespace {
 
-constexpr std::array<config_variable, 8> variables{{
+constexpr std::array<config_variable, 9> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace."},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -31,9 +31,14 @@ constexpr std::array<config_variable, 8> variables{{
      "Argument agreement checks: default checks that collective allocations match on every "
      "rank; 1 also checks counts and types of co_* collectives; 0 checks nothing."},
     {"CROWN_TRANSPORT", "auto",
-     "Path to ranks not reachable by load/store: mpi (one MPI window, MPI RMA), am (active "
-     "messages over two-sided MPI, for networks without RDMA), auto (mpi when MPI can create "
-     "the window, else am)."},
+     "Path to ranks not reachable by load/store: ucx (UCX RMA and atomics driven by Crown's "
+     "progress engine), mpi (one MPI window, MPI RMA), am (active messages over two-sided MPI), "
+     "auto (ucx when built with UCX and it starts, else mpi when MPI can create the window, "
+     "else am)."},
+    {"CROWN_PROGRESS_THREAD", "0",
+     "1: a background thread drives one-sided progress, so that a rank computing outside "
+     "Crown still serves other ranks' puts, gets and atomics (UCX over TCP, am). Costs a "
+     "little CPU; use when ranks have a spare hardware thread."},
 }};
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -72,6 +77,12 @@ int parse_int(std::string_view name, const std::string& value, int minimum) {
   return v;
 }
 
+bool parse_flag(std::string_view name, const std::string& value) {
+  if (value != "0" && value != "1")
+    throw config_error(std::string(name), "invalid value '" + value + "' (allowed: 0, 1)");
+  return value == "1";
+}
+
 std::size_t parse_bytes(std::string_view name, const std::string& value) {
   std::size_t digits = 0;
   while (digits < value.size() && value[digits] >= '0' && value[digits] <= '9') ++digits;
@@ -100,7 +111,7 @@ std::string_view to_string(log_level l) {
 }
 
 std::string_view to_string(transport_choice t) {
-  constexpr std::array<std::string_view, 3> names{"auto", "mpi", "am"};
+  constexpr std::array<std::string_view, 4> names{"auto", "mpi", "am", "ucx"};
   return names.at(static_cast<std::size_t>(t));
 }
 
@@ -127,15 +138,15 @@ config config::parse(const std::map<std::string, std::string>& vars,
     } else if (name == "CROWN_WAIT_SPINS") {
       c.wait_spins = value == "auto" ? -1 : parse_int(name, value, 0);
     } else if (name == "CROWN_TRANSPORT") {
-      c.transport = parse_choice(
-          name, value,
-          std::array{transport_choice::automatic, transport_choice::mpi, transport_choice::am});
+      c.transport = parse_choice(name, value,
+                                 std::array{transport_choice::automatic, transport_choice::mpi,
+                                            transport_choice::am, transport_choice::ucx});
     } else if (name == "CROWN_HEAP_SIZE") {
       c.heap_size = parse_bytes(name, value);
     } else if (name == "CROWN_SHM") {
-      c.shm = parse_int(name, value, 0) != 0;
-      if (value != "0" && value != "1")
-        throw config_error(name, "invalid value '" + value + "' (allowed: 0, 1)");
+      c.shm = parse_flag(name, value);
+    } else if (name == "CROWN_PROGRESS_THREAD") {
+      c.progress_thread = parse_flag(name, value);
     } else if (name == "CROWN_CHECK") {
       c.check = value == "default" ? -1 : parse_int(name, value, 0);
       if (c.check > 1) throw config_error(name, "invalid value '" + value + "' (allowed: 0, 1)");

@@ -2,8 +2,10 @@
 #include "../transport/symmetric_heap.hpp"
 #include "runtime_state.hpp"
 #include <algorithm>
+#include <chrono>
 #include <climits>
 #include <crown/build_config.hpp>
+#include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
@@ -234,8 +236,28 @@ crown::mesh runtime_state::make_mesh(std::vector<dim> dims, std::vector<int> ran
 runtime_state::runtime_state() = default;
 runtime_state::~runtime_state() = default;
 
+void start_progress_thread(runtime_state& st) {
+  if (st.level != thread_level::multiple)
+    throw config_error("CROWN_PROGRESS_THREAD", "a progress thread needs MPI_THREAD_MULTIPLE, "
+                                                "but MPI provides " +
+                                                    std::string(to_string(st.level)));
+  if (!st.heap->has_transport()) return; // load/store needs no progress
+  st.progress_thread = std::jthread([](std::stop_token stop) {
+    // Naps keep the thread off a core the application needs; 20 us still answers a
+    // remote request far faster than a rank that only progresses between phases.
+    while (!stop.stop_requested()) {
+      progress();
+      std::this_thread::sleep_for(std::chrono::microseconds(20));
+    }
+  });
+}
+
 void runtime_state::shutdown() noexcept {
   alive.store(false, std::memory_order_release);
+  if (progress_thread.joinable()) {
+    progress_thread.request_stop();
+    progress_thread.join();
+  }
   install_heap(nullptr, cfg);
   heap.reset();  // the window goes before the communicator it was made on
   world.reset(); // the world mesh points back at this state
@@ -371,8 +393,9 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
 
     detail::agreed_step(dup, "symmetric heap",
                         [&] { st->heap = std::make_unique<detail::symmetric_heap>(*st); });
-    detail::agreed_step(dup, "symmetric heap window", [&] { st->heap->create_window(*st); });
+    detail::agreed_step(dup, "symmetric heap transport", [&] { st->heap->connect(*st); });
     detail::install_heap(st->heap.get(), st->cfg);
+    if (st->cfg.progress_thread) detail::start_progress_thread(*st);
 #ifdef OPEN_MPI
     const char* osc = std::getenv("OMPI_MCA_osc");
     if (st->heap->has_window() && st->rank == 0 && (!osc || !std::strstr(osc, "ucx")))

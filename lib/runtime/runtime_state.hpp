@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -90,6 +91,7 @@ struct runtime_state : std::enable_shared_from_this<runtime_state> {
   transport_support transports;
   std::optional<crown::mesh> world;
   std::unique_ptr<symmetric_heap> heap; ///< host symmetric heap
+  std::jthread progress_thread;         ///< CROWN_PROGRESS_THREAD=1; stopped first
   std::atomic<bool> alive{true};
 
   /// Throws state_error unless the runtime is still alive.
@@ -105,6 +107,9 @@ private:
   std::mutex comm_mutex_;
   std::map<std::vector<int>, comm_handle> comms_;
 };
+
+/// Starts the CROWN_PROGRESS_THREAD thread (needs MPI_THREAD_MULTIPLE).
+void start_progress_thread(runtime_state& st);
 
 /// The live runtime's state, or nullptr.
 std::shared_ptr<runtime_state> current_state() noexcept;

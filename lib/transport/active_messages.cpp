@@ -1,5 +1,6 @@
 // Active messages over MPI two-sided: request, execution at the target, reply.
 #include "active_messages.hpp"
+#include "am_codec.hpp"
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
@@ -14,37 +15,11 @@ constexpr int request_tag = 1;
 /// threads of one rank never take each other's reply.
 int reply_tag(std::uint32_t id) { return 2 + static_cast<int>(id % 30000); }
 
-enum class kind : std::uint32_t { put = 1, get = 2, atomic = 3 };
-
-struct header {
-  kind what;
-  std::uint32_t id;
-  std::uint64_t runs;  ///< put/get: number of runs that follow the header
-  std::uint64_t bytes; ///< put: payload after the runs; get: bytes to send back
-  // atomics
-  std::uint64_t offset;
-  std::uint64_t operand;
-  std::uint64_t compare;
-  std::uint32_t op;
-  std::uint16_t width;
-  std::uint16_t floating;
-};
-
-template <typename T>
-void append(std::vector<std::byte>& v, const T* data, std::size_t count) {
-  const std::size_t at = v.size(), bytes = count * sizeof(T);
-  if (bytes == 0) return;
-  v.resize(at + bytes);
-  std::memcpy(v.data() + at, data, bytes);
-}
-
-std::vector<std::byte> request_for(const header& h, std::span<const run> runs,
+/// What the origin sends: header, runs, payload (am_codec.hpp).
+std::vector<std::byte> request_for(const am_header& h, std::span<const run> runs,
                                    const std::byte* payload, std::size_t payload_bytes) {
   std::vector<std::byte> msg;
-  msg.reserve(sizeof h + runs.size() * sizeof(run) + payload_bytes);
-  append(msg, &h, 1);
-  append(msg, runs.data(), runs.size());
-  if (payload_bytes) append(msg, payload, payload_bytes);
+  encode_am_request(h, runs, {payload, payload_bytes}, msg);
   return msg;
 }
 
@@ -67,7 +42,7 @@ std::vector<std::byte> active_messages::call(int rank, std::vector<std::byte>& r
   if (request.size() > static_cast<std::size_t>(INT32_MAX) || reply_bytes > INT32_MAX)
     throw argument_error("active message to rank " + std::to_string(rank),
                          "a piece above 2 GiB reached the transport unchunked");
-  header h;
+  am_header h;
   std::memcpy(&h, request.data(), sizeof h);
   h.id = next_id_++;
   std::memcpy(request.data(), &h, sizeof h);
@@ -84,7 +59,7 @@ std::vector<std::byte> active_messages::call(int rank, std::vector<std::byte>& r
   for (;;) {
     check_mpi(MPI_Testall(2, r, &done, MPI_STATUSES_IGNORE), "active message: MPI_Testall");
     if (done) break;
-    serve(); // the target may be waiting for us: serve while we wait
+    progress(); // the target may be waiting for us: serve while we wait
     pause.pause();
   }
   std::uint64_t status = 0;
@@ -100,7 +75,7 @@ std::vector<std::byte> active_messages::call(int rank, std::vector<std::byte>& r
 void active_messages::put(int rank, std::span<const run> runs, const std::byte* packed) {
   std::size_t bytes = 0;
   for (const run& r : runs) bytes += r.bytes;
-  header h{kind::put, 0, runs.size(), bytes, 0, 0, 0, 0, 0, 0};
+  am_header h{am_kind::put, 0, runs.size(), bytes, 0, 0, 0, 0, 0, 0};
   auto msg = request_for(h, runs, packed, bytes);
   (void)call(rank, msg, 0);
 }
@@ -108,7 +83,7 @@ void active_messages::put(int rank, std::span<const run> runs, const std::byte* 
 void active_messages::get(int rank, std::span<const run> runs, std::byte* packed) {
   std::size_t bytes = 0;
   for (const run& r : runs) bytes += r.bytes;
-  header h{kind::get, 0, runs.size(), bytes, 0, 0, 0, 0, 0, 0};
+  am_header h{am_kind::get, 0, runs.size(), bytes, 0, 0, 0, 0, 0, 0};
   auto msg = request_for(h, runs, nullptr, 0);
   const auto data = call(rank, msg, bytes);
   std::memcpy(packed, data.data(), bytes);
@@ -116,16 +91,16 @@ void active_messages::get(int rank, std::span<const run> runs, std::byte* packed
 
 std::uint64_t active_messages::atomic(int rank, std::uint64_t offset, atomic_op op, int width,
                                       bool floating, std::uint64_t operand, std::uint64_t compare) {
-  header h{kind::atomic,
-           0,
-           0,
-           0,
-           offset,
-           operand,
-           compare,
-           static_cast<std::uint32_t>(op),
-           static_cast<std::uint16_t>(width),
-           static_cast<std::uint16_t>(floating)};
+  am_header h{am_kind::atomic,
+              0,
+              0,
+              0,
+              offset,
+              operand,
+              compare,
+              static_cast<std::uint32_t>(op),
+              static_cast<std::uint16_t>(width),
+              static_cast<std::uint16_t>(floating)};
   auto msg = request_for(h, {}, nullptr, 0);
   const auto data = call(rank, msg, sizeof(std::uint64_t));
   std::uint64_t old = 0;
@@ -133,7 +108,7 @@ std::uint64_t active_messages::atomic(int rank, std::uint64_t offset, atomic_op 
   return old;
 }
 
-void active_messages::serve() noexcept {
+void active_messages::progress() noexcept {
   if (!serving_.try_lock()) return; // another thread is serving
   const std::lock_guard lock(serving_, std::adopt_lock);
   try {
@@ -148,62 +123,55 @@ void active_messages::serve() noexcept {
       check_mpi(MPI_Recv(inbox_.data(), size, MPI_BYTE, status.MPI_SOURCE, request_tag, comm_,
                          MPI_STATUS_IGNORE),
                 "MPI_Recv(active message)");
-      // A malformed request is refused (status 1), never executed out of bounds.
-      header h{};
+      // A malformed request is refused (status 1), never executed; it still gets a reply
+      // of the size the origin waits for, so that the origin raises an error, not hangs.
+      am_header h{};
+      if (inbox_.size() >= sizeof h) std::memcpy(&h, inbox_.data(), sizeof h);
       std::uint64_t refused = 1;
-      std::vector<std::byte> reply;
-      const std::size_t n = inbox_.size();
-      if (n >= sizeof h) {
-        std::memcpy(&h, inbox_.data(), sizeof h);
-        const std::size_t runs_bytes = h.runs * sizeof(run);
-        const bool runs_fit = h.runs <= n / sizeof(run) && sizeof h + runs_bytes <= n;
-        std::vector<run> runs(runs_fit ? h.runs : 0);
-        if (runs_fit && runs_bytes) std::memcpy(runs.data(), inbox_.data() + sizeof h, runs_bytes);
-        bool inside = runs_fit;
-        std::size_t total = 0;
-        for (const run& r : runs) {
-          inside = inside && r.offset <= heap_size_ && r.bytes <= heap_size_ - r.offset;
-          total += r.bytes;
-        }
-        const std::byte* payload = inbox_.data() + sizeof h + runs_bytes;
-        if (h.what == kind::put && inside && total == h.bytes &&
-            n == sizeof h + runs_bytes + total) {
-          for (const run& r : runs) {
-            std::memcpy(heap_ + r.offset, payload, r.bytes);
-            payload += r.bytes;
-          }
-          refused = 0;
-        } else if (h.what == kind::get && inside && total == h.bytes) {
-          reply.resize(total);
-          std::byte* out = reply.data();
-          for (const run& r : runs) {
-            std::memcpy(out, heap_ + r.offset, r.bytes);
-            out += r.bytes;
-          }
-          refused = 0;
-        } else if (h.what == kind::atomic && (h.width == 4 || h.width == 8) &&
-                   h.offset % h.width == 0 && h.offset <= heap_size_ - h.width) {
-          const std::uint64_t old = cpu_atomic_any(heap_ + h.offset, static_cast<atomic_op>(h.op),
-                                                   h.width, h.floating != 0, h.operand, h.compare);
-          append(reply, &old, 1);
-          refused = 0;
-        }
-      }
-      if (refused) {
+      reply_.clear();
+      if (const auto r = decode_am_request(inbox_, heap_size_)) {
+        execute(*r);
+        refused = 0;
+      } else {
         log(log_level::error, "refused a malformed one-sided request from rank ", status.MPI_SOURCE,
-            " (", n, " bytes)");
-        reply.assign(h.what == kind::get && h.bytes < heap_size_ ? h.bytes
-                     : h.what == kind::atomic                    ? sizeof(std::uint64_t)
-                                                                 : 0,
-                     std::byte{0});
+            " (", inbox_.size(), " bytes)");
+        reply_.assign(h.what == am_kind::get && h.bytes <= am_max_reply ? h.bytes
+                      : h.what == am_kind::atomic                       ? sizeof(std::uint64_t)
+                                                                        : 0,
+                      std::byte{0});
       }
-      append(reply, &refused, 1);
-      check_mpi(MPI_Send(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, status.MPI_SOURCE,
-                         reply_tag(h.id), comm_),
+      const std::size_t at = reply_.size();
+      reply_.resize(at + sizeof refused);
+      std::memcpy(reply_.data() + at, &refused, sizeof refused);
+      check_mpi(MPI_Send(reply_.data(), static_cast<int>(reply_.size()), MPI_BYTE,
+                         status.MPI_SOURCE, reply_tag(h.id), comm_),
                 "MPI_Send(active message reply)");
     }
   } catch (const std::exception& e) {
     log(log_level::error, "serving one-sided requests failed: ", e.what());
+  }
+}
+
+void active_messages::execute(const am_request& r) {
+  const am_header& h = r.head;
+  if (h.what == am_kind::put) {
+    const std::byte* payload = r.payload.data();
+    for (const run& piece : r.runs) {
+      std::memcpy(heap_ + piece.offset, payload, piece.bytes);
+      payload += piece.bytes;
+    }
+  } else if (h.what == am_kind::get) {
+    reply_.resize(h.bytes);
+    std::byte* out = reply_.data();
+    for (const run& piece : r.runs) {
+      std::memcpy(out, heap_ + piece.offset, piece.bytes);
+      out += piece.bytes;
+    }
+  } else {
+    const std::uint64_t old = cpu_atomic_any(heap_ + h.offset, static_cast<atomic_op>(h.op),
+                                             h.width, h.floating != 0, h.operand, h.compare);
+    reply_.resize(sizeof old);
+    std::memcpy(reply_.data(), &old, sizeof old);
   }
 }
 

@@ -115,12 +115,12 @@ void transfer_runs(bool put, int rank, std::span<const run> runs, std::byte* pac
     }
     return;
   }
-  if (active_messages* am = h.am()) {
+  if (remote_transport* t = h.remote()) {
     for_each_chunk(runs, transfer_chunk_bytes(), [&](std::span<const run> group, std::size_t at) {
       if (put)
-        am->put(rank, group, packed + at);
+        t->put(rank, group, packed + at);
       else
-        am->get(rank, group, packed + at);
+        t->get(rank, group, packed + at);
     });
     return;
   }
@@ -496,7 +496,7 @@ bool start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer
   symmetric_heap& h = heap(op);
   check_range(h, world_rank, offset, bytes, op);
   auto* local = static_cast<std::byte*>(buffer);
-  if (h.peer(world_rank, offset) || h.am()) { // load/store and active messages finish now
+  if (h.peer(world_rank, offset) || h.remote()) { // load/store, UCX and am finish now
     const run r{offset, bytes};
     transfer_runs(put, world_rank, {&r, 1}, local);
     return false;
@@ -547,8 +547,8 @@ std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, 
     throw argument_error("atomic at offset " + std::to_string(offset),
                          "the word is not aligned to its size " + std::to_string(width));
   if (cpu) return cpu_atomic_any(h.peer(world_rank, offset), op, width, floating, operand, compare);
-  if (active_messages* am = h.am())
-    return am->atomic(world_rank, offset, op, width, floating, operand, compare);
+  if (remote_transport* t = h.remote())
+    return t->atomic(world_rank, offset, op, width, floating, operand, compare);
   MPI_Win win = h.window_for(world_rank);
   if (floating)
     return width == 4 ? mpi_atomic<float>(win, world_rank, offset, op, operand, compare)
@@ -560,7 +560,7 @@ std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, 
 void progress() noexcept {
   symmetric_heap* h = g_heap.load(std::memory_order_acquire);
   if (!h) return;
-  if (active_messages* am = h->am()) am->serve();
+  if (remote_transport* t = h->remote()) t->progress();
   if (!h->has_window()) return; // load/store traffic needs no progress
   // MPI's progress engine for two-sided traffic, and the window's own: osc/ucx advances
   // incoming emulated RMA (UCX over TCP) only inside calls on the window.
@@ -571,7 +571,8 @@ void progress() noexcept {
 
 MPI_Comm active_message_comm() noexcept {
   symmetric_heap* h = g_heap.load(std::memory_order_acquire);
-  return h && h->am() ? h->am()->comm() : MPI_COMM_NULL;
+  auto* am = h ? dynamic_cast<active_messages*>(h->remote()) : nullptr;
+  return am ? am->comm() : MPI_COMM_NULL;
 }
 
 void heap_quiet() {

@@ -1,6 +1,11 @@
 // The host symmetric heap: free space bookkeeping, the shared segment, the MPI window.
 #include "symmetric_heap.hpp"
 #include "../runtime/runtime_state.hpp"
+#include "active_messages.hpp"
+#include <crown/build_config.hpp>
+#if CROWN_HAVE_UCX
+#include "ucx_transport.hpp"
+#endif
 #include <algorithm>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
@@ -79,23 +84,44 @@ symmetric_heap::symmetric_heap(runtime_state& st)
         peers_[static_cast<std::size_t>(p.rank)] = segment_->slice(p.local_rank);
 }
 
-void symmetric_heap::create_window(runtime_state& st) {
+void symmetric_heap::connect(runtime_state& st) {
+  // Every rank must take the same decision: each transport's set-up is collective.
+  int need_transport = std::count(peers_.begin(), peers_.end(), nullptr) > 0;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &need_transport, 1, MPI_INT, MPI_MAX, st.world_comm.get()),
+            "MPI_Allreduce(heap transport)");
+  if (!need_transport) return;
+  // CROWN_TRANSPORT: ucx = UCX RMA driven by Crown's progress engine; am = requests over
+  // two-sided MPI; mpi = one MPI window; auto = ucx when built with it and UCX starts on
+  // every rank, else the window when MPI can make one, else am.
+  const auto choice = st.cfg.transport;
+  if (choice == transport_choice::ucx || choice == transport_choice::automatic) {
+#if CROWN_HAVE_UCX
+    try {
+      remote_ = std::make_unique<ucx_transport>(st.world_comm.get(), mine_, size_);
+      return;
+    } catch (const state_error& e) {
+      if (choice == transport_choice::ucx) throw;
+      log(log_level::info, "UCX transport unavailable, trying the MPI window: ", e.what());
+    }
+#else
+    if (choice == transport_choice::ucx)
+      throw config_error("CROWN_TRANSPORT", "ucx was asked for, but this Crown was built "
+                                            "without UCX (install libucx-dev and rebuild)");
+#endif
+  }
+  if (choice == transport_choice::am) return use_active_messages(st);
+  if (create_window(st)) return;
+  if (choice == transport_choice::automatic) use_active_messages(st);
+}
 
-  // Every rank must take the same decision: window creation is collective.
-  int need_window = std::count(peers_.begin(), peers_.end(), nullptr) > 0;
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &need_window, 1, MPI_INT, MPI_MAX, st.world_comm.get()),
-            "MPI_Allreduce(heap window)");
-  if (!need_window) return;
-  // CROWN_TRANSPORT: am = requests over two-sided MPI (no RDMA needed); mpi = one MPI
-  // window; auto = the window when MPI can make one, else active messages.
-  const auto use_am = [&] {
-    am_ = std::make_unique<active_messages>(st.world_comm.get(), mine_, size_);
-  };
-  if (st.cfg.transport == transport_choice::am) return use_am();
+void symmetric_heap::use_active_messages(runtime_state& st) {
+  remote_ = std::make_unique<active_messages>(st.world_comm.get(), mine_, size_);
+}
+
+bool symmetric_heap::create_window(runtime_state& st) {
   if (!st.transports.mpi_rma) {
     no_window_reason_ = st.transports.mpi_rma_problem;
-    if (st.cfg.transport == transport_choice::automatic) use_am();
-    return;
+    return false;
   }
   MPI_Info info = MPI_INFO_NULL;
   MPI_Info_create(&info);
@@ -110,8 +136,7 @@ void symmetric_heap::create_window(runtime_state& st) {
     if (rc == MPI_SUCCESS) MPI_Win_free(&win_);
     win_ = MPI_WIN_NULL;
     no_window_reason_ = "MPI_Win_create over the heap failed on some rank";
-    if (st.cfg.transport == transport_choice::automatic) use_am();
-    return;
+    return false;
   }
   check_mpi(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
   int* model = nullptr;
@@ -123,10 +148,11 @@ void symmetric_heap::create_window(runtime_state& st) {
                                         "Crown does not support (it needs MPI_WIN_UNIFIED)");
   }
   check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_), "MPI_Win_lock_all");
+  return true;
 }
 
 symmetric_heap::~symmetric_heap() {
-  am_.reset();
+  remote_.reset();
   if (win_ != MPI_WIN_NULL) {
     MPI_Win_unlock_all(win_);
     MPI_Win_free(&win_);

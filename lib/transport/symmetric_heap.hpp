@@ -1,6 +1,6 @@
 // lib/transport/symmetric_heap.hpp — the host symmetric heap: shared segment + MPI window.
 #pragma once
-#include "active_messages.hpp"
+#include "remote_transport.hpp"
 #include "shm_segment.hpp"
 #include <cstdint>
 #include <map>
@@ -39,14 +39,15 @@ private:
 };
 
 /// Every rank's slice of the heap is reachable either by load/store (same host, shared
-/// segment) or through one MPI window created over that same memory at start-up.
+/// segment) or through the cross-host path chosen at start-up: one MPI window created
+/// over that same memory, UCX with the slice registered, or active messages.
 class symmetric_heap {
 public:
   /// Maps the shared segment. Collective over the runtime's host communicator.
   explicit symmetric_heap(runtime_state& st);
-  /// Collective over the world: creates the window over this rank's slice when some
-  /// peer needs it (several hosts, or CROWN_SHM=0) and MPI can make one.
-  void create_window(runtime_state& st);
+  /// Collective over the world: sets up the cross-host path when some peer needs one
+  /// (several hosts, or CROWN_SHM=0), as CROWN_TRANSPORT says.
+  void connect(runtime_state& st);
   ~symmetric_heap();
   symmetric_heap(const symmetric_heap&) = delete;
   symmetric_heap& operator=(const symmetric_heap&) = delete;
@@ -61,9 +62,9 @@ public:
   /// The window for transport traffic to `rank`; throws state_error when there is none.
   [[nodiscard]] MPI_Win window_for(int rank) const;
   [[nodiscard]] bool has_window() const noexcept { return win_ != MPI_WIN_NULL; }
-  /// The active-message transport, when it was chosen instead of the window.
-  [[nodiscard]] active_messages* am() const noexcept { return am_.get(); }
-  [[nodiscard]] bool has_transport() const noexcept { return has_window() || am_ != nullptr; }
+  /// The cross-host transport (active messages or UCX), when one replaced the window.
+  [[nodiscard]] remote_transport* remote() const noexcept { return remote_.get(); }
+  [[nodiscard]] bool has_transport() const noexcept { return has_window() || remote_ != nullptr; }
   [[nodiscard]] bool all_peers_shared() const noexcept {
     for (std::byte* p : peers_)
       if (!p) return false;
@@ -75,12 +76,16 @@ public:
   std::mutex mutex; ///< guards `space` against concurrent local allocations
 
 private:
+  /// Creates the MPI window (collective); false, with the reason kept, when MPI cannot.
+  bool create_window(runtime_state& st);
+  void use_active_messages(runtime_state& st);
+
   std::size_t size_;
   std::unique_ptr<shm_segment> segment_;
   std::byte* mine_ = nullptr;
   std::vector<std::byte*> peers_; ///< per world rank: slice base, or nullptr if not shared
   MPI_Win win_ = MPI_WIN_NULL;
-  std::unique_ptr<active_messages> am_;
+  std::unique_ptr<remote_transport> remote_;
   std::string no_window_reason_;
 };
 

@@ -1,0 +1,50 @@
+// lib/transport/am_codec.hpp — the wire format of active-message requests, and its checked
+// decoder. Free of MPI so that the fuzz target (tests/fuzz) compiles it on its own.
+#pragma once
+#include "transfer.hpp"
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+namespace crown::detail {
+
+enum class am_kind : std::uint32_t { put = 1, get = 2, atomic = 3 };
+
+/// The fixed part of every request. Runs (put/get) and the put payload follow it.
+struct am_header {
+  am_kind what;
+  std::uint32_t id;    ///< the reply's tag, chosen by the origin
+  std::uint64_t runs;  ///< put/get: number of runs after the header
+  std::uint64_t bytes; ///< put: payload bytes after the runs; get: bytes to send back
+  std::uint64_t offset;  ///< atomic: the word
+  std::uint64_t operand; ///< atomic
+  std::uint64_t compare; ///< atomic: compare_swap's expected value
+  std::uint32_t op;      ///< atomic: an atomic_op
+  std::uint16_t width;   ///< atomic: 4 or 8
+  std::uint16_t floating;
+};
+
+/// A request that passed every check against a heap of the decoder's size.
+struct am_request {
+  am_header head{};
+  std::vector<run> runs;
+  std::span<const std::byte> payload; ///< put: the bytes to store, in run order
+};
+
+/// Largest reply a get may ask for (MPI counts are ints; larger transfers are chunked).
+inline constexpr std::uint64_t am_max_reply = 0x7fffffffu - 64;
+
+/// Appends header, runs and payload to `out` (cleared first; its capacity is reused).
+void encode_am_request(const am_header& head, std::span<const run> runs,
+                       std::span<const std::byte> payload, std::vector<std::byte>& out);
+
+/// Checks a received request: the kind, that the lengths add up to exactly the
+/// message, that every run and atomic word lies inside `heap_size` bytes, the atomic's
+/// width, alignment and operation. nullopt for anything malformed; never reads outside
+/// `message`, never allocates more than the message's own size.
+std::optional<am_request> decode_am_request(std::span<const std::byte> message,
+                                            std::size_t heap_size);
+
+} // namespace crown::detail

@@ -1,0 +1,284 @@
+// UCX transport: registration and address exchange at start-up, RMA and atomics after.
+#include "ucx_transport.hpp"
+#include <crown/detail/wait.hpp>
+#include <crown/error.hpp>
+#include <cstring>
+#include <string>
+
+namespace crown::detail {
+namespace {
+
+std::string ucx_problem(const char* call, ucs_status_t status) {
+  std::string s = call;
+  s += ": ";
+  s += ucs_status_string(status);
+  return s;
+}
+
+/// Every rank's variable-length blob, concatenated, with offsets and lengths per rank.
+void gather_blobs(MPI_Comm world, const void* mine, int bytes, std::vector<std::byte>& all,
+                  std::vector<int>& at, std::vector<int>& len) {
+  int size = 0;
+  MPI_Comm_size(world, &size);
+  len.assign(static_cast<std::size_t>(size), 0);
+  check_mpi(MPI_Allgather(&bytes, 1, MPI_INT, len.data(), 1, MPI_INT, world),
+            "MPI_Allgather(UCX blob sizes)");
+  at.assign(static_cast<std::size_t>(size), 0);
+  int total = 0;
+  for (int r = 0; r < size; ++r) {
+    at[static_cast<std::size_t>(r)] = total;
+    total += len[static_cast<std::size_t>(r)];
+  }
+  all.resize(static_cast<std::size_t>(total));
+  check_mpi(MPI_Allgatherv(mine, bytes, MPI_BYTE, all.data(), len.data(), at.data(), MPI_BYTE,
+                           world),
+            "MPI_Allgatherv(UCX blobs)");
+}
+
+/// The UCX opcode of a bitwise read-modify-write.
+ucp_atomic_op_t ucx_op(atomic_op op) {
+  return op == atomic_op::bit_and  ? UCP_ATOMIC_OP_AND
+         : op == atomic_op::bit_or ? UCP_ATOMIC_OP_OR
+                                   : UCP_ATOMIC_OP_XOR;
+}
+
+template <typename T>
+T from_bits(std::uint64_t bits) {
+  T v;
+  if constexpr (sizeof(T) == 4) {
+    const auto narrow = static_cast<std::uint32_t>(bits);
+    std::memcpy(&v, &narrow, 4);
+  } else {
+    std::memcpy(&v, &bits, 8);
+  }
+  return v;
+}
+
+template <typename T>
+std::uint64_t to_bits(T v) {
+  if constexpr (sizeof(T) == 4) {
+    std::uint32_t b;
+    std::memcpy(&b, &v, 4);
+    return b;
+  } else {
+    std::uint64_t b;
+    std::memcpy(&b, &v, 8);
+    return b;
+  }
+}
+
+std::uint64_t float_sum_bits(std::uint64_t a, std::uint64_t b, int width) {
+  return width == 4 ? to_bits(from_bits<float>(a) + from_bits<float>(b))
+                    : to_bits(from_bits<double>(a) + from_bits<double>(b));
+}
+
+} // namespace
+
+ucx_transport::ucx_transport(MPI_Comm world, std::byte* heap, std::size_t heap_size) {
+  check_mpi(MPI_Comm_size(world, &size_), "MPI_Comm_size");
+  check_mpi(MPI_Comm_rank(world, &rank_), "MPI_Comm_rank");
+  // Local set-up first; the ranks agree on its outcome before anything collective.
+  std::string problem;
+  ucp_address_t* address = nullptr;
+  std::size_t address_len = 0;
+  void* rkey = nullptr;
+  std::size_t rkey_len = 0;
+  auto step = [&](const char* call, ucs_status_t status) {
+    if (status != UCS_OK && problem.empty()) problem = ucx_problem(call, status);
+    return problem.empty();
+  };
+  ucp_config_t* cfg = nullptr;
+  if (step("ucp_config_read", ucp_config_read(nullptr, nullptr, &cfg))) {
+    ucp_params_t params{};
+    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+    params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64;
+    params.estimated_num_eps = static_cast<std::size_t>(size_);
+    step("ucp_init", ucp_init(&params, cfg, &context_));
+    ucp_config_release(cfg);
+  }
+  if (problem.empty()) {
+    ucp_worker_params_t params{};
+    params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    params.thread_mode = UCS_THREAD_MODE_MULTI; // the progress thread and callers share it
+    step("ucp_worker_create", ucp_worker_create(context_, &params, &worker_));
+  }
+  if (problem.empty()) {
+    ucp_mem_map_params_t params{};
+    params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+    params.address = heap;
+    params.length = heap_size;
+    if (step("ucp_mem_map(heap)", ucp_mem_map(context_, &params, &memory_)))
+      step("ucp_rkey_pack", ucp_rkey_pack(context_, memory_, &rkey, &rkey_len));
+  }
+  if (problem.empty())
+    step("ucp_worker_get_address", ucp_worker_get_address(worker_, &address, &address_len));
+
+  int ok = problem.empty();
+  MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, world);
+  if (ok) {
+    try {
+      gather_blobs(world, address, static_cast<int>(address_len), addresses_, address_at_,
+                   address_len_);
+      gather_blobs(world, rkey, static_cast<int>(rkey_len), rkeys_, rkey_at_, rkey_len_);
+      bases_.resize(static_cast<std::size_t>(size_));
+      const auto mine = reinterpret_cast<std::uint64_t>(heap);
+      check_mpi(MPI_Allgather(&mine, 1, MPI_UINT64_T, bases_.data(), 1, MPI_UINT64_T, world),
+                "MPI_Allgather(UCX heap addresses)");
+    } catch (const std::exception& e) {
+      problem = e.what();
+    }
+  }
+  if (address) ucp_worker_release_address(worker_, address);
+  if (rkey) ucp_rkey_buffer_release(rkey);
+  if (!ok || !problem.empty()) {
+    release();
+    throw state_error("UCX transport",
+                      problem.empty() ? "UCX could not be set up on another rank" : problem);
+  }
+  peers_ = std::make_unique<peer[]>(static_cast<std::size_t>(size_));
+}
+
+ucx_transport::~ucx_transport() { release(); }
+
+void ucx_transport::release() noexcept {
+  if (peers_) {
+    // Flush-mode close: our operations are complete already (every call waits for
+    // remote completion), and the runtime's final barrier keeps peers progressing.
+    std::vector<ucs_status_ptr_t> closing;
+    ucp_request_param_t param{};
+    for (int r = 0; r < size_; ++r) {
+      peer& p = peers_[static_cast<std::size_t>(r)];
+      if (p.rkey) ucp_rkey_destroy(p.rkey);
+      if (p.ep) closing.push_back(ucp_ep_close_nbx(p.ep, &param));
+    }
+    for (ucs_status_ptr_t c : closing) {
+      if (!UCS_PTR_IS_PTR(c)) continue;
+      while (ucp_request_check_status(c) == UCS_INPROGRESS) ucp_worker_progress(worker_);
+      ucp_request_free(c);
+    }
+    peers_.reset();
+  }
+  if (memory_) ucp_mem_unmap(context_, memory_);
+  if (worker_) ucp_worker_destroy(worker_);
+  if (context_) ucp_cleanup(context_);
+  memory_ = nullptr;
+  worker_ = nullptr;
+  context_ = nullptr;
+}
+
+ucx_transport::peer& ucx_transport::connect(int rank) {
+  peer& p = peers_[static_cast<std::size_t>(rank)];
+  if (p.ready.load(std::memory_order_acquire)) return p;
+  const std::lock_guard lock(connecting_);
+  if (p.ready.load(std::memory_order_relaxed)) return p;
+  const auto r = static_cast<std::size_t>(rank);
+  ucp_ep_params_t params{};
+  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+  params.address = reinterpret_cast<const ucp_address_t*>(addresses_.data() + address_at_[r]);
+  ucs_status_t s = ucp_ep_create(worker_, &params, &p.ep);
+  if (s != UCS_OK)
+    throw error("UCX connection to rank " + std::to_string(rank), ucx_problem("ucp_ep_create", s));
+  s = ucp_ep_rkey_unpack(p.ep, rkeys_.data() + rkey_at_[r], &p.rkey);
+  if (s != UCS_OK)
+    throw error("UCX connection to rank " + std::to_string(rank),
+                ucx_problem("ucp_ep_rkey_unpack", s));
+  p.base = bases_[r];
+  p.ready.store(true, std::memory_order_release);
+  return p;
+}
+
+void ucx_transport::wait(ucs_status_ptr_t request, int rank, const char* what) {
+  if (request == nullptr) return;
+  ucs_status_t status = UCS_PTR_STATUS(request);
+  if (UCS_PTR_IS_PTR(request)) {
+    backoff pause;
+    while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+      ucp_worker_progress(worker_);
+      pause.pause();
+    }
+    ucp_request_free(request);
+  }
+  if (status != UCS_OK)
+    throw error(std::string(what) + " to rank " + std::to_string(rank) + " over UCX",
+                ucs_status_string(status));
+}
+
+void ucx_transport::put(int rank, std::span<const run> runs, const std::byte* packed) {
+  peer& p = connect(rank);
+  ucp_request_param_t param{};
+  for (const run& r : runs) {
+    ucs_status_ptr_t s = ucp_put_nbx(p.ep, packed, r.bytes, p.base + r.offset, p.rkey, &param);
+    if (UCS_PTR_IS_ERR(s)) wait(s, rank, "put");
+    if (UCS_PTR_IS_PTR(s)) ucp_request_free(s); // completes with the flush below
+    packed += r.bytes;
+  }
+  wait(ucp_ep_flush_nbx(p.ep, &param), rank, "put (flush)"); // remote completion
+}
+
+void ucx_transport::get(int rank, std::span<const run> runs, std::byte* packed) {
+  peer& p = connect(rank);
+  ucp_request_param_t param{};
+  for (const run& r : runs) {
+    ucs_status_ptr_t s = ucp_get_nbx(p.ep, packed, r.bytes, p.base + r.offset, p.rkey, &param);
+    if (UCS_PTR_IS_ERR(s)) wait(s, rank, "get");
+    if (UCS_PTR_IS_PTR(s)) ucp_request_free(s);
+    packed += r.bytes;
+  }
+  wait(ucp_ep_flush_nbx(p.ep, &param), rank, "get (flush)");
+}
+
+std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op, int width,
+                                    bool floating, std::uint64_t operand, std::uint64_t compare) {
+  peer& p = connect(rank);
+  const std::uint64_t address = p.base + offset;
+  // One fetching atomic: x is UCX's operand; the reply buffer holds CSWAP's new value
+  // on the way in and the old word on the way out.
+  auto fetching = [&](ucp_atomic_op_t code, std::uint64_t x, std::uint64_t in) {
+    ucp_request_param_t param{};
+    param.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE | UCP_OP_ATTR_FIELD_REPLY_BUFFER;
+    param.datatype = ucp_dt_make_contig(static_cast<std::size_t>(width));
+    auto x32 = static_cast<std::uint32_t>(x), reply32 = static_cast<std::uint32_t>(in);
+    std::uint64_t reply64 = in;
+    param.reply_buffer = width == 4 ? static_cast<void*>(&reply32) : static_cast<void*>(&reply64);
+    const void* operand_at = width == 4 ? static_cast<const void*>(&x32) : &x;
+    wait(ucp_atomic_op_nbx(p.ep, code, operand_at, 1, address, p.rkey, &param), rank, "atomic");
+    return width == 4 ? std::uint64_t{reply32} : reply64;
+  };
+  // A read-modify-write as a compare-and-swap loop, for what UCX cannot do in one call.
+  auto by_compare_and_swap = [&](auto next) {
+    std::uint64_t old = fetching(UCP_ATOMIC_OP_OR, 0, 0);
+    for (;;) {
+      const std::uint64_t seen = fetching(UCP_ATOMIC_OP_CSWAP, old, next(old));
+      if (seen == old) return old;
+      old = seen;
+    }
+  };
+  const std::uint64_t mask = width == 4 ? 0xffffffffu : ~std::uint64_t{0};
+  switch (op) {
+  case atomic_op::load:
+    return fetching(UCP_ATOMIC_OP_OR, 0, 0);
+  case atomic_op::compare_swap:
+    return fetching(UCP_ATOMIC_OP_CSWAP, compare, operand);
+  case atomic_op::add:
+    if (floating) // UCX has no floating-point atomics
+      return by_compare_and_swap([&](std::uint64_t old) { return float_sum_bits(old, operand, width); });
+    return fetching(UCP_ATOMIC_OP_ADD, operand, 0);
+  case atomic_op::bit_and:
+  case atomic_op::bit_or:
+  case atomic_op::bit_xor:
+    // UCX 1.13's self transport applies fetching and/or/xor with the old value as the
+    // operand (12 xor 5 leaves 0), so a rank's atomics on its own heap loop instead.
+    if (rank == rank_)
+      return by_compare_and_swap([&](std::uint64_t old) {
+        const std::uint64_t x = operand & mask;
+        return op == atomic_op::bit_and ? old & x : op == atomic_op::bit_or ? old | x : old ^ x;
+      });
+    return fetching(ucx_op(op), operand, 0);
+  default: // store, swap
+    return fetching(UCP_ATOMIC_OP_SWAP, operand, 0);
+  }
+}
+
+void ucx_transport::progress() noexcept { ucp_worker_progress(worker_); }
+
+} // namespace crown::detail

@@ -1,0 +1,60 @@
+// lib/transport/ucx_transport.hpp — one-sided traffic through UCX (CROWN_TRANSPORT=ucx).
+#pragma once
+#include "remote_transport.hpp"
+#include <atomic>
+#include <memory>
+#include <mpi.h>
+#include <mutex>
+#include <ucp/api/ucp.h>
+#include <vector>
+
+namespace crown::detail {
+
+/// UCX's RMA and atomics on the heap: the slice is registered once at start-up, and
+/// worker addresses and rkeys are exchanged over MPI; endpoints connect on first use.
+/// Where the network has no RDMA (TCP), UCX emulates RMA with messages that the target
+/// executes inside ucp_worker_progress, which Crown's progress engine calls on every
+/// poll of every wait (and the progress thread, when enabled).
+class ucx_transport final : public remote_transport {
+public:
+  /// Collective over `world`. Throws state_error on every rank when UCX cannot be set
+  /// up on some rank (the ranks agree first), so that callers can fall back together.
+  ucx_transport(MPI_Comm world, std::byte* heap, std::size_t heap_size);
+  ~ucx_transport() override;
+  ucx_transport(const ucx_transport&) = delete;
+  ucx_transport& operator=(const ucx_transport&) = delete;
+
+  [[nodiscard]] const char* name() const noexcept override { return "ucx"; }
+  void put(int rank, std::span<const run> runs, const std::byte* packed) override;
+  void get(int rank, std::span<const run> runs, std::byte* packed) override;
+  std::uint64_t atomic(int rank, std::uint64_t offset, atomic_op op, int width, bool floating,
+                       std::uint64_t operand, std::uint64_t compare) override;
+  void progress() noexcept override;
+
+private:
+  struct peer {
+    std::atomic<bool> ready{false};
+    ucp_ep_h ep = nullptr;
+    ucp_rkey_h rkey = nullptr;
+    std::uint64_t base = 0; ///< the peer's heap address
+  };
+  peer& connect(int rank);
+  /// Waits for a UCX request (driving progress), frees it, throws on failure.
+  void wait(ucs_status_ptr_t request, int rank, const char* what);
+  void release() noexcept;
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  ucp_mem_h memory_ = nullptr;
+  std::vector<std::byte> addresses_; ///< every rank's worker address, concatenated
+  std::vector<int> address_at_, address_len_;
+  std::vector<std::byte> rkeys_; ///< every rank's packed rkey, concatenated
+  std::vector<int> rkey_at_, rkey_len_;
+  std::vector<std::uint64_t> bases_;
+  std::unique_ptr<peer[]> peers_;
+  int size_ = 0;
+  int rank_ = 0;
+  std::mutex connecting_;
+};
+
+} // namespace crown::detail

@@ -1,0 +1,83 @@
+// Progress: one-sided traffic to a rank that computes outside Crown. Over UCX on TCP
+// (UCX_TLS=tcp,self) a put or atomic completes only when the target progresses: the
+// target serves it on its next Crown call, or at once with CROWN_PROGRESS_THREAD=1.
+#include <atomic>
+#include <boost/test/tools/assertion_result.hpp>
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <crown/crown.hpp>
+#include <harness/crown_test.hpp>
+
+using namespace crown_test; // w(), me(), n()
+namespace utf = boost::unit_test;
+
+namespace {
+
+constexpr int rounds = 50;
+
+boost::test_tools::assertion_result progress_thread_on(utf::test_unit_id) {
+  const bool on = crown::this_runtime().config().progress_thread;
+  boost::test_tools::assertion_result r = on;
+  r.message() << "needs CROWN_PROGRESS_THREAD=1";
+  return r;
+}
+
+/// Arithmetic that makes no Crown or MPI call, so that nothing progresses on this
+/// thread while it runs.
+double compute(std::chrono::milliseconds how_long) {
+  const auto until = std::chrono::steady_clock::now() + how_long;
+  double x = 1.0;
+  while (std::chrono::steady_clock::now() < until)
+    for (int i = 0; i < 1000; ++i) x = x * 1.0000001 + 1e-9;
+  return x;
+}
+
+/// Every other image puts, gets back and counts into image 0's block.
+void origins_hit_image_zero(crown::coarray<std::int64_t>& a) {
+  if (me() == 0) return;
+  const auto target = a.on(0);
+  for (int k = 0; k < rounds; ++k) {
+    const std::int64_t v = me() * 1000 + k;
+    target.put({static_cast<std::size_t>(me())}, v);
+    BOOST_TEST(target.get({static_cast<std::size_t>(me())}) == v);
+  }
+  (void)target.fetch_add({0}, 1);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(busy_target_serves_on_its_next_crown_call) {
+  crown::coarray<std::int64_t> a(w(), static_cast<std::size_t>(n()));
+  crown::sync_all();
+  if (me() == 0) BOOST_TEST(compute(std::chrono::milliseconds(300)) > 0.0);
+  origins_hit_image_zero(a);
+  crown::sync_all(); // the target progresses here, and the origins finish
+  if (me() == 0) {
+    BOOST_TEST(a(0) == n() - 1);
+    for (int r = 1; r < n(); ++r)
+      BOOST_TEST(a(static_cast<std::size_t>(r)) == r * 1000 + rounds - 1);
+  }
+  crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(busy_target_is_served_by_the_progress_thread,
+                     *utf::precondition(progress_thread_on)) {
+  crown::coarray<std::int64_t> a(w(), static_cast<std::size_t>(n()));
+  crown::sync_all();
+  if (me() == 0) {
+    // Plain loads only: without the progress thread the origins' puts and atomics
+    // would never complete, and neither would this loop.
+    std::atomic_ref<std::int64_t> count(a(0));
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (count.load(std::memory_order_acquire) < n() - 1 &&
+           std::chrono::steady_clock::now() < deadline)
+      (void)compute(std::chrono::milliseconds(1));
+    BOOST_TEST(count.load() == n() - 1, "image 0 was not served while it computed");
+  }
+  origins_hit_image_zero(a);
+  crown::sync_all();
+  if (me() == 0)
+    for (int r = 1; r < n(); ++r)
+      BOOST_TEST(a(static_cast<std::size_t>(r)) == r * 1000 + rounds - 1);
+  crown::sync_all();
+}
