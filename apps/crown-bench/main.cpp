@@ -165,19 +165,25 @@ void onesided(const options& o) {
     });
   }
 
-  // co_sum of doubles in the heap against MPI_Allreduce (both ranks take part).
+  // co_sum of doubles against MPI_Allreduce (both ranks take part): data in the heap
+  // (reduced in place) and in ordinary memory (through Crown's heap buffers).
   for (std::size_t b = 8; b <= max_bytes; b *= (o.smoke ? 64 : 8)) {
     const std::size_t n = b / sizeof(double);
     std::span<double> data(reinterpret_cast<double*>(a.data()), n);
-    std::vector<double> plain(n, 1.0);
+    std::vector<double> plain(n, 1.0), ordinary(n, 1.0);
     const int ops = std::max(3, ops_for(b, o.smoke) / 4);
     w.barrier();
     const double c = median_seconds(o, ops, [&] { crown::co_sum(w, data); });
     w.barrier();
+    const double p = median_seconds(o, ops, [&] { crown::co_sum(w, std::span(ordinary)); });
+    w.barrier();
     const double m = median_seconds(o, ops, [&] {
       MPI_Allreduce(MPI_IN_PLACE, plain.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, comm);
     });
-    if (me == 0) line("co_sum", b, "us", c * 1e6, "mpi_allreduce", m * 1e6);
+    if (me == 0) {
+      line("co_sum_heap", b, "us", c * 1e6, "mpi_allreduce", m * 1e6);
+      line("co_sum_ordinary", b, "us", p * 1e6, "mpi_allreduce", m * 1e6);
+    }
   }
 
   MPI_Win_unlock_all(raw_win);

@@ -15,9 +15,9 @@ enum class am_kind : std::uint32_t { put = 1, get = 2, atomic = 3 };
 /// The fixed part of every request. Runs (put/get) and the put payload follow it.
 struct am_header {
   am_kind what;
-  std::uint32_t id;    ///< the reply's tag, chosen by the origin
-  std::uint64_t runs;  ///< put/get: number of runs after the header
-  std::uint64_t bytes; ///< put: payload bytes after the runs; get: bytes to send back
+  std::uint32_t id;      ///< the reply's tag, chosen by the origin
+  std::uint64_t runs;    ///< put/get: number of runs after the header
+  std::uint64_t bytes;   ///< put: payload bytes after the runs; get: bytes to send back
   std::uint64_t offset;  ///< atomic: the word
   std::uint64_t operand; ///< atomic
   std::uint64_t compare; ///< atomic: compare_swap's expected value

@@ -1,5 +1,6 @@
 // co_* collectives over a mesh's communicator.
 #include "agreement.hpp"
+#include "host_collectives.hpp"
 #include "transfer.hpp"
 #include <algorithm>
 #include <atomic>
@@ -27,97 +28,23 @@ void in_chunks(std::size_t count, F&& f) {
   }
 }
 
-constexpr std::size_t shared_threshold = 4096; // bytes; below, MPI latency wins
-
-template <typename T>
-void reduce_shared_typed(const std::vector<T*>& images, std::size_t begin, std::size_t end,
-                         reduction op) {
-  // Block by block through a small stack buffer: no allocation, and each block of every
-  // image's copy is read once and written once.
-  constexpr std::size_t block = 2048;
-  T acc[block];
-  for (std::size_t b = begin; b < end; b += block) {
-    const std::size_t len = std::min(block, end - b);
-    std::copy(images[0] + b, images[0] + b + len, acc);
-    for (std::size_t j = 1; j < images.size(); ++j) {
-      const T* in = images[j] + b;
-      if (op == reduction::sum)
-        for (std::size_t i = 0; i < len; ++i) acc[i] = static_cast<T>(acc[i] + in[i]);
-      else if (op == reduction::min)
-        for (std::size_t i = 0; i < len; ++i) acc[i] = std::min(acc[i], in[i]);
-      else
-        for (std::size_t i = 0; i < len; ++i) acc[i] = std::max(acc[i], in[i]);
-    }
-    for (T* out : images) std::copy(acc, acc + len, out + b);
-  }
-}
-
-/// Reduction of heap data when every member shares memory: each image reduces its
-/// share of the elements over all images' copies, in image order (so the bits do not
-/// depend on who computes), and writes the result into every copy. Returns false
-/// (on every member alike) when some member cannot take this path.
-bool reduce_shared(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
-                   std::size_t elem_size, reduction op) {
-  const std::int64_t offset = heap_offset_of(data, count * elem_size);
-  bool shared = offset >= 0;
-  for (int r : m) shared = shared && heap_peer_address(r, 0) != nullptr;
-  // One allreduce: the entry synchronisation and the agreement on the path.
-  long long mine[2] = {shared ? offset : -1, shared ? -offset : 1};
-  MPI_Request r;
-  complete(MPI_Iallreduce(MPI_IN_PLACE, mine, 2, MPI_LONG_LONG, MPI_MAX, m.comm(), &r), r,
-           "co_* (shared path agreement)");
-  if (mine[0] < 0 || mine[0] != -mine[1]) return false;
-  std::atomic_thread_fence(std::memory_order_acquire);
-  const std::size_t n = static_cast<std::size_t>(m.size()), me = static_cast<std::size_t>(m.rank());
-  const std::size_t share = (count + n - 1) / n;
-  const std::size_t begin = std::min(count, me * share), end = std::min(count, begin + share);
-  std::vector<std::byte*> images;
-  for (int r : m) images.push_back(heap_peer_address(r, static_cast<std::uint64_t>(offset)));
-  auto typed = [&](auto* tag) {
-    using T = std::remove_pointer_t<decltype(tag)>;
-    std::vector<T*> p;
-    for (std::byte* b : images) p.push_back(reinterpret_cast<T*>(b));
-    reduce_shared_typed(p, begin, end, op);
-  };
-  if (type == MPI_DOUBLE)
-    typed(static_cast<double*>(nullptr));
-  else if (type == MPI_FLOAT)
-    typed(static_cast<float*>(nullptr));
-  else if (type == MPI_INT32_T)
-    typed(static_cast<std::int32_t*>(nullptr));
-  else if (type == MPI_INT64_T)
-    typed(static_cast<std::int64_t*>(nullptr));
-  else if (type == MPI_UINT32_T)
-    typed(static_cast<std::uint32_t*>(nullptr));
-  else if (type == MPI_UINT64_T)
-    typed(static_cast<std::uint64_t*>(nullptr));
-  std::atomic_thread_fence(std::memory_order_release);
-  m.barrier(); // nobody reads the result before every share is written
-  return true;
-}
-
-bool shared_type(MPI_Datatype t) {
-  return t == MPI_DOUBLE || t == MPI_FLOAT || t == MPI_INT32_T || t == MPI_INT64_T ||
-         t == MPI_UINT32_T || t == MPI_UINT64_T;
-}
-
 } // namespace
 
 void co_reduce_builtin(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
                        std::size_t elem_size, bool floating, reduction op, int result_image,
                        std::uint64_t tag, const char* name) {
-  const std::string what = std::string(name) + " on " + m.to_string();
-  MPI_Comm comm = m.comm();
-  check_image(m, result_image, true, what);
+  // The description is built only when needed: on this path, small reductions take
+  // well under a microsecond.
+  auto what = [&] { return std::string(name) + " on " + m.to_string(); };
+  if (result_image < -1 || result_image >= m.size()) check_image(m, result_image, true, what());
   if (check_collectives())
     check_same_arguments(m,
                          {{"count", static_cast<long long>(count)},
                           {"element type", static_cast<long long>(tag >> 1)},
                           {"result_image", result_image}},
-                         what);
-  if (result_image < 0 && count * elem_size >= shared_threshold && shared_type(type) &&
-      reduce_shared(m, data, count, type, elem_size, op))
-    return;
+                         what());
+  if (reduce_on_host(m, data, count, type, elem_size, op, result_image)) return;
+  MPI_Comm comm = m.comm();
   const MPI_Op mpi_op = op == reduction::sum ? MPI_SUM : op == reduction::min ? MPI_MIN : MPI_MAX;
   auto* bytes = static_cast<std::byte*>(data);
   const int me = m.rank();
@@ -125,15 +52,15 @@ void co_reduce_builtin(const mesh& m, void* data, std::size_t count, MPI_Datatyp
     void* chunk = bytes + at * elem_size;
     MPI_Request r;
     if (!floating && result_image < 0) {
-      complete(MPI_Iallreduce(MPI_IN_PLACE, chunk, n, type, mpi_op, comm, &r), r, what);
+      complete(MPI_Iallreduce(MPI_IN_PLACE, chunk, n, type, mpi_op, comm, &r), r, what());
       return;
     }
     // Computed once at the root and broadcast: bitwise the same on every image.
     const int root = std::max(result_image, 0);
     complete(MPI_Ireduce(me == root ? MPI_IN_PLACE : chunk, me == root ? chunk : nullptr, n, type,
                          mpi_op, root, comm, &r),
-             r, what);
-    if (result_image < 0) complete(MPI_Ibcast(chunk, n, type, root, comm, &r), r, what);
+             r, what());
+    if (result_image < 0) complete(MPI_Ibcast(chunk, n, type, root, comm, &r), r, what());
   });
 }
 

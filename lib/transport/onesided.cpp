@@ -3,6 +3,7 @@
 #include "../runtime/runtime_state.hpp"
 #include "active_messages.hpp"
 #include "agreement.hpp"
+#include "host_collectives.hpp"
 #include "symmetric_heap.hpp"
 #include "transfer.hpp"
 #include <algorithm>
@@ -364,6 +365,7 @@ void wait_request(MPI_Request& request, const char* what) {
 }
 
 void install_heap(symmetric_heap* h, const config& cfg) noexcept {
+  forget_host_scratch(); // its blocks belong to the previous heap
   g_check_allocations = cfg.check != 0;
   g_check_collectives = cfg.check == 1;
   g_heap.store(h, std::memory_order_release);

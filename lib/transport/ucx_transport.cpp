@@ -30,9 +30,9 @@ void gather_blobs(MPI_Comm world, const void* mine, int bytes, std::vector<std::
     total += len[static_cast<std::size_t>(r)];
   }
   all.resize(static_cast<std::size_t>(total));
-  check_mpi(MPI_Allgatherv(mine, bytes, MPI_BYTE, all.data(), len.data(), at.data(), MPI_BYTE,
-                           world),
-            "MPI_Allgatherv(UCX blobs)");
+  check_mpi(
+      MPI_Allgatherv(mine, bytes, MPI_BYTE, all.data(), len.data(), at.data(), MPI_BYTE, world),
+      "MPI_Allgatherv(UCX blobs)");
 }
 
 /// The UCX opcode of a bitwise read-modify-write.
@@ -261,7 +261,8 @@ std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op
     return fetching(UCP_ATOMIC_OP_CSWAP, compare, operand);
   case atomic_op::add:
     if (floating) // UCX has no floating-point atomics
-      return by_compare_and_swap([&](std::uint64_t old) { return float_sum_bits(old, operand, width); });
+      return by_compare_and_swap(
+          [&](std::uint64_t old) { return float_sum_bits(old, operand, width); });
     return fetching(UCP_ATOMIC_OP_ADD, operand, 0);
   case atomic_op::bit_and:
   case atomic_op::bit_or:

@@ -1,0 +1,229 @@
+// Reductions among ranks of one host: flag barriers and buffers in the symmetric heap.
+#include "host_collectives.hpp"
+#include <algorithm>
+#include <atomic>
+#include <crown/detail/heap.hpp>
+#include <crown/detail/types.hpp>
+#include <crown/detail/wait.hpp>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace crown::detail {
+namespace {
+
+constexpr std::size_t flag_bytes = 64;          ///< one cache line: generation, offset
+/// Per image and parity. Large enough that the two flag barriers per chunk cost little
+/// next to the copies (32 KiB slots made ordinary-memory sums 2x slower at 2 MiB).
+constexpr std::size_t slot_bytes = 256 << 10;
+constexpr std::size_t small_bytes = 2048;       ///< below: every image reduces it all
+constexpr std::size_t block_bytes = flag_bytes + 4 * slot_bytes; ///< flag, 2 in, 2 out
+
+/// Flags and buffers of one mesh: a collective heap block, per image
+/// [flag line][in slot, parity 0][in slot, parity 1][out slot, parity 0][out slot, parity 1].
+struct scratch {
+  std::vector<std::byte*> image; ///< every member's block, in mesh order
+  std::uint64_t generation = 0;  ///< flag barriers passed
+  std::uint64_t rounds = 0;      ///< slot uses; its parity picks the slots
+};
+
+std::mutex g_mutex;
+std::map<std::vector<int>, scratch> g_scratch;
+std::pair<const std::vector<int>, scratch>* g_last = nullptr;
+
+std::atomic_ref<std::uint64_t> flag_of(std::byte* block) {
+  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(block));
+}
+std::byte* in_slot(std::byte* block, std::uint64_t round) {
+  return block + flag_bytes + (round % 2) * slot_bytes;
+}
+std::byte* out_slot(std::byte* block, std::uint64_t round) {
+  return block + flag_bytes + (2 + round % 2) * slot_bytes;
+}
+
+/// Publishes `offset` (when not null) and the next generation, then waits until every
+/// member has reached it. A member rewrites its offset only at a later barrier, which
+/// no member passes before every member has read it here.
+void flag_barrier(scratch& s, int me, const std::int64_t* offset = nullptr) {
+  std::byte* mine = s.image[static_cast<std::size_t>(me)];
+  if (offset) std::memcpy(mine + 8, offset, sizeof *offset);
+  flag_of(mine).store(++s.generation, std::memory_order_release);
+  for (std::byte* other : s.image)
+    wait_until(
+        [&] { return flag_of(other).load(std::memory_order_acquire) >= s.generation; });
+}
+
+std::int64_t announced_offset(const std::byte* block) {
+  std::int64_t v;
+  std::memcpy(&v, block + 8, sizeof v);
+  return v;
+}
+
+/// [begin, end) of `count` elements that image `i` of `n` reduces.
+std::pair<std::size_t, std::size_t> share(std::size_t count, std::size_t n, std::size_t i) {
+  const std::size_t per = (count + n - 1) / n;
+  const std::size_t begin = std::min(count, i * per);
+  return {begin, std::min(count, begin + per)};
+}
+
+/// outputs[k][i] = inputs[0][i] op inputs[1][i] op ... for i in [begin, end), image order.
+template <typename T>
+void combine(const std::vector<const std::byte*>& inputs, const std::vector<std::byte*>& outputs,
+             std::size_t begin, std::size_t end, reduction op) {
+  constexpr std::size_t block = 1024; // a stack accumulator: no allocation
+  T acc[block];
+  for (std::size_t b = begin; b < end; b += block) {
+    const std::size_t len = std::min(block, end - b);
+    std::memcpy(acc, inputs[0] + b * sizeof(T), len * sizeof(T));
+    for (std::size_t j = 1; j < inputs.size(); ++j) {
+      const T* in = reinterpret_cast<const T*>(inputs[j]) + b;
+      if (op == reduction::sum)
+        for (std::size_t i = 0; i < len; ++i) acc[i] = static_cast<T>(acc[i] + in[i]);
+      else if (op == reduction::min)
+        for (std::size_t i = 0; i < len; ++i) acc[i] = std::min(acc[i], in[i]);
+      else
+        for (std::size_t i = 0; i < len; ++i) acc[i] = std::max(acc[i], in[i]);
+    }
+    for (std::byte* out : outputs) std::memcpy(out + b * sizeof(T), acc, len * sizeof(T));
+  }
+}
+
+using combine_fn = void (*)(const std::vector<const std::byte*>&, const std::vector<std::byte*>&,
+                            std::size_t, std::size_t, reduction);
+
+/// Pointer lists reused from call to call: a small reduction allocates nothing.
+struct pointer_lists {
+  std::vector<const std::byte*> inputs;
+  std::vector<std::byte*> outputs;
+  pointer_lists& clear() {
+    inputs.clear();
+    outputs.clear();
+    return *this;
+  }
+};
+pointer_lists& lists() {
+  thread_local pointer_lists l;
+  return l.clear();
+}
+
+combine_fn combiner(MPI_Datatype type) {
+  if (type == MPI_DOUBLE) return &combine<double>;
+  if (type == MPI_FLOAT) return &combine<float>;
+  if (type == MPI_INT32_T) return &combine<std::int32_t>;
+  if (type == MPI_INT64_T) return &combine<std::int64_t>;
+  if (type == MPI_UINT32_T) return &combine<std::uint32_t>;
+  if (type == MPI_UINT64_T) return &combine<std::uint64_t>;
+  return nullptr;
+}
+
+/// The mesh's scratch, allocated (collectively) on first use; nullptr when the heap
+/// has no room, which every member learns alike from the allocation's agreement.
+scratch* scratch_for(const mesh& m) {
+  {
+    const std::lock_guard lock(g_mutex);
+    // The last mesh used, checked without building a key: the common case of a loop.
+    if (g_last && std::equal(m.begin(), m.end(), g_last->first.begin(), g_last->first.end()))
+      return &g_last->second;
+    std::vector<int> ranks(m.begin(), m.end());
+    if (auto it = g_scratch.find(ranks); it != g_scratch.end()) {
+      g_last = &*it;
+      return &it->second;
+    }
+  }
+  std::vector<int> ranks(m.begin(), m.end());
+  heap_block b;
+  try {
+    b = heap_allocate(m, block_bytes, type_tag<std::byte, 1>(), "co_* scratch");
+  } catch (const error&) {
+    return nullptr; // full heap: MPI's collectives instead
+  }
+  scratch s;
+  for (int r : ranks) s.image.push_back(heap_peer_address(r, b.offset));
+  const std::lock_guard lock(g_mutex);
+  g_last = &*g_scratch.emplace(std::move(ranks), std::move(s)).first;
+  return &g_last->second;
+}
+
+} // namespace
+
+void forget_host_scratch() noexcept {
+  const std::lock_guard lock(g_mutex);
+  g_scratch.clear();
+  g_last = nullptr;
+}
+
+bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
+                    std::size_t elem_size, reduction op, int result_image) {
+  const combine_fn fn = combiner(type);
+  if (!fn) return false;
+  for (int r : m)
+    if (!heap_peer_address(r, 0)) return false; // the same answer on every member
+  scratch* s = scratch_for(m);
+  if (!s) return false;
+  if (count == 0) return true;
+  const int me = m.rank();
+  const auto n = static_cast<std::size_t>(m.size());
+  const bool receives = result_image < 0 || result_image == me;
+  auto* bytes = static_cast<std::byte*>(data);
+  const std::size_t total = count * elem_size;
+
+  if (total <= small_bytes) { // one barrier; everyone combines everything
+    const std::uint64_t round = s->rounds++;
+    std::memcpy(in_slot(s->image[static_cast<std::size_t>(me)], round), bytes, total);
+    flag_barrier(*s, me);
+    if (receives) {
+      pointer_lists& l = lists();
+      for (std::byte* b : s->image) l.inputs.push_back(in_slot(b, round));
+      l.outputs.push_back(bytes);
+      fn(l.inputs, l.outputs, 0, count, op);
+    }
+    return true;
+  }
+
+  // Heap data at one offset everywhere: combine in place, each image its share.
+  const std::int64_t offset = heap_offset_of(data, total);
+  flag_barrier(*s, me, &offset);
+  bool in_place = offset >= 0;
+  for (std::byte* b : s->image) in_place = in_place && announced_offset(b) == offset;
+  if (in_place) {
+    pointer_lists& l = lists();
+    int image = 0;
+    for (int r : m) {
+      std::byte* copy = heap_peer_address(r, static_cast<std::uint64_t>(offset));
+      l.inputs.push_back(copy);
+      if (result_image < 0 || image++ == result_image) l.outputs.push_back(copy);
+    }
+    const auto [begin, end] = share(count, n, static_cast<std::size_t>(me));
+    fn(l.inputs, l.outputs, begin, end, op);
+    flag_barrier(*s, me); // nobody reads a result before every share is written
+    return true;
+  }
+
+  // Anything else: chunks through the slots. Each image combines its share of the chunk
+  // into its out slot; the receivers then copy every share out.
+
+  const std::size_t per_chunk = slot_bytes / elem_size;
+  for (std::size_t at = 0; at < count; at += per_chunk) {
+    const std::size_t len = std::min(per_chunk, count - at);
+    const std::uint64_t round = s->rounds++;
+    std::memcpy(in_slot(s->image[static_cast<std::size_t>(me)], round), bytes + at * elem_size,
+                len * elem_size);
+    flag_barrier(*s, me);
+    pointer_lists& l = lists();
+    for (std::byte* b : s->image) l.inputs.push_back(in_slot(b, round));
+    l.outputs.push_back(out_slot(s->image[static_cast<std::size_t>(me)], round));
+    const auto [begin, end] = share(len, n, static_cast<std::size_t>(me));
+    fn(l.inputs, l.outputs, begin, end, op);
+    flag_barrier(*s, me);
+    if (!receives) continue;
+    for (std::size_t j = 0; j < n; ++j) {
+      const auto [b, e] = share(len, n, j);
+      std::memcpy(bytes + (at + b) * elem_size, out_slot(s->image[j], round) + b * elem_size,
+                  (e - b) * elem_size);
+    }
+  }
+  return true;
+}
+
+} // namespace crown::detail
