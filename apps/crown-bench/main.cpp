@@ -1,13 +1,17 @@
 // crown-bench: Crown's figures beside baselines measured in the same run, as CSV.
-//   mpirun -np 2 crown-bench onesided [--smoke]
+//   mpirun -np 2 crown-bench onesided [--smoke] [--shmem FILE]
 // Rank 0 drives, rank 1 is the target (one direction). Each figure is the median of
 // 11 batches (3 with --smoke); a latency includes remote completion. ratio > 1 means
 // Crown is better (baseline time / Crown time, or Crown rate / baseline rate).
+// --shmem reads crown-shmem-baseline's figures (run just before by scripts/bench)
+// and adds an OpenSHMEM line beside every figure it has. The group column names the
+// path to rank 1: "onesided" (load/store) or "onesided-<transport>".
 #include <algorithm>
 #include <crown/crown.hpp>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -17,7 +21,25 @@ namespace {
 struct options {
   int batches = 11;
   bool smoke = false;
+  std::string shmem_file;
 };
+
+/// OpenSHMEM seconds per operation, by "op,bytes".
+std::map<std::string, double> g_shmem;
+std::string g_group = "onesided";
+
+void read_shmem(const std::string& file) {
+  std::FILE* f = std::fopen(file.c_str(), "r");
+  if (!f) throw crown::argument_error("crown-bench --shmem " + file, "cannot open the file");
+  char op[64];
+  unsigned long long bytes = 0;
+  double seconds = 0;
+  char buffer[256];
+  while (std::fgets(buffer, sizeof buffer, f))
+    if (std::sscanf(buffer, "shmem,%63[^,],%llu,%lf", op, &bytes, &seconds) == 3)
+      g_shmem[std::string(op) + "," + std::to_string(bytes)] = seconds;
+  std::fclose(f);
+}
 
 /// Median seconds per operation over `batches` batches of `ops` calls of f.
 double median_seconds(const options& o, int ops, const std::function<void()>& f) {
@@ -32,13 +54,25 @@ double median_seconds(const options& o, int ops, const std::function<void()>& f)
   return t[t.size() / 2];
 }
 
-void line(const char* op, std::size_t bytes, const char* unit, double crown, const char* base,
-          double base_value) {
+void print_line(const char* op, std::size_t bytes, const char* unit, double crown, const char* base,
+                double base_value) {
   const bool latency = std::strcmp(unit, "us") == 0;
   const double ratio = latency ? base_value / crown : crown / base_value;
-  std::printf("onesided,%s,%zu,%s,%.4g,%s,%.4g,%.3f\n", op, bytes, unit, crown, base, base_value,
-              ratio);
+  std::printf("%s,%s,%zu,%s,%.4g,%s,%.4g,%.3f\n", g_group.c_str(), op, bytes, unit, crown, base,
+              base_value, ratio);
   std::fflush(stdout);
+}
+
+/// One figure beside its baseline; and beside OpenSHMEM's when it measured the same.
+void line(const char* op, std::size_t bytes, const char* unit, double crown, const char* base,
+          double base_value) {
+  print_line(op, bytes, unit, crown, base, base_value);
+  const auto shmem = g_shmem.find(std::string(op) + "," + std::to_string(bytes));
+  if (shmem == g_shmem.end() || std::strcmp(base, "memcpy_shared") == 0) return;
+  const bool latency = std::strcmp(unit, "us") == 0;
+  const double value =
+      latency ? shmem->second * 1e6 : static_cast<double>(bytes) / shmem->second / 1e9;
+  print_line(op, bytes, unit, crown, "openshmem", value);
 }
 
 int ops_for(std::size_t bytes, bool smoke) {
@@ -65,15 +99,25 @@ void onesided(const options& o) {
   MPI_Win raw_win;
   MPI_Win_allocate(static_cast<MPI_Aint>(max_bytes), 1, MPI_INFO_NULL, comm, &raw, &raw_win);
   MPI_Win_lock_all(MPI_MODE_NOCHECK, raw_win);
+  // The shared mapping exists only when both ranks share a host; across hosts the
+  // memcpy lines are left out.
+  MPI_Comm host = MPI_COMM_NULL;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+  int host_size = 0;
+  MPI_Comm_size(host, &host_size);
+  const bool one_host = host_size == 2;
   char* shared_mine = nullptr;
-  MPI_Win shared_win;
-  MPI_Win_allocate_shared(static_cast<MPI_Aint>(max_bytes), 1, MPI_INFO_NULL, comm, &shared_mine,
-                          &shared_win);
-  MPI_Aint shared_size;
-  int disp;
+  MPI_Win shared_win = MPI_WIN_NULL;
   char* shared_peer = nullptr;
-  MPI_Win_shared_query(shared_win, 1, &shared_size, &disp, &shared_peer);
+  if (one_host) {
+    MPI_Win_allocate_shared(static_cast<MPI_Aint>(max_bytes), 1, MPI_INFO_NULL, host, &shared_mine,
+                            &shared_win);
+    MPI_Aint shared_size;
+    int disp;
+    MPI_Win_shared_query(shared_win, 1, &shared_size, &disp, &shared_peer);
+  }
 
+  if (const char* t = crown::detail::transport_name(1)) g_group = std::string("onesided-") + t;
   if (me == 0) std::printf("group,op,bytes,unit,crown,baseline,baseline_value,ratio\n");
   const auto run = [&](const std::function<void()>& body) {
     if (me == 0) body();
@@ -109,13 +153,14 @@ void onesided(const options& o) {
       const int ops = ops_for(b, o.smoke);
       const double c = median_seconds(
           o, ops, [&] { crown::detail::remote_put(1, a.block().offset, src.data(), b); });
-      const double s = median_seconds(o, ops, [&] { std::memcpy(shared_peer, src.data(), b); });
+      const double s =
+          one_host ? median_seconds(o, ops, [&] { std::memcpy(shared_peer, src.data(), b); }) : 0.0;
       const double m = median_seconds(o, ops, [&] {
         MPI_Put(src.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
                 raw_win);
         MPI_Win_flush(1, raw_win);
       });
-      line("put_bw", b, "GB/s", b / c / 1e9, "memcpy_shared", b / s / 1e9);
+      if (one_host) line("put_bw", b, "GB/s", b / c / 1e9, "memcpy_shared", b / s / 1e9);
       line("put_bw", b, "GB/s", b / c / 1e9, "mpi_put_flush", b / m / 1e9);
     });
   for (std::size_t b = 4096; b <= max_bytes; b *= (o.smoke ? 16 : 4))
@@ -123,8 +168,16 @@ void onesided(const options& o) {
       const int ops = ops_for(b, o.smoke);
       const double c = median_seconds(
           o, ops, [&] { crown::detail::remote_get(1, a.block().offset, dst.data(), b); });
-      const double s = median_seconds(o, ops, [&] { std::memcpy(dst.data(), shared_peer, b); });
-      line("get_bw", b, "GB/s", b / c / 1e9, "memcpy_shared", b / s / 1e9);
+      const double m = median_seconds(o, ops, [&] {
+        MPI_Get(dst.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
+                raw_win);
+        MPI_Win_flush(1, raw_win);
+      });
+      if (one_host) {
+        const double s = median_seconds(o, ops, [&] { std::memcpy(dst.data(), shared_peer, b); });
+        line("get_bw", b, "GB/s", b / c / 1e9, "memcpy_shared", b / s / 1e9);
+      }
+      line("get_bw", b, "GB/s", b / c / 1e9, "mpi_get_flush", b / m / 1e9);
     });
 
   // Strided section: every other column of a rows x 1024 double matrix.
@@ -188,7 +241,8 @@ void onesided(const options& o) {
 
   MPI_Win_unlock_all(raw_win);
   MPI_Win_free(&raw_win);
-  MPI_Win_free(&shared_win);
+  if (shared_win != MPI_WIN_NULL) MPI_Win_free(&shared_win);
+  MPI_Comm_free(&host);
 }
 
 } // namespace
@@ -200,16 +254,19 @@ int main(int argc, char** argv) {
     if (std::string_view(argv[i]) == "--smoke") {
       o.smoke = true;
       o.batches = 3;
+    } else if (std::string_view(argv[i]) == "--shmem" && i + 1 < argc) {
+      o.shmem_file = argv[++i];
     } else {
       usage = true;
     }
   }
   if (usage) {
-    std::fprintf(stderr, "usage: mpirun -np 2 %s onesided [--smoke]\n", argv[0]);
+    std::fprintf(stderr, "usage: mpirun -np 2 %s onesided [--smoke] [--shmem FILE]\n", argv[0]);
     return 2;
   }
   try {
     crown::runtime rt(argc, argv);
+    if (!o.shmem_file.empty()) read_shmem(o.shmem_file);
     onesided(o);
   } catch (const crown::error& e) {
     std::fprintf(stderr, "%s\n", e.what());

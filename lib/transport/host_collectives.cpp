@@ -13,11 +13,11 @@
 namespace crown::detail {
 namespace {
 
-constexpr std::size_t flag_bytes = 64;          ///< one cache line: generation, offset
+constexpr std::size_t flag_bytes = 64; ///< one cache line: generation, offset
 /// Per image and parity. Large enough that the two flag barriers per chunk cost little
 /// next to the copies (32 KiB slots made ordinary-memory sums 2x slower at 2 MiB).
 constexpr std::size_t slot_bytes = 256 << 10;
-constexpr std::size_t small_bytes = 2048;       ///< below: every image reduces it all
+constexpr std::size_t small_bytes = 2048; ///< below: every image reduces it all
 constexpr std::size_t block_bytes = flag_bytes + 4 * slot_bytes; ///< flag, 2 in, 2 out
 
 /// Flags and buffers of one mesh: a collective heap block, per image
@@ -50,8 +50,7 @@ void flag_barrier(scratch& s, int me, const std::int64_t* offset = nullptr) {
   if (offset) std::memcpy(mine + 8, offset, sizeof *offset);
   flag_of(mine).store(++s.generation, std::memory_order_release);
   for (std::byte* other : s.image)
-    wait_until(
-        [&] { return flag_of(other).load(std::memory_order_acquire) >= s.generation; });
+    wait_until([&] { return flag_of(other).load(std::memory_order_acquire) >= s.generation; });
 }
 
 std::int64_t announced_offset(const std::byte* block) {

@@ -571,6 +571,14 @@ void progress() noexcept {
   MPI_Win_flush_local_all(h->window());
 }
 
+const char* transport_name(int world_rank) noexcept {
+  symmetric_heap* h = g_heap.load(std::memory_order_acquire);
+  if (!h || world_rank < 0 || world_rank >= h->world_size() || h->peer(world_rank, 0))
+    return nullptr;
+  if (remote_transport* t = h->remote()) return t->name();
+  return h->has_window() ? "mpi" : nullptr;
+}
+
 MPI_Comm active_message_comm() noexcept {
   symmetric_heap* h = g_heap.load(std::memory_order_acquire);
   auto* am = h ? dynamic_cast<active_messages*>(h->remote()) : nullptr;

@@ -136,9 +136,13 @@ ucx_transport::ucx_transport(MPI_Comm world, std::byte* heap, std::size_t heap_s
                       problem.empty() ? "UCX could not be set up on another rank" : problem);
   }
   peers_ = std::make_unique<peer[]>(static_cast<std::size_t>(size_));
+  packed_ = std::make_unique<active_messages>(world, heap, heap_size);
 }
 
-ucx_transport::~ucx_transport() { release(); }
+ucx_transport::~ucx_transport() {
+  packed_.reset();
+  release();
+}
 
 void ucx_transport::release() noexcept {
   if (peers_) {
@@ -203,7 +207,18 @@ void ucx_transport::wait(ucs_status_ptr_t request, int rank, const char* what) {
                 ucs_status_string(status));
 }
 
+namespace {
+/// Many small runs (a strided section): one active message beats a put per run.
+bool pack_instead(std::span<const run> runs) {
+  if (runs.size() < 8) return false;
+  std::size_t total = 0;
+  for (const run& r : runs) total += r.bytes;
+  return total / runs.size() < 1024;
+}
+} // namespace
+
 void ucx_transport::put(int rank, std::span<const run> runs, const std::byte* packed) {
+  if (pack_instead(runs)) return packed_->put(rank, runs, packed);
   peer& p = connect(rank);
   ucp_request_param_t param{};
   for (const run& r : runs) {
@@ -216,6 +231,7 @@ void ucx_transport::put(int rank, std::span<const run> runs, const std::byte* pa
 }
 
 void ucx_transport::get(int rank, std::span<const run> runs, std::byte* packed) {
+  if (pack_instead(runs)) return packed_->get(rank, runs, packed);
   peer& p = connect(rank);
   ucp_request_param_t param{};
   for (const run& r : runs) {
@@ -280,6 +296,9 @@ std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op
   }
 }
 
-void ucx_transport::progress() noexcept { ucp_worker_progress(worker_); }
+void ucx_transport::progress() noexcept {
+  ucp_worker_progress(worker_);
+  packed_->progress();
+}
 
 } // namespace crown::detail

@@ -1,5 +1,6 @@
 // lib/transport/ucx_transport.hpp — one-sided traffic through UCX (CROWN_TRANSPORT=ucx).
 #pragma once
+#include "active_messages.hpp"
 #include "remote_transport.hpp"
 #include <atomic>
 #include <memory>
@@ -14,7 +15,9 @@ namespace crown::detail {
 /// worker addresses and rkeys are exchanged over MPI; endpoints connect on first use.
 /// Where the network has no RDMA (TCP), UCX emulates RMA with messages that the target
 /// executes inside ucp_worker_progress, which Crown's progress engine calls on every
-/// poll of every wait (and the progress thread, when enabled).
+/// poll of every wait (and the progress thread, when enabled). A strided transfer of
+/// many small runs goes as one active message instead (UCX has no remote strides, and
+/// one put per element costs a round trip each over TCP).
 class ucx_transport final : public remote_transport {
 public:
   /// Collective over `world`. Throws state_error on every rank when UCX cannot be set
@@ -52,6 +55,7 @@ private:
   std::vector<int> rkey_at_, rkey_len_;
   std::vector<std::uint64_t> bases_;
   std::unique_ptr<peer[]> peers_;
+  std::unique_ptr<active_messages> packed_; ///< many-run transfers, packed in one message
   int size_ = 0;
   int rank_ = 0;
   std::mutex connecting_;

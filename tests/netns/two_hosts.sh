@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# two_hosts.sh BUILD_DIR MPIEXEC
+# two_hosts.sh BUILD_DIR MPIEXEC [--bench]
 # Runs the one-sided suites and crown-info on two real (network-namespace) hosts joined
 # by a bridge, so that MPI_Comm_split_type sees two nodes and every cross-host byte
 # goes over TCP. Needs root and iproute2; exits 77 (CTest: skipped) otherwise.
-# Everything it creates is removed on exit.
+# Everything it creates is removed on exit. With --bench it runs `crown-bench onesided
+# --smoke` across the two hosts through each transport instead (CSV on stdout).
 set -uo pipefail
-build=$1 mpiexec=$2
+build=$1 mpiexec=$2 mode=${3:-test}
 [ "$(id -u)" -eq 0 ] && command -v ip > /dev/null && command -v unshare > /dev/null || {
   echo "SKIP: needs root, ip and unshare"; exit 77; }
 tag=crown$$
@@ -42,6 +43,16 @@ printf "h1 slots=2\nh2 slots=2\n" > "$work/hosts"
 launch=("$mpiexec" --hostfile "$work/hosts" --mca plm_rsh_agent "$work/agent"
   --mca oob_tcp_if_include 10.77.0.0/24 --mca btl_tcp_if_include 10.77.0.0/24
   -x OMPI_MCA_osc=ucx,sm -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=eth0)
+
+if [ "$mode" = --bench ]; then
+  header=1
+  for transport in ucx mpi am; do
+    "${launch[@]}" -np 2 --map-by node -x CROWN_TRANSPORT=$transport \
+      "$build/apps/crown-bench" onesided --smoke | tail -n +$header
+    header=2
+  done
+  exit 0
+fi
 
 failed=0
 run() { # run NAME NP ARGS... ; prints the tail of the output on failure

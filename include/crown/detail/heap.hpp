@@ -79,6 +79,10 @@ std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, 
 /// progresses). Every Crown wait loop calls it.
 void progress() noexcept;
 
+/// How `world_rank`'s heap is reached: nullptr for load/store, else the transport's
+/// name ("ucx", "mpi" or "am"). For tools and benchmarks.
+const char* transport_name(int world_rank) noexcept;
+
 /// The active-message transport's communicator (tests send it malformed requests), or
 /// MPI_COMM_NULL when that transport is not in use.
 MPI_Comm active_message_comm() noexcept;

@@ -1,0 +1,49 @@
+// libFuzzer target: the active-message request decoder (lib/transport/am_codec.cpp)
+// must accept only requests that lie inside the heap and add up to exactly the message,
+// and never read outside the message. Built with clang -fsanitize=fuzzer,address.
+#include "am_codec.hpp"
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+namespace {
+
+void require(bool ok) {
+  if (!ok) __builtin_trap();
+}
+
+/// What every accepted request must satisfy; and it must re-encode to the input.
+void check(const crown::detail::am_request& r, std::span<const std::byte> message,
+           std::size_t heap) {
+  using crown::detail::am_kind;
+  const auto& h = r.head;
+  if (h.what == am_kind::atomic) {
+    require((h.width == 4 || h.width == 8) && h.offset % h.width == 0);
+    require(h.offset + h.width <= heap && r.runs.empty());
+    return;
+  }
+  require(h.what == am_kind::put || h.what == am_kind::get);
+  std::uint64_t total = 0;
+  for (const auto& piece : r.runs) {
+    require(piece.offset <= heap && piece.bytes <= heap - piece.offset);
+    total += piece.bytes;
+  }
+  require(total == h.bytes && total <= crown::detail::am_max_reply);
+  require(r.payload.size() == (h.what == am_kind::put ? total : 0));
+  std::vector<std::byte> again;
+  crown::detail::encode_am_request(h, r.runs, r.payload, again);
+  require(again.size() == message.size() &&
+          std::memcmp(again.data(), message.data(), again.size()) == 0);
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  // A copy of exactly `size` bytes, so that ASan catches any read past the message.
+  std::vector<std::byte> message(size);
+  if (size) std::memcpy(message.data(), data, size);
+  for (std::size_t heap : {std::size_t{4096}, std::size_t{1} << 30}) {
+    if (const auto r = crown::detail::decode_am_request(message, heap)) check(*r, message, heap);
+  }
+  return 0;
+}

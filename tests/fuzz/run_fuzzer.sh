@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# run_fuzzer.sh TARGET SEED_DIR SEED_SCRIPT SECONDS — fresh seeds, then fuzz for SECONDS
+# on a scratch copy of the corpus; non-zero exit (and the crashing input) on a finding.
+set -euo pipefail
+target=$1 seeds=$2 make_seeds=$3 seconds=$4
+python3 "$make_seeds" "$seeds"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+cp "$seeds"/* "$work"/
+cd "$work"
+"$target" -max_total_time="$seconds" -max_len=4096 -print_final_stats=1 "$work"
