@@ -67,6 +67,21 @@ public:
   void get(const section<N>& s, std::span<T> dst) const {
     detail::remote_get_strided(rank_, layout(s, dst.size(), "get"), dst.data());
   }
+  /// Asynchronous sections, completed like the whole-block ones.
+  [[nodiscard]] completion put_async(const section<N>& s, std::span<const T> src) const {
+    completion c;
+    if (detail::start_transfer_strided(true, rank_, layout(s, src.size(), "put_async"),
+                                       const_cast<T*>(src.data()), c.requests()))
+      c.add_target(rank_);
+    return c;
+  }
+  [[nodiscard]] completion get_async(const section<N>& s, std::span<T> dst) const {
+    completion c;
+    if (detail::start_transfer_strided(false, rank_, layout(s, dst.size(), "get_async"), dst.data(),
+                                       c.requests()))
+      c.add_target(rank_);
+    return c;
+  }
 
   // Atomics on one element (int32/int64 all operations; float/double define, ref,
   // fetch_add, swap, compare_and_swap). With the whole mesh on one host they are CPU

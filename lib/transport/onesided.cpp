@@ -74,32 +74,41 @@ void for_each_chunk(std::span<const run> runs, std::size_t chunk, F&& f) {
 }
 
 /// One MPI_Put/MPI_Get of a group of runs: contiguous, or through an hindexed type.
-void rma_transfer(bool put, MPI_Win win, int rank, std::span<const run> runs, std::byte* packed) {
+/// With `requests`, request-based (MPI_Rput/MPI_Rget) and appended there.
+void rma_transfer(bool put, MPI_Win win, int rank, std::span<const run> runs, std::byte* packed,
+                  std::vector<MPI_Request>* requests = nullptr) {
   std::size_t total = 0;
   for (const run& r : runs) total += r.bytes;
   const int count = static_cast<int>(total);
-  if (runs.size() == 1) {
-    const auto disp = static_cast<MPI_Aint>(runs[0].offset);
-    check_mpi(put ? MPI_Put(packed, count, MPI_BYTE, rank, disp, count, MPI_BYTE, win)
-                  : MPI_Get(packed, count, MPI_BYTE, rank, disp, count, MPI_BYTE, win),
-              put ? "MPI_Put" : "MPI_Get");
-    return;
+  MPI_Datatype target = MPI_BYTE;
+  int target_count = count;
+  MPI_Aint disp = static_cast<MPI_Aint>(runs[0].offset);
+  if (runs.size() > 1) {
+    std::vector<int> lengths(runs.size());
+    std::vector<MPI_Aint> displacements(runs.size());
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      lengths[i] = static_cast<int>(runs[i].bytes);
+      displacements[i] = static_cast<MPI_Aint>(runs[i].offset);
+    }
+    check_mpi(MPI_Type_create_hindexed(static_cast<int>(runs.size()), lengths.data(),
+                                       displacements.data(), MPI_BYTE, &target),
+              "MPI_Type_create_hindexed");
+    MPI_Type_commit(&target);
+    target_count = 1;
+    disp = 0;
   }
-  std::vector<int> lengths(runs.size());
-  std::vector<MPI_Aint> displacements(runs.size());
-  for (std::size_t i = 0; i < runs.size(); ++i) {
-    lengths[i] = static_cast<int>(runs[i].bytes);
-    displacements[i] = static_cast<MPI_Aint>(runs[i].offset);
+  int rc = MPI_SUCCESS;
+  if (requests) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    rc = put ? MPI_Rput(packed, count, MPI_BYTE, rank, disp, target_count, target, win, &r)
+             : MPI_Rget(packed, count, MPI_BYTE, rank, disp, target_count, target, win, &r);
+    if (rc == MPI_SUCCESS) requests->push_back(r);
+  } else {
+    rc = put ? MPI_Put(packed, count, MPI_BYTE, rank, disp, target_count, target, win)
+             : MPI_Get(packed, count, MPI_BYTE, rank, disp, target_count, target, win);
   }
-  MPI_Datatype target = MPI_DATATYPE_NULL;
-  check_mpi(MPI_Type_create_hindexed(static_cast<int>(runs.size()), lengths.data(),
-                                     displacements.data(), MPI_BYTE, &target),
-            "MPI_Type_create_hindexed");
-  MPI_Type_commit(&target);
-  const int rc = put ? MPI_Put(packed, count, MPI_BYTE, rank, 0, 1, target, win)
-                     : MPI_Get(packed, count, MPI_BYTE, rank, 0, 1, target, win);
-  MPI_Type_free(&target);
-  check_mpi(rc, put ? "MPI_Put(strided)" : "MPI_Get(strided)");
+  if (target != MPI_BYTE) MPI_Type_free(&target); // pending operations keep their copy
+  check_mpi(rc, put ? "MPI_Put" : "MPI_Get");
 }
 
 void transfer_runs(bool put, int rank, std::span<const run> runs, std::byte* packed) {
@@ -193,16 +202,22 @@ std::vector<run> runs_of(const strided& s) {
   }
 }
 
-void transfer_strided(bool put, int rank, const strided& s, std::byte* packed) {
-  const char* op = put ? "put" : "get";
-  symmetric_heap& h = heap(op);
+/// Checks that the whole strided block lies in `rank`'s heap; false when it is empty.
+bool check_strided(const symmetric_heap& h, int rank, const strided& s, const char* op) {
   std::size_t last = 0, total = 1;
   for (std::size_t d = 0; d < s.dims; ++d) {
     total *= s.count[d];
     last += (s.count[d] ? s.count[d] - 1 : 0) * s.stride[d];
   }
-  if (total == 0) return;
+  if (total == 0) return false;
   check_range(h, rank, s.offset, last + s.elem, op);
+  return true;
+}
+
+void transfer_strided(bool put, int rank, const strided& s, std::byte* packed) {
+  const char* op = put ? "put" : "get";
+  symmetric_heap& h = heap(op);
+  if (!check_strided(h, rank, s, op)) return;
   if (std::byte* base = h.peer(rank, 0)) {
     if (put)
       copy_strided<true>(base, s, packed);
@@ -212,6 +227,15 @@ void transfer_strided(bool put, int rank, const strided& s, std::byte* packed) {
   }
   const auto runs = runs_of(s);
   transfer_runs(put, rank, runs, packed);
+}
+
+/// Starts request-based window transfers of `runs` (chunked); the caller flushes.
+void start_window_transfer(bool put, symmetric_heap& h, int rank, std::span<const run> runs,
+                           std::byte* packed, std::vector<MPI_Request>& requests) {
+  MPI_Win win = h.window_for(rank);
+  for_each_chunk(runs, transfer_chunk_bytes(), [&](std::span<const run> group, std::size_t at) {
+    rma_transfer(put, win, rank, group, packed + at, &requests);
+  });
 }
 
 MPI_Datatype mpi_type(int width, bool floating) {
@@ -498,23 +522,27 @@ bool start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer
   symmetric_heap& h = heap(op);
   check_range(h, world_rank, offset, bytes, op);
   auto* local = static_cast<std::byte*>(buffer);
+  const run r{offset, bytes};
   if (h.peer(world_rank, offset) || h.remote()) { // load/store, UCX and am finish now
-    const run r{offset, bytes};
     transfer_runs(put, world_rank, {&r, 1}, local);
     return false;
   }
-  MPI_Win win = h.window_for(world_rank);
-  const std::size_t chunk = transfer_chunk_bytes();
-  for (std::size_t done = 0; done < bytes || done == 0; done += chunk) {
-    const int n = static_cast<int>(std::min(chunk, bytes - done));
-    const auto disp = static_cast<MPI_Aint>(offset + done);
-    MPI_Request r = MPI_REQUEST_NULL;
-    check_mpi(put ? MPI_Rput(local + done, n, MPI_BYTE, world_rank, disp, n, MPI_BYTE, win, &r)
-                  : MPI_Rget(local + done, n, MPI_BYTE, world_rank, disp, n, MPI_BYTE, win, &r),
-              put ? "MPI_Rput" : "MPI_Rget");
-    requests.push_back(r);
-    if (bytes == 0) break;
+  start_window_transfer(put, h, world_rank, {&r, 1}, local, requests);
+  return true;
+}
+
+bool start_transfer_strided(bool put, int world_rank, const strided& s, void* packed,
+                            std::vector<MPI_Request>& requests) {
+  const char* op = put ? "put_async" : "get_async";
+  symmetric_heap& h = heap(op);
+  auto* local = static_cast<std::byte*>(packed);
+  if (h.peer(world_rank, 0) || h.remote()) {
+    transfer_strided(put, world_rank, s, local);
+    return false;
   }
+  if (!check_strided(h, world_rank, s, op)) return false;
+  const auto runs = runs_of(s);
+  start_window_transfer(put, h, world_rank, runs, local, requests);
   return true;
 }
 

@@ -229,6 +229,41 @@ BOOST_AUTO_TEST_CASE(async_transfers_complete_locally_then_remotely) {
   crown::sync_all();
 }
 
+BOOST_AUTO_TEST_CASE(async_sections_complete_like_blocks) {
+  // Every other column of rows 1, 3, 5 into the right neighbour, and the same section
+  // back from the left one; several in flight at once.
+  crown::coarray<std::int64_t, 2> a(w(), {7, 9});
+  const crown::section<2> s{{{1, 7, 2}, {0, 9, 2}}};     // 3 x 5 elements
+  const crown::section<2> other{{{0, 6, 2}, {1, 9, 2}}}; // 3 x 4, disjoint from s
+  std::vector<std::int64_t> out(15), in(15, -1), again(12);
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = me() * 1000 + static_cast<std::int64_t>(i);
+  for (std::size_t i = 0; i < again.size(); ++i) again[i] = -static_cast<std::int64_t>(i) - 1;
+  crown::completion c = a.on(right()).put_async(s, out);
+  c.wait();
+  crown::sync_all();
+  for (std::size_t r = 0; r < 3; ++r)
+    for (std::size_t k = 0; k < 5; ++k)
+      BOOST_TEST(a(1 + 2 * r, 2 * k) == left() * 1000 + static_cast<std::int64_t>(r * 5 + k));
+  BOOST_TEST(a(0, 0) == 0); // outside the section: untouched
+  BOOST_TEST(a(1, 1) == 0);
+  crown::sync_all();
+  {
+    std::vector<crown::completion> both;
+    both.push_back(a.on(left()).get_async(s, in));
+    both.push_back(a.on(me()).put_async(other, again)); // while the left reads s
+    crown::wait_all(both);
+  }
+  const int left_of_left = (left() + n() - 1) % n();
+  for (std::size_t i = 0; i < in.size(); ++i)
+    BOOST_TEST(in[i] == left_of_left * 1000 + static_cast<std::int64_t>(i));
+  crown::sync_all();
+  BOOST_TEST(a(4, 7) == -12);
+  const auto m = what_of<crown::argument_error>(
+      [&] { (void)a.on(0).put_async(s, std::span<const std::int64_t>(again).subspan(0, 3)); });
+  BOOST_TEST(m.find("the section has 15 elements but 3") != std::string::npos, m);
+  crown::sync_all();
+}
+
 BOOST_AUTO_TEST_CASE(memory_kinds_without_a_heap_are_refused) {
   // Host memory is the only kind with a heap in this build; asking for device memory is
   // a clear error on every member, not a silent host allocation.

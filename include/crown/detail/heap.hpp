@@ -62,6 +62,9 @@ void remote_get_strided(int world_rank, const strided& s, void* packed);
 /// and returns true: the caller must then flush `world_rank` for remote completion.
 bool start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
                     std::vector<MPI_Request>& requests);
+/// start_transfer for a strided block (`packed` holds its elements in row-major order).
+bool start_transfer_strided(bool put, int world_rank, const strided& s, void* packed,
+                            std::vector<MPI_Request>& requests);
 /// MPI_Testall over `requests` (driving progress); true when all completed.
 bool test_requests(std::vector<MPI_Request>& requests);
 /// Remote completion of every transfer this rank issued to `world_rank`.
