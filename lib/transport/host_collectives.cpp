@@ -13,7 +13,12 @@
 namespace crown::detail {
 namespace {
 
-constexpr std::size_t flag_bytes = 64; ///< one cache line: generation, offset
+constexpr std::size_t line_bytes = 64;
+/// Three cache lines: the flag (generation, offset), then two "tiny" lines (parity 0
+/// and 1), each a generation and up to 56 bytes of data: one cache miss per image
+/// carries both the arrival and the value.
+constexpr std::size_t flag_bytes = 3 * line_bytes;
+constexpr std::size_t tiny_bytes = line_bytes - 8;
 /// Per image and parity. Large enough that the two flag barriers per chunk cost little
 /// next to the copies (32 KiB slots made ordinary-memory sums 2x slower at 2 MiB).
 constexpr std::size_t slot_bytes = 256 << 10;
@@ -21,11 +26,13 @@ constexpr std::size_t small_bytes = 2048; ///< below: every image reduces it all
 constexpr std::size_t block_bytes = flag_bytes + 4 * slot_bytes; ///< flag, 2 in, 2 out
 
 /// Flags and buffers of one mesh: a collective heap block, per image
-/// [flag line][in slot, parity 0][in slot, parity 1][out slot, parity 0][out slot, parity 1].
+/// [flag line][tiny line 0][tiny line 1][in slot, parity 0][in slot, parity 1]
+/// [out slot, parity 0][out slot, parity 1].
 struct scratch {
   std::vector<std::byte*> image; ///< every member's block, in mesh order
   std::uint64_t generation = 0;  ///< flag barriers passed
   std::uint64_t rounds = 0;      ///< slot uses; its parity picks the slots
+  std::uint64_t tiny_rounds = 0; ///< tiny-line uses; its parity picks the line
 };
 
 std::mutex g_mutex;
@@ -51,6 +58,23 @@ void flag_barrier(scratch& s, int me, const std::int64_t* offset = nullptr) {
   flag_of(mine).store(++s.generation, std::memory_order_release);
   for (std::byte* other : s.image)
     wait_until([&] { return flag_of(other).load(std::memory_order_acquire) >= s.generation; });
+}
+
+/// A tiny round: `bytes` (<= tiny_bytes) into this image's tiny line with the next
+/// generation, then a wait for every image's line of the same parity to reach it.
+/// Returns the data of every image, in mesh order. A line is rewritten two tiny rounds
+/// later, after a barrier that no image passes before it has read this one.
+void tiny_exchange(scratch& s, int me, const std::byte* data, std::size_t bytes,
+                   std::vector<const std::byte*>& values) {
+  const std::size_t line = line_bytes * (1 + s.tiny_rounds++ % 2);
+  std::byte* mine = s.image[static_cast<std::size_t>(me)] + line;
+  std::memcpy(mine + 8, data, bytes);
+  flag_of(mine).store(++s.generation, std::memory_order_release);
+  for (std::byte* block : s.image) {
+    std::byte* other = block + line;
+    wait_until([&] { return flag_of(other).load(std::memory_order_acquire) >= s.generation; });
+    values.push_back(other + 8);
+  }
 }
 
 std::int64_t announced_offset(const std::byte* block) {
@@ -167,6 +191,15 @@ bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype t
   auto* bytes = static_cast<std::byte*>(data);
   const std::size_t total = count * elem_size;
 
+  if (total <= tiny_bytes) { // the values travel with the arrival flags
+    pointer_lists& l = lists();
+    tiny_exchange(*s, me, bytes, total, l.inputs);
+    if (receives) {
+      l.outputs.push_back(bytes);
+      fn(l.inputs, l.outputs, 0, count, op);
+    }
+    return true;
+  }
   if (total <= small_bytes) { // one barrier; everyone combines everything
     const std::uint64_t round = s->rounds++;
     std::memcpy(in_slot(s->image[static_cast<std::size_t>(me)], round), bytes, total);
