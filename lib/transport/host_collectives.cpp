@@ -8,6 +8,9 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <unistd.h>
 #include <vector>
 
 namespace crown::detail {
@@ -22,7 +25,8 @@ constexpr std::size_t tiny_bytes = line_bytes - 8;
 /// Per image and parity. Large enough that the two flag barriers per chunk cost little
 /// next to the copies (32 KiB slots made ordinary-memory sums 2x slower at 2 MiB).
 constexpr std::size_t slot_bytes = 256 << 10;
-constexpr std::size_t small_bytes = 2048; ///< below: every image reduces it all
+constexpr std::size_t single_copy_bytes = 64 << 10; ///< above: kernel copies between processes
+constexpr std::size_t small_bytes = 2048;           ///< below: every image reduces it all
 constexpr std::size_t block_bytes = flag_bytes + 4 * slot_bytes; ///< flag, 2 in, 2 out
 
 /// Flags and buffers of one mesh: a collective heap block, per image
@@ -33,6 +37,8 @@ struct scratch {
   std::uint64_t generation = 0;  ///< flag barriers passed
   std::uint64_t rounds = 0;      ///< slot uses; its parity picks the slots
   std::uint64_t tiny_rounds = 0; ///< tiny-line uses; its parity picks the line
+  std::vector<pid_t> pids;       ///< every member's process, for single-copy reads
+  bool single_copy = false;      ///< process_vm_readv works between every pair
 };
 
 std::mutex g_mutex;
@@ -49,12 +55,18 @@ std::byte* out_slot(std::byte* block, std::uint64_t round) {
   return block + flag_bytes + (2 + round % 2) * slot_bytes;
 }
 
-/// Publishes `offset` (when not null) and the next generation, then waits until every
-/// member has reached it. A member rewrites its offset only at a later barrier, which
-/// no member passes before every member has read it here.
-void flag_barrier(scratch& s, int me, const std::int64_t* offset = nullptr) {
+/// Flag line fields after the generation: what a barrier announces.
+struct announcement {
+  std::int64_t offset;   ///< heap offset of the data, or -1
+  std::uint64_t address; ///< the data's address in the announcing process
+};
+
+/// Publishes `a` (when not null) and the next generation, then waits until every
+/// member has reached it. A member rewrites its announcement only at a later barrier,
+/// which no member passes before every member has read it here.
+void flag_barrier(scratch& s, int me, const announcement* a = nullptr) {
   std::byte* mine = s.image[static_cast<std::size_t>(me)];
-  if (offset) std::memcpy(mine + 8, offset, sizeof *offset);
+  if (a) std::memcpy(mine + 8, a, sizeof *a);
   flag_of(mine).store(++s.generation, std::memory_order_release);
   for (std::byte* other : s.image)
     wait_until([&] { return flag_of(other).load(std::memory_order_acquire) >= s.generation; });
@@ -77,10 +89,41 @@ void tiny_exchange(scratch& s, int me, const std::byte* data, std::size_t bytes,
   }
 }
 
-std::int64_t announced_offset(const std::byte* block) {
-  std::int64_t v;
-  std::memcpy(&v, block + 8, sizeof v);
-  return v;
+announcement announced(const std::byte* block) {
+  announcement a;
+  std::memcpy(&a, block + 8, sizeof a);
+  return a;
+}
+
+/// Copies `bytes` at `remote` in process `pid` to `local`: one copy by the kernel
+/// (cross-memory attach), no staging through the heap.
+bool read_process(pid_t pid, std::uint64_t remote, void* local, std::size_t bytes) {
+  iovec here{local, bytes};
+  iovec there{reinterpret_cast<void*>(remote), bytes};
+  return process_vm_readv(pid, &here, 1, &there, 1, 0) == static_cast<ssize_t>(bytes);
+}
+
+/// Exchanges process ids and checks that every member may read every other's memory
+/// (same user; Yama's ptrace_scope 1 needs the PR_SET_PTRACER below, as Open MPI's
+/// shared-memory transport does). Collective; the answer is agreed.
+void probe_single_copy(scratch& s, int me) {
+  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+  const announcement mine{getpid(),
+                          reinterpret_cast<std::uint64_t>(s.image[static_cast<std::size_t>(me)])};
+  flag_barrier(s, me, &mine);
+  std::int64_t ok = 1;
+  for (std::size_t j = 0; j < s.image.size(); ++j) {
+    const announcement other = announced(s.image[j]);
+    s.pids.push_back(static_cast<pid_t>(other.offset));
+    std::uint64_t probe = 0;
+    if (static_cast<int>(j) != me &&
+        !read_process(s.pids.back(), other.address, &probe, sizeof probe))
+      ok = 0;
+  }
+  const announcement verdict{ok, 0};
+  flag_barrier(s, me, &verdict);
+  s.single_copy = true;
+  for (std::byte* b : s.image) s.single_copy = s.single_copy && announced(b).offset == 1;
 }
 
 /// [begin, end) of `count` elements that image `i` of `n` reduces.
@@ -163,6 +206,7 @@ scratch* scratch_for(const mesh& m) {
   }
   scratch s;
   for (int r : ranks) s.image.push_back(heap_peer_address(r, b.offset));
+  probe_single_copy(s, m.rank());
   const std::lock_guard lock(g_mutex);
   g_last = &*g_scratch.emplace(std::move(ranks), std::move(s)).first;
   return &g_last->second;
@@ -215,9 +259,10 @@ bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype t
 
   // Heap data at one offset everywhere: combine in place, each image its share.
   const std::int64_t offset = heap_offset_of(data, total);
-  flag_barrier(*s, me, &offset);
+  const announcement mine{offset, reinterpret_cast<std::uint64_t>(data)};
+  flag_barrier(*s, me, &mine);
   bool in_place = offset >= 0;
-  for (std::byte* b : s->image) in_place = in_place && announced_offset(b) == offset;
+  for (std::byte* b : s->image) in_place = in_place && announced(b).offset == offset;
   if (in_place) {
     pointer_lists& l = lists();
     int image = 0;
@@ -229,6 +274,50 @@ bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype t
     const auto [begin, end] = share(count, n, static_cast<std::size_t>(me));
     fn(l.inputs, l.outputs, begin, end, op);
     flag_barrier(*s, me); // nobody reads a result before every share is written
+    return true;
+  }
+
+  // Ordinary memory to every image, where the kernel copies between processes: each
+  // image reads the others' elements of its share straight from their buffers, combines
+  // them into its own buffer, and after a barrier reads the other shares of the result
+  // from theirs. A last barrier keeps every buffer in place until all have read it.
+  // Measured here: about MPI_Allreduce's speed from 256 KiB up (which copies the same
+  // way), where the staged path below ran at 0.5-0.65 of it; below 64 KiB staging wins.
+  if (s->single_copy && result_image < 0 && total > single_copy_bytes) {
+    std::vector<announcement> where;
+    for (std::byte* b : s->image) where.push_back(announced(b));
+    const auto [begin, end] = share(count, n, static_cast<std::size_t>(me));
+    // Staged in all four of my slots: fewer, larger kernel copies measured faster.
+    const std::size_t piece = 4 * slot_bytes / elem_size / n;
+    for (std::size_t at = begin; at < end; at += piece) {
+      const std::size_t len = std::min(piece, end - at);
+      pointer_lists& l = lists();
+      for (std::size_t j = 0; j < n; ++j) {
+        if (static_cast<int>(j) == me) {
+          l.inputs.push_back(bytes);
+          continue;
+        }
+        std::byte* staged = in_slot(s->image[static_cast<std::size_t>(me)], 0) +
+                            j * piece * elem_size - at * elem_size;
+        if (!read_process(s->pids[j], where[j].address + at * elem_size, staged + at * elem_size,
+                          len * elem_size))
+          throw error(std::string("co_* on ") + m.to_string(),
+                      "reading image " + std::to_string(j) + "'s buffer failed");
+        l.inputs.push_back(staged);
+      }
+      l.outputs.push_back(bytes);
+      fn(l.inputs, l.outputs, at, at + len, op);
+    }
+    flag_barrier(*s, me);
+    for (std::size_t j = 0; j < n; ++j) {
+      const auto [b, e] = share(count, n, j);
+      if (static_cast<int>(j) == me || b == e) continue;
+      if (!read_process(s->pids[j], where[j].address + b * elem_size, bytes + b * elem_size,
+                        (e - b) * elem_size))
+        throw error(std::string("co_* on ") + m.to_string(),
+                    "reading image " + std::to_string(j) + "'s result failed");
+    }
+    flag_barrier(*s, me);
     return true;
   }
 
