@@ -41,6 +41,7 @@ struct scratch {
   bool single_copy = false;      ///< process_vm_readv works between every pair
 };
 
+std::atomic<bool> g_single_copy_allowed{true};
 std::mutex g_mutex;
 std::map<std::vector<int>, scratch> g_scratch;
 std::pair<const std::vector<int>, scratch>* g_last = nullptr;
@@ -61,12 +62,19 @@ struct announcement {
   std::uint64_t address; ///< the data's address in the announcing process
 };
 
+/// Where the announcement of the barrier with generation `g` lives: two slots in the
+/// flag line, by the generation's parity. The slot of generation g is written again at
+/// generation g + 2 at the earliest, and no image enters that barrier before every
+/// image has arrived at g + 1, i.e. has finished reading what g announced.
+std::byte* announcement_slot(std::byte* block, std::uint64_t g) {
+  return block + 8 + (g % 2) * sizeof(announcement);
+}
+
 /// Publishes `a` (when not null) and the next generation, then waits until every
-/// member has reached it. A member rewrites its announcement only at a later barrier,
-/// which no member passes before every member has read it here.
+/// member has reached it.
 void flag_barrier(scratch& s, int me, const announcement* a = nullptr) {
   std::byte* mine = s.image[static_cast<std::size_t>(me)];
-  if (a) std::memcpy(mine + 8, a, sizeof *a);
+  if (a) std::memcpy(announcement_slot(mine, s.generation + 1), a, sizeof *a);
   flag_of(mine).store(++s.generation, std::memory_order_release);
   for (std::byte* other : s.image)
     wait_until([&] { return flag_of(other).load(std::memory_order_acquire) >= s.generation; });
@@ -89,9 +97,10 @@ void tiny_exchange(scratch& s, int me, const std::byte* data, std::size_t bytes,
   }
 }
 
-announcement announced(const std::byte* block) {
+/// What an image announced at the barrier just passed.
+announcement announced(const scratch& s, std::byte* block) {
   announcement a;
-  std::memcpy(&a, block + 8, sizeof a);
+  std::memcpy(&a, announcement_slot(block, s.generation), sizeof a);
   return a;
 }
 
@@ -113,7 +122,7 @@ void probe_single_copy(scratch& s, int me) {
   flag_barrier(s, me, &mine);
   std::int64_t ok = 1;
   for (std::size_t j = 0; j < s.image.size(); ++j) {
-    const announcement other = announced(s.image[j]);
+    const announcement other = announced(s, s.image[j]);
     s.pids.push_back(static_cast<pid_t>(other.offset));
     std::uint64_t probe = 0;
     if (static_cast<int>(j) != me &&
@@ -123,7 +132,7 @@ void probe_single_copy(scratch& s, int me) {
   const announcement verdict{ok, 0};
   flag_barrier(s, me, &verdict);
   s.single_copy = true;
-  for (std::byte* b : s.image) s.single_copy = s.single_copy && announced(b).offset == 1;
+  for (std::byte* b : s.image) s.single_copy = s.single_copy && announced(s, b).offset == 1;
 }
 
 /// [begin, end) of `count` elements that image `i` of `n` reduces.
@@ -214,6 +223,8 @@ scratch* scratch_for(const mesh& m) {
 
 } // namespace
 
+void set_host_single_copy(bool allowed) noexcept { g_single_copy_allowed = allowed; }
+
 void forget_host_scratch() noexcept {
   const std::lock_guard lock(g_mutex);
   g_scratch.clear();
@@ -262,7 +273,7 @@ bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype t
   const announcement mine{offset, reinterpret_cast<std::uint64_t>(data)};
   flag_barrier(*s, me, &mine);
   bool in_place = offset >= 0;
-  for (std::byte* b : s->image) in_place = in_place && announced(b).offset == offset;
+  for (std::byte* b : s->image) in_place = in_place && announced(*s, b).offset == offset;
   if (in_place) {
     pointer_lists& l = lists();
     int image = 0;
@@ -283,9 +294,18 @@ bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype t
   // from theirs. A last barrier keeps every buffer in place until all have read it.
   // Measured here: about MPI_Allreduce's speed from 256 KiB up (which copies the same
   // way), where the staged path below ran at 0.5-0.65 of it; below 64 KiB staging wins.
-  if (s->single_copy && result_image < 0 && total > single_copy_bytes) {
+  if (s->single_copy && g_single_copy_allowed.load(std::memory_order_relaxed) && result_image < 0 &&
+      total > single_copy_bytes) {
     std::vector<announcement> where;
-    for (std::byte* b : s->image) where.push_back(announced(b));
+    for (std::byte* b : s->image) where.push_back(announced(*s, b));
+    // A failed read is agreed at the last barrier (every image throws), never left to
+    // one image while the others wait for it.
+    std::int64_t unreadable = -1;
+    const auto read = [&](std::size_t j, std::size_t from, void* to, std::size_t elements) {
+      if (unreadable < 0 &&
+          !read_process(s->pids[j], where[j].address + from * elem_size, to, elements * elem_size))
+        unreadable = static_cast<std::int64_t>(j);
+    };
     const auto [begin, end] = share(count, n, static_cast<std::size_t>(me));
     // Staged in all four of my slots: fewer, larger kernel copies measured faster.
     const std::size_t piece = 4 * slot_bytes / elem_size / n;
@@ -297,12 +317,10 @@ bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype t
           l.inputs.push_back(bytes);
           continue;
         }
+        // Indexed like the user's buffer, so that combine() sees elements [at, at+len).
         std::byte* staged = in_slot(s->image[static_cast<std::size_t>(me)], 0) +
                             j * piece * elem_size - at * elem_size;
-        if (!read_process(s->pids[j], where[j].address + at * elem_size, staged + at * elem_size,
-                          len * elem_size))
-          throw error(std::string("co_* on ") + m.to_string(),
-                      "reading image " + std::to_string(j) + "'s buffer failed");
+        read(j, at, staged + at * elem_size, len);
         l.inputs.push_back(staged);
       }
       l.outputs.push_back(bytes);
@@ -311,13 +329,15 @@ bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype t
     flag_barrier(*s, me);
     for (std::size_t j = 0; j < n; ++j) {
       const auto [b, e] = share(count, n, j);
-      if (static_cast<int>(j) == me || b == e) continue;
-      if (!read_process(s->pids[j], where[j].address + b * elem_size, bytes + b * elem_size,
-                        (e - b) * elem_size))
-        throw error(std::string("co_* on ") + m.to_string(),
-                    "reading image " + std::to_string(j) + "'s result failed");
+      if (static_cast<int>(j) != me && b < e) read(j, b, bytes + b * elem_size, e - b);
     }
-    flag_barrier(*s, me);
+    const announcement status{unreadable, 0};
+    flag_barrier(*s, me, &status);
+    for (std::size_t i = 0; i < n; ++i)
+      if (const std::int64_t j = announced(*s, s->image[i]).offset; j >= 0)
+        throw error(std::string("co_* on ") + m.to_string(),
+                    "image " + std::to_string(i) + " could not read image " + std::to_string(j) +
+                        "'s buffer (process_vm_readv); the result is incomplete");
     return true;
   }
 

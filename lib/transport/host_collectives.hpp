@@ -7,13 +7,15 @@
 
 namespace crown::detail {
 
-/// Reduces among members that all reach each other's heap by load/store, through
-/// flags and buffers in the symmetric heap instead of MPI: small data (<= 4 KiB) is
-/// reduced whole by every image after one flag barrier; heap data at one offset on
-/// every member is reduced in place, each image its share; anything else goes through
-/// heap buffers in chunks. Elements are combined in image order, so every image gets
-/// bitwise the same result. Returns false, on every member alike, when some member is
-/// not reachable by load/store or `type` is not a plain number type.
+/// Reduces among members that all reach each other's heap by load/store, with flag
+/// barriers and buffers in the symmetric heap instead of MPI: up to 56 bytes the values
+/// travel in the arrival flag's cache line; up to 2 KiB every image reduces all values
+/// after one flag barrier; heap data at one offset on every member is reduced in place,
+/// each image its share; ordinary memory above 64 KiB to every image is read from the
+/// other processes with one kernel copy (process_vm_readv) where allowed; anything
+/// else goes through heap buffers in chunks. Elements are combined in image order, so every image
+/// gets bitwise the same result. Returns false, on every member alike, when some member is not
+/// reachable by load/store or `type` is not a plain number type.
 bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
                     std::size_t elem_size, reduction op, int result_image);
 

@@ -358,16 +358,24 @@ std::uint64_t mpi_atomic(MPI_Win win, int rank, std::uint64_t offset, atomic_op 
   if (op == atomic_op::load) return bits_of(fetch());
   if (op == atomic_op::compare_swap)
     return bits_of(cas(from_bits<T>(compare_bits), from_bits<T>(operand_bits)));
-  const T operand = from_bits<T>(operand_bits);
-  T old = fetch();
-  for (;;) {
-    const T previous = cas(old, apply(op, old, operand));
-    if (bits_of(previous) == bits_of(old)) return bits_of(old);
-    old = previous;
-  }
+  return compare_and_swap_loop(
+      op, sizeof(T), std::is_floating_point_v<T>, operand_bits, [&] { return bits_of(fetch()); },
+      [&](std::uint64_t expected, std::uint64_t desired) {
+        return bits_of(cas(from_bits<T>(expected), from_bits<T>(desired)));
+      });
 }
 
 } // namespace
+
+std::uint64_t atomic_result_bits(atomic_op op, int width, bool floating, std::uint64_t old,
+                                 std::uint64_t operand) {
+  const auto next = [&](auto tag) {
+    using T = decltype(tag);
+    return bits_of(apply(op, from_bits<T>(old), from_bits<T>(operand)));
+  };
+  if (floating) return width == 4 ? next(float{}) : next(double{});
+  return width == 4 ? next(std::int32_t{}) : next(std::int64_t{});
+}
 
 std::uint64_t cpu_atomic_any(std::byte* where, atomic_op op, int width, bool floating,
                              std::uint64_t operand, std::uint64_t compare) {

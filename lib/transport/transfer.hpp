@@ -20,6 +20,24 @@ struct run {
 std::uint64_t cpu_atomic_any(std::byte* where, atomic_op op, int width, bool floating,
                              std::uint64_t operand, std::uint64_t compare);
 
+/// The bits of `op` applied to `old` and `operand` (add, and, or, xor, swap, store),
+/// for read-modify-writes that a transport builds from compare-and-swap.
+std::uint64_t atomic_result_bits(atomic_op op, int width, bool floating, std::uint64_t old,
+                                 std::uint64_t operand);
+
+/// A read-modify-write as a compare-and-swap loop: `load()` gives the word's bits,
+/// `cas(expected, desired)` the bits it held. Returns the previous value's bits.
+template <typename Load, typename Cas>
+std::uint64_t compare_and_swap_loop(atomic_op op, int width, bool floating, std::uint64_t operand,
+                                    Load&& load, Cas&& cas) {
+  std::uint64_t old = load();
+  for (;;) {
+    const std::uint64_t seen = cas(old, atomic_result_bits(op, width, floating, old, operand));
+    if (seen == old) return old;
+    old = seen;
+  }
+}
+
 /// Waits for `request` under the backoff, driving progress (and so serving one-sided
 /// requests from other ranks) on every poll.
 void wait_request(MPI_Request& request, const char* what);

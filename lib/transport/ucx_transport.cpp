@@ -42,36 +42,6 @@ ucp_atomic_op_t ucx_op(atomic_op op) {
                                    : UCP_ATOMIC_OP_XOR;
 }
 
-template <typename T>
-T from_bits(std::uint64_t bits) {
-  T v;
-  if constexpr (sizeof(T) == 4) {
-    const auto narrow = static_cast<std::uint32_t>(bits);
-    std::memcpy(&v, &narrow, 4);
-  } else {
-    std::memcpy(&v, &bits, 8);
-  }
-  return v;
-}
-
-template <typename T>
-std::uint64_t to_bits(T v) {
-  if constexpr (sizeof(T) == 4) {
-    std::uint32_t b;
-    std::memcpy(&b, &v, 4);
-    return b;
-  } else {
-    std::uint64_t b;
-    std::memcpy(&b, &v, 8);
-    return b;
-  }
-}
-
-std::uint64_t float_sum_bits(std::uint64_t a, std::uint64_t b, int width) {
-  return width == 4 ? to_bits(from_bits<float>(a) + from_bits<float>(b))
-                    : to_bits(from_bits<double>(a) + from_bits<double>(b));
-}
-
 } // namespace
 
 ucx_transport::ucx_transport(MPI_Comm world, std::byte* heap, std::size_t heap_size) {
@@ -176,16 +146,23 @@ ucx_transport::peer& ucx_transport::connect(int rank) {
   const std::lock_guard lock(connecting_);
   if (p.ready.load(std::memory_order_relaxed)) return p;
   const auto r = static_cast<std::size_t>(rank);
-  ucp_ep_params_t params{};
-  params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-  params.address = reinterpret_cast<const ucp_address_t*>(addresses_.data() + address_at_[r]);
-  ucs_status_t s = ucp_ep_create(worker_, &params, &p.ep);
-  if (s != UCS_OK)
-    throw error("UCX connection to rank " + std::to_string(rank), ucx_problem("ucp_ep_create", s));
-  s = ucp_ep_rkey_unpack(p.ep, rkeys_.data() + rkey_at_[r], &p.rkey);
-  if (s != UCS_OK)
-    throw error("UCX connection to rank " + std::to_string(rank),
-                ucx_problem("ucp_ep_rkey_unpack", s));
+  const auto fail = [&](const char* call, ucs_status_t s) {
+    throw error("UCX connection to rank " + std::to_string(rank), ucx_problem(call, s));
+  };
+  if (!p.ep) { // a later try reuses an endpoint whose key failed to unpack
+    ucp_ep_params_t params{};
+    params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    params.address = reinterpret_cast<const ucp_address_t*>(addresses_.data() + address_at_[r]);
+    if (const ucs_status_t s = ucp_ep_create(worker_, &params, &p.ep); s != UCS_OK) {
+      p.ep = nullptr;
+      fail("ucp_ep_create", s);
+    }
+  }
+  if (const ucs_status_t s = ucp_ep_rkey_unpack(p.ep, rkeys_.data() + rkey_at_[r], &p.rkey);
+      s != UCS_OK) {
+    p.rkey = nullptr;
+    fail("ucp_ep_rkey_unpack", s);
+  }
   p.base = bases_[r];
   p.ready.store(true, std::memory_order_release);
   return p;
@@ -219,28 +196,33 @@ bool pack_instead(std::span<const run> runs) {
 
 void ucx_transport::put(int rank, std::span<const run> runs, const std::byte* packed) {
   if (pack_instead(runs)) return packed_->put(rank, runs, packed);
-  peer& p = connect(rank);
-  ucp_request_param_t param{};
-  for (const run& r : runs) {
-    ucs_status_ptr_t s = ucp_put_nbx(p.ep, packed, r.bytes, p.base + r.offset, p.rkey, &param);
-    if (UCS_PTR_IS_ERR(s)) wait(s, rank, "put");
-    if (UCS_PTR_IS_PTR(s)) ucp_request_free(s); // completes with the flush below
-    packed += r.bytes;
-  }
-  wait(ucp_ep_flush_nbx(p.ep, &param), rank, "put (flush)"); // remote completion
+  transfer(true, rank, runs, const_cast<std::byte*>(packed));
 }
 
 void ucx_transport::get(int rank, std::span<const run> runs, std::byte* packed) {
   if (pack_instead(runs)) return packed_->get(rank, runs, packed);
+  transfer(false, rank, runs, packed);
+}
+
+void ucx_transport::transfer(bool put, int rank, std::span<const run> runs, std::byte* packed) {
   peer& p = connect(rank);
   ucp_request_param_t param{};
+  ucs_status_ptr_t failed = nullptr;
   for (const run& r : runs) {
-    ucs_status_ptr_t s = ucp_get_nbx(p.ep, packed, r.bytes, p.base + r.offset, p.rkey, &param);
-    if (UCS_PTR_IS_ERR(s)) wait(s, rank, "get");
-    if (UCS_PTR_IS_PTR(s)) ucp_request_free(s);
+    const std::uint64_t remote = p.base + r.offset;
+    ucs_status_ptr_t s = put ? ucp_put_nbx(p.ep, packed, r.bytes, remote, p.rkey, &param)
+                             : ucp_get_nbx(p.ep, packed, r.bytes, remote, p.rkey, &param);
+    if (UCS_PTR_IS_ERR(s)) {
+      failed = s;
+      break;
+    }
+    if (UCS_PTR_IS_PTR(s)) ucp_request_free(s); // completes with the flush below
     packed += r.bytes;
   }
-  wait(ucp_ep_flush_nbx(p.ep, &param), rank, "get (flush)");
+  // The flush gives remote completion, and also ends whatever started before a
+  // failure: the caller's buffer is never left in use when this returns or throws.
+  wait(ucp_ep_flush_nbx(p.ep, &param), rank, put ? "put (flush)" : "get (flush)");
+  if (failed) wait(failed, rank, put ? "put" : "get");
 }
 
 std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op, int width,
@@ -260,37 +242,26 @@ std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op
     wait(ucp_atomic_op_nbx(p.ep, code, operand_at, 1, address, p.rkey, &param), rank, "atomic");
     return width == 4 ? std::uint64_t{reply32} : reply64;
   };
-  // A read-modify-write as a compare-and-swap loop, for what UCX cannot do in one call.
-  auto by_compare_and_swap = [&](auto next) {
-    std::uint64_t old = fetching(UCP_ATOMIC_OP_OR, 0, 0);
-    for (;;) {
-      const std::uint64_t seen = fetching(UCP_ATOMIC_OP_CSWAP, old, next(old));
-      if (seen == old) return old;
-      old = seen;
-    }
+  const auto loop = [&] { // for what UCX cannot do in one call
+    return compare_and_swap_loop(
+        op, width, floating, operand, [&] { return fetching(UCP_ATOMIC_OP_OR, 0, 0); },
+        [&](std::uint64_t expected, std::uint64_t desired) {
+          return fetching(UCP_ATOMIC_OP_CSWAP, expected, desired);
+        });
   };
-  const std::uint64_t mask = width == 4 ? 0xffffffffu : ~std::uint64_t{0};
   switch (op) {
   case atomic_op::load:
     return fetching(UCP_ATOMIC_OP_OR, 0, 0);
   case atomic_op::compare_swap:
     return fetching(UCP_ATOMIC_OP_CSWAP, compare, operand);
   case atomic_op::add:
-    if (floating) // UCX has no floating-point atomics
-      return by_compare_and_swap(
-          [&](std::uint64_t old) { return float_sum_bits(old, operand, width); });
-    return fetching(UCP_ATOMIC_OP_ADD, operand, 0);
+    return floating ? loop() : fetching(UCP_ATOMIC_OP_ADD, operand, 0); // no float atomics
   case atomic_op::bit_and:
   case atomic_op::bit_or:
   case atomic_op::bit_xor:
     // UCX 1.13's self transport applies fetching and/or/xor with the old value as the
     // operand (12 xor 5 leaves 0), so a rank's atomics on its own heap loop instead.
-    if (rank == rank_)
-      return by_compare_and_swap([&](std::uint64_t old) {
-        const std::uint64_t x = operand & mask;
-        return op == atomic_op::bit_and ? old & x : op == atomic_op::bit_or ? old | x : old ^ x;
-      });
-    return fetching(ucx_op(op), operand, 0);
+    return rank == rank_ ? loop() : fetching(ucx_op(op), operand, 0);
   default: // store, swap
     return fetching(UCP_ATOMIC_OP_SWAP, operand, 0);
   }

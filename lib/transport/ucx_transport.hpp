@@ -42,6 +42,7 @@ private:
     std::uint64_t base = 0; ///< the peer's heap address
   };
   peer& connect(int rank);
+  void transfer(bool put, int rank, std::span<const run> runs, std::byte* packed);
   /// Waits for a UCX request (driving progress), frees it, throws on failure.
   void wait(ucs_status_ptr_t request, int rank, const char* what);
   void release() noexcept;

@@ -143,41 +143,62 @@ BOOST_AUTO_TEST_CASE(large_heap_reductions_take_the_shared_path_and_agree) {
 }
 
 BOOST_AUTO_TEST_CASE(every_size_and_place_reduces_to_the_serial_result) {
-  // Sizes around the paths' edges (4 KiB: reduced whole by every image; 32 KiB: one
-  // buffer chunk), in ordinary memory, in the heap at one offset, and in the heap at
-  // different offsets on different images; to all images and to one.
+  // Sizes around the host paths' edges (56 B: values in the flag line; 2 KiB: reduced
+  // whole by every image; 64 KiB: kernel copies above; 256 KiB: one buffer chunk), in
+  // ordinary memory, in the heap at one offset, and in the heap at different offsets on
+  // different images; to all images and to one; with and without kernel copies.
   auto value = [](std::size_t i, int r) { return 1.0 / (1.0 + double(i % 1000) * (r + 2)); };
   crown::coarray<double> heap(w(), 100003);
   crown::coarray<double> skew(w(), 100003 + 8);
-  for (std::size_t count : {std::size_t{1}, std::size_t{511}, std::size_t{512}, std::size_t{513},
-                            std::size_t{4096}, std::size_t{4097}, std::size_t{100003}}) {
-    for (int root = -1; root < std::min(n(), 2); ++root) {
-      std::vector<double> plain(count);
-      const std::size_t shift = static_cast<std::size_t>(me() % 2); // offsets differ
-      std::span<double> in_heap(heap.data(), count), skewed(skew.data() + shift, count);
-      for (std::size_t i = 0; i < count; ++i) plain[i] = in_heap[i] = skewed[i] = value(i, me());
-      crown::co_sum(w(), std::span(plain), root);
-      crown::co_sum(w(), in_heap, root);
-      crown::co_sum(w(), skewed, root);
-      bool ok = true;
-      for (std::size_t i = 0; i < count; ++i) {
-        double expected = value(i, me());
-        if (root < 0 || root == me()) {
-          expected = 0.0;
-          for (int r = 0; r < n(); ++r) expected += value(i, r);
+  for (bool single_copy : {true, false}) {
+    crown::detail::set_host_single_copy(single_copy);
+    for (std::size_t count :
+         {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{255}, std::size_t{256},
+          std::size_t{513}, std::size_t{8193}, std::size_t{32769}, std::size_t{100003}}) {
+      for (int root = -1; root < std::min(n(), 2); ++root) {
+        std::vector<double> plain(count);
+        const std::size_t shift = static_cast<std::size_t>(me() % 2); // offsets differ
+        std::span<double> in_heap(heap.data(), count), skewed(skew.data() + shift, count);
+        for (std::size_t i = 0; i < count; ++i) plain[i] = in_heap[i] = skewed[i] = value(i, me());
+        crown::co_sum(w(), std::span(plain), root);
+        crown::co_sum(w(), in_heap, root);
+        crown::co_sum(w(), skewed, root);
+        bool ok = true;
+        for (std::size_t i = 0; i < count; ++i) {
+          double expected = value(i, me());
+          if (root < 0 || root == me()) {
+            expected = 0.0;
+            for (int r = 0; r < n(); ++r) expected += value(i, r);
+          }
+          const double tol = 1e-12 * std::abs(expected);
+          ok = ok && std::abs(plain[i] - expected) <= tol &&
+               std::abs(in_heap[i] - expected) <= tol && std::abs(skewed[i] - expected) <= tol;
         }
-        const double tol = 1e-12 * std::abs(expected);
-        ok = ok && std::abs(plain[i] - expected) <= tol && std::abs(in_heap[i] - expected) <= tol &&
-             std::abs(skewed[i] - expected) <= tol;
-      }
-      BOOST_TEST(ok, "count " << count << ", result_image " << root);
-      if (root < 0) {
-        BOOST_TEST(same_everywhere(plain.data(), count * sizeof(double)));
-        BOOST_TEST(std::memcmp(plain.data(), in_heap.data(), count * sizeof(double)) == 0);
+        BOOST_TEST(ok, "count " << count << ", result_image " << root);
+        if (root < 0) {
+          BOOST_TEST(same_everywhere(plain.data(), count * sizeof(double)));
+          BOOST_TEST(std::memcmp(plain.data(), in_heap.data(), count * sizeof(double)) == 0);
+        }
       }
     }
   }
+  crown::detail::set_host_single_copy(true);
   crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(first_reductions_on_a_new_mesh_agree_on_their_path) {
+  // The first large reduction on a mesh follows the probe for kernel copies; every
+  // image must take the same path (a race here once gave silently wrong sums).
+  std::vector<int> ranks(w().begin(), w().end());
+  std::reverse(ranks.begin(), ranks.end()); // a rank list no earlier test used
+  const crown::mesh reversed({{"r", n()}}, ranks);
+  for (int round = 0; round < 20; ++round) {
+    std::vector<double> v(40000, 1.0 + reversed.rank() + round);
+    crown::co_sum(reversed, std::span(v));
+    double expected = 0;
+    for (int r = 0; r < n(); ++r) expected += 1.0 + r + round;
+    BOOST_TEST((v.front() == expected && v.back() == expected), "round " << round);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(bad_arguments) {

@@ -106,6 +106,10 @@ std::int64_t heap_offset_of(const void* p, std::size_t bytes) noexcept;
 /// True when every rank of the world reaches every other's heap by load/store.
 bool world_shares_memory() noexcept;
 
+/// Lets co_* read other processes' ordinary memory with process_vm_readv (default on;
+/// tests turn it off, on every image alike, to exercise the staged path).
+void set_host_single_copy(bool allowed) noexcept;
+
 /// CROWN_CHECK: true when collective argument checks are on.
 bool check_collectives() noexcept;
 
