@@ -220,7 +220,10 @@ void onesided(const options& o) {
 
   // co_sum of doubles against MPI_Allreduce (both ranks take part): data in the heap
   // (reduced in place) and in ordinary memory (through Crown's heap buffers).
-  for (std::size_t b = 8; b <= max_bytes; b *= (o.smoke ? 64 : 8)) {
+  std::vector<std::size_t> sums;
+  for (std::size_t b = 8; b < max_bytes; b *= (o.smoke ? 64 : 8)) sums.push_back(b);
+  sums.push_back(max_bytes); // 8 B .. 64 MiB (1 MiB with --smoke)
+  for (std::size_t b : sums) {
     const std::size_t n = b / sizeof(double);
     std::span<double> data(reinterpret_cast<double*>(a.data()), n);
     std::vector<double> plain(n, 1.0), ordinary(n, 1.0);

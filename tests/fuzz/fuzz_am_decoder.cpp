@@ -18,8 +18,13 @@ void check(const crown::detail::am_request& r, std::span<const std::byte> messag
   using crown::detail::am_kind;
   const auto& h = r.head;
   if (h.what == am_kind::atomic) {
+    using crown::detail::atomic_op;
     require((h.width == 4 || h.width == 8) && h.offset % h.width == 0);
-    require(h.offset + h.width <= heap && r.runs.empty());
+    require(h.offset + h.width <= heap && r.runs.empty() && r.payload.empty());
+    require(h.op <= static_cast<std::uint32_t>(atomic_op::compare_swap) && h.floating <= 1);
+    const auto op = static_cast<atomic_op>(h.op);
+    require(!(h.floating &&
+              (op == atomic_op::bit_and || op == atomic_op::bit_or || op == atomic_op::bit_xor)));
     return;
   }
   require(h.what == am_kind::put || h.what == am_kind::get);

@@ -18,6 +18,7 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
+trap 'exit 143' INT TERM # CTest's timeout: still clean up
 ip link add "${tag}br" type bridge && ip addr add 10.77.0.1/24 dev "${tag}br" &&
   ip link set "${tag}br" up || { echo "SKIP: cannot create a bridge here"; exit 77; }
 for i in 1 2; do
@@ -45,21 +46,26 @@ launch=("$mpiexec" --hostfile "$work/hosts" --mca plm_rsh_agent "$work/agent"
   -x OMPI_MCA_osc=ucx,sm -x UCX_TLS=tcp,self -x UCX_NET_DEVICES=eth0)
 
 if [ "$mode" = --bench ]; then
-  header=1
+  header=1 status=0
   for transport in ucx mpi am; do
     "${launch[@]}" -np 2 --map-by node -x CROWN_TRANSPORT=$transport \
-      "$build/apps/crown-bench" onesided --smoke | tail -n +$header
+      "$build/apps/crown-bench" onesided --smoke > "$work/out" || status=1
+    tail -n +$header "$work/out"
     header=2
   done
-  exit 0
+  exit $status
 fi
 
 failed=0
+budget=780 # seconds; CTest's timeout (900) kills without running the cleanup trap
 run() { # run NAME NP ARGS... ; prints the tail of the output on failure
-  local name=$1 np=$2
+  local name=$1 np=$2 left=$((budget - SECONDS))
   shift 2
+  if [ $left -le 10 ]; then
+    echo "FAIL $name (np $np): the script's ${budget} s budget is spent"; failed=1; return
+  fi
   local start=$SECONDS
-  if timeout 120 "${launch[@]}" -np "$np" "$@" > "$work/out" 2>&1; then
+  if timeout $((left < 120 ? left : 120)) "${launch[@]}" -np "$np" "$@" > "$work/out" 2>&1; then
     echo "ok   $name (np $np, $((SECONDS - start)) s)"
   else
     echo "FAIL $name (np $np)"; tail -20 "$work/out"; failed=1

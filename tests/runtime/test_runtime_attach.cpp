@@ -118,6 +118,17 @@ BOOST_AUTO_TEST_CASE(bad_configuration_fails_on_every_rank_and_leaves_no_runtime
   BOOST_TEST(rt.size() == world_size());
 }
 
+BOOST_AUTO_TEST_CASE(progress_thread_needs_thread_multiple) {
+  // The harness initialised MPI at FUNNELED: a second thread may not call MPI.
+  setenv("CROWN_PROGRESS_THREAD", "1", 1);
+  const auto m = error_of<crown::config_error>([] { crown::runtime rt; });
+  unsetenv("CROWN_PROGRESS_THREAD");
+  BOOST_TEST(m.find("CROWN_PROGRESS_THREAD: a progress thread needs MPI_THREAD_MULTIPLE, but MPI "
+                    "provides MPI_THREAD_FUNNELED") != std::string::npos,
+             m);
+  BOOST_TEST(!crown::runtime::active());
+}
+
 BOOST_AUTO_TEST_CASE(unknown_variables_are_warned_about_by_rank_zero) {
   std::vector<std::string> lines;
   crown::detail::set_log_sink([&](std::string_view l) { lines.emplace_back(l); });
