@@ -38,6 +38,7 @@ struct config {
   /// CROWN_PROGRESS_THREAD: a thread that drives one-sided progress while the
   /// application computes outside Crown (0 = none)
   bool progress_thread = false;
+  int fanout = 16; ///< CROWN_FANOUT: children per node of the controller's command tree
 
   /// Parses the given variables (name -> value). Invalid values throw config_error
   /// naming the variable, the value and what is allowed; unknown CROWN_* names are

@@ -1,5 +1,6 @@
 // include/crown/crown.hpp — umbrella header: everything a Crown program uses.
 #pragma once
+#include <crown/actor.hpp>
 #include <crown/build_config.hpp>
 #include <crown/coarray.hpp>
 #include <crown/collectives.hpp>

@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace crown {
 
@@ -61,6 +62,34 @@ public:
 private:
   int code_;
   int class_;
+};
+
+/// One actor's failure: which actor mesh and point, on which rank, and the exception.
+struct actor_failure {
+  std::string mesh;    ///< actor mesh name and point, e.g. "trainers{dp=1,tp=0}"
+  int rank = -1;       ///< world rank that hosted the actor
+  std::string type;    ///< the exception's type, demangled
+  std::string message; ///< its what()
+  template <class Archive>
+  void serialize(Archive& ar) {
+    ar(mesh, rank, type, message);
+  }
+};
+
+/// Raised at the controller when actors failed: lists every failed point.
+class actor_error : public error {
+public:
+  actor_error(std::string context, std::vector<actor_failure> failures);
+  [[nodiscard]] const std::vector<actor_failure>& failures() const noexcept { return failures_; }
+
+private:
+  std::vector<actor_failure> failures_;
+};
+
+/// A wait with a deadline ran out (future::get(timeout)).
+class timeout_error : public error {
+public:
+  timeout_error(std::string context, std::string message);
 };
 
 /// Throws mpi_error naming `what` when `rc` is not MPI_SUCCESS. For users who call

@@ -3,12 +3,15 @@
 #include <crown/config.hpp>
 #include <crown/mesh.hpp>
 #include <crown/topology.hpp>
+#include <functional>
 #include <memory>
 #include <mpi.h>
 #include <string>
 #include <string_view>
 
 namespace crown {
+
+class controller;
 
 enum class thread_level { single, funneled, serialized, multiple };
 [[nodiscard]] std::string_view to_string(thread_level);
@@ -61,6 +64,12 @@ public:
   [[nodiscard]] int wait_spins() const noexcept;
   /// Throws state_error naming `feature` unless MPI runs at `needed` or above.
   void require_thread_level(thread_level needed, std::string_view feature) const;
+
+  /// The single controller: rank 0 runs `fn`, every other rank serves actor commands
+  /// until fn returns or throws; then every rank stops its actors and returns the same
+  /// exit code (0, or 1 when fn or a broadcast failed). Collective over the world.
+  /// Launch N workers with -np N+1. See crown/actor.hpp.
+  int control(const std::function<void(controller&)>& fn);
 
   /// True while a runtime exists in this process.
   [[nodiscard]] static bool active() noexcept;

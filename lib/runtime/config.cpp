@@ -10,7 +10,7 @@ extern char** environ;
 namespace crown {
 namespace {
 
-constexpr std::array<config_variable, 9> variables{{
+constexpr std::array<config_variable, 10> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace."},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -35,6 +35,9 @@ constexpr std::array<config_variable, 9> variables{{
      "progress engine), mpi (one MPI window, MPI RMA), am (active messages over two-sided MPI), "
      "auto (ucx when built with UCX and it starts, else mpi when MPI can create the window, "
      "else am)."},
+    {"CROWN_FANOUT", "16",
+     "Children per node of the tree along which the controller's commands fan out and "
+     "replies come back (1 to 65535)."},
     {"CROWN_PROGRESS_THREAD", "0",
      "1: a background thread drives one-sided progress, so that a rank computing outside "
      "Crown still serves other ranks' puts, gets and atomics (UCX over TCP, am). Costs a "
@@ -145,6 +148,10 @@ config config::parse(const std::map<std::string, std::string>& vars,
       c.heap_size = parse_bytes(name, value);
     } else if (name == "CROWN_SHM") {
       c.shm = parse_flag(name, value);
+    } else if (name == "CROWN_FANOUT") {
+      c.fanout = parse_int(name, value, 1);
+      if (c.fanout > 65535)
+        throw config_error(name, "invalid value '" + value + "' (expected 1 to 65535)");
     } else if (name == "CROWN_PROGRESS_THREAD") {
       c.progress_thread = parse_flag(name, value);
     } else if (name == "CROWN_CHECK") {

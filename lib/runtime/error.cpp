@@ -28,6 +28,22 @@ int mpi_class(int code) {
   return cls;
 }
 
+std::string failure_list(const std::vector<actor_failure>& failures) {
+  std::string s =
+      std::to_string(failures.size()) + (failures.size() == 1 ? " actor" : " actors") + " failed";
+  for (const actor_failure& f : failures) {
+    s += "; ";
+    s += f.mesh;
+    s += " on rank ";
+    s += std::to_string(f.rank);
+    s += ": ";
+    s += f.type;
+    s += ": ";
+    s += f.message;
+  }
+  return s;
+}
+
 } // namespace
 
 error::error(std::string context, std::string message)
@@ -48,6 +64,12 @@ topology_error::topology_error(std::string context, std::string message)
 mpi_error::mpi_error(std::string context, int code)
     : error("crown::mpi_error", std::move(context), mpi_message(code)), code_(code),
       class_(mpi_class(code)) {}
+
+actor_error::actor_error(std::string context, std::vector<actor_failure> failures)
+    : error("crown::actor_error", std::move(context), failure_list(failures)),
+      failures_(std::move(failures)) {}
+timeout_error::timeout_error(std::string context, std::string message)
+    : error("crown::timeout_error", std::move(context), std::move(message)) {}
 
 void check_mpi(int rc, std::string_view what) {
   if (rc != MPI_SUCCESS) throw mpi_error(std::string(what), rc);

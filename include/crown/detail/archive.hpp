@@ -4,6 +4,13 @@
 // allocate more than a small multiple of the message).
 #pragma once
 #include <cereal/cereal.hpp>
+#include <cereal/types/array.hpp>
+#include <cereal/types/map.hpp>
+#include <cereal/types/optional.hpp>
+#include <cereal/types/string.hpp>
+#include <cereal/types/tuple.hpp>
+#include <cereal/types/utility.hpp>
+#include <cereal/types/vector.hpp>
 #include <cstddef>
 #include <cstring>
 #include <span>

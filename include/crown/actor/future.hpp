@@ -1,0 +1,79 @@
+// include/crown/actor/future.hpp — the result of a call that is still on its way.
+#pragma once
+#include <chrono>
+#include <crown/detail/wait.hpp>
+#include <crown/error.hpp>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace crown {
+namespace detail {
+
+/// What came back for one command: values by point index, and failures.
+struct call_result {
+  std::vector<std::pair<std::uint32_t, std::vector<std::byte>>> values;
+  std::vector<actor_failure> failures;
+};
+
+/// The controller's engine (lib/actor): commands out, replies in. Not thread-safe:
+/// the controller is one thread.
+class control_core;
+bool request_ready(control_core& core, std::uint64_t request); ///< drives progress once
+call_result take_result(control_core& core, std::uint64_t request);
+
+} // namespace detail
+
+/// A value that a call will produce. get() drives the controller's progress itself
+/// (no other thread is involved), so many calls may be in flight at once; a future
+/// that is dropped unwaited is still completed, and its failures reach supervision.
+template <typename T>
+class future {
+public:
+  using finish_fn = std::function<T(detail::call_result&&)>;
+  future(detail::control_core* core, std::uint64_t request, std::string what, finish_fn finish)
+      : core_(core), request_(request), what_(std::move(what)), finish_(std::move(finish)) {}
+  future(future&&) noexcept = default;
+  future& operator=(future&&) noexcept = default;
+
+  /// True once every target has answered; never blocks.
+  [[nodiscard]] bool ready() { return detail::request_ready(*core_, request_); }
+  /// Waits for every answer. Throws actor_error listing every failed point.
+  T get() {
+    detail::backoff pause; // spins, then yields: a worker may need this core
+    while (!ready()) pause.pause();
+    return finish_(detail::take_result(*core_, request_));
+  }
+  /// As get(), but throws timeout_error when `timeout` passes first (the call stays in
+  /// flight; get() may be called again).
+  template <typename Rep, typename Period>
+  T get(std::chrono::duration<Rep, Period> timeout) {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    detail::backoff pause;
+    for (; !ready(); pause.pause())
+      if (std::chrono::steady_clock::now() >= until)
+        throw timeout_error(what_, "no complete answer within " +
+                                       std::to_string(std::chrono::duration<double>(timeout).count()) +
+                                       " s");
+    return finish_(detail::take_result(*core_, request_));
+  }
+
+private:
+  detail::control_core* core_;
+  std::uint64_t request_;
+  std::string what_;
+  finish_fn finish_;
+};
+
+template <typename F>
+concept awaitable = requires(F& f) { f.ready(); };
+
+/// Waits for all of them (results stay in the futures for get()).
+template <awaitable... F>
+void wait_all(F&... futures) {
+  detail::backoff pause;
+  while (!(futures.ready() && ...)) pause.pause();
+}
+
+} // namespace crown

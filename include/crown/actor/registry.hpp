@@ -1,0 +1,170 @@
+// include/crown/actor/registry.hpp — actor types and their endpoints, type-erased so
+// that a serving rank can construct an actor and call an endpoint from bytes alone.
+#pragma once
+#include <crown/detail/archive.hpp>
+#include <crown/error.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <typeinfo>
+#include <vector>
+
+namespace crown {
+
+/// The endpoints of an actor class, listed once as a static member:
+///   static constexpr auto endpoints = crown::endpoints(&trainer::step, &trainer::load);
+template <typename... M>
+constexpr std::tuple<M...> endpoints(M... m) {
+  return {m...};
+}
+
+/// Reductions along the reply tree (actor_mesh::reduce).
+enum class reduce_op : std::uint8_t { sum = 1, min = 2, max = 3 };
+
+namespace detail {
+
+std::string demangle(const char* mangled);
+
+/// What a serving rank needs to host actors of one type (built by register_actor).
+struct actor_type {
+  std::string name;
+  void* (*construct)(byte_reader& args) = nullptr;
+  void (*destroy)(void* actor) = nullptr;
+  /// Calls endpoint i: arguments from `args`, the serialised result appended to `out`.
+  std::vector<void (*)(void* actor, byte_reader& args, std::vector<std::byte>& out)> endpoints;
+  /// Combines two serialised results of endpoint i (null when not arithmetic).
+  std::vector<void (*)(reduce_op op, std::span<const std::byte> a, std::span<const std::byte> b,
+                       std::vector<std::byte>& out)>
+      reducers;
+};
+
+/// Registers `t` under `key` (same key on every rank: the job runs one binary).
+void register_actor_type(const std::string& key, actor_type t);
+/// The registered type, or nullptr.
+const actor_type* find_actor_type(const std::string& key);
+
+template <typename M>
+struct endpoint_traits;
+template <typename A, typename R, typename... P>
+struct endpoint_traits<R (A::*)(P...)> {
+  using actor = A;
+  using result = R;
+  using params = std::tuple<std::decay_t<P>...>;
+};
+template <typename A, typename R, typename... P>
+struct endpoint_traits<R (A::*)(P...) const> : endpoint_traits<R (A::*)(P...)> {};
+
+template <typename T>
+void to_bytes(const T& value, std::vector<std::byte>& out) {
+  byte_writer w(out);
+  w(value);
+}
+template <typename T>
+T from_bytes(std::span<const std::byte> in) {
+  byte_reader r(in);
+  T value{};
+  r(value);
+  if (r.remaining() != 0)
+    throw malformed_message(std::to_string(r.remaining()) + " bytes left over after the value");
+  return value;
+}
+
+template <typename M>
+void invoke_endpoint(M m, void* actor, byte_reader& in, std::vector<std::byte>& out) {
+  using traits = endpoint_traits<M>;
+  typename traits::params args;
+  in(args);
+  auto* a = static_cast<typename traits::actor*>(actor);
+  if constexpr (std::is_void_v<typename traits::result>) {
+    std::apply([&](auto&... p) { (a->*m)(p...); }, args);
+  } else {
+    to_bytes(std::apply([&](auto&... p) { return (a->*m)(p...); }, args), out);
+  }
+}
+
+template <typename R>
+R combine(reduce_op op, R x, R y) {
+  return op == reduce_op::sum ? static_cast<R>(x + y) : op == reduce_op::min ? (y < x ? y : x)
+                                                                             : (x < y ? y : x);
+}
+
+template <typename R>
+void reduce_values(reduce_op op, std::span<const std::byte> a, std::span<const std::byte> b,
+                   std::vector<std::byte>& out) {
+  to_bytes(combine(op, from_bytes<R>(a), from_bytes<R>(b)), out);
+}
+
+template <typename A, typename... Args>
+std::string actor_key() {
+  return std::string(typeid(A).name()) + "(" + typeid(std::tuple<Args...>).name() + ")";
+}
+
+template <typename A>
+using endpoint_list = std::remove_cv_t<decltype(A::endpoints)>;
+template <typename A, std::size_t I>
+using endpoint_at = std::tuple_element_t<I, endpoint_list<A>>;
+
+template <typename A, std::size_t I>
+void call_endpoint(void* actor, byte_reader& in, std::vector<std::byte>& out) {
+  invoke_endpoint(std::get<I>(A::endpoints), actor, in, out);
+}
+
+template <typename R>
+constexpr auto reducer_for() {
+  using fn = void (*)(reduce_op, std::span<const std::byte>, std::span<const std::byte>,
+                      std::vector<std::byte>&);
+  if constexpr (std::is_arithmetic_v<R>)
+    return fn{&reduce_values<R>};
+  else
+    return fn{nullptr};
+}
+
+template <typename A, std::size_t... I>
+void add_endpoints(actor_type& t, std::index_sequence<I...>) {
+  (t.endpoints.push_back(&call_endpoint<A, I>), ...);
+  (t.reducers.push_back(reducer_for<typename endpoint_traits<endpoint_at<A, I>>::result>()), ...);
+}
+
+template <typename A, typename... Args>
+actor_type make_actor_type() {
+  actor_type t;
+  t.name = demangle(typeid(A).name());
+  t.construct = [](byte_reader& in) -> void* {
+    std::tuple<Args...> args;
+    in(args);
+    return std::apply([](auto&... a) { return new A(a...); }, args);
+  };
+  t.destroy = [](void* a) { delete static_cast<A*>(a); };
+  add_endpoints<A>(t, std::make_index_sequence<std::tuple_size_v<endpoint_list<A>>>{});
+  return t;
+}
+
+/// Registration at program start on every rank, instantiated by spawn<A>(args...).
+template <typename A, typename... Args>
+struct actor_registration {
+  static inline const bool done =
+      (register_actor_type(actor_key<A, Args...>(), make_actor_type<A, Args...>()), true);
+};
+
+/// The index of `m` in A::endpoints, or -1.
+template <typename A, typename M, std::size_t... I>
+int endpoint_index(M m, std::index_sequence<I...>) {
+  int found = -1;
+  (
+      [&] {
+        if constexpr (std::is_same_v<endpoint_at<A, I>, M>)
+          if (found < 0 && std::get<I>(A::endpoints) == m) found = static_cast<int>(I);
+      }(),
+      ...);
+  return found;
+}
+template <typename A, typename M>
+int endpoint_index(M m) {
+  return endpoint_index<A>(m, std::make_index_sequence<std::tuple_size_v<endpoint_list<A>>>{});
+}
+
+} // namespace detail
+} // namespace crown

@@ -1,0 +1,13 @@
+// include/crown/actor/wire.hpp — the kinds of controller messages, shared by the typed
+// front end and the serving engine.
+#pragma once
+#include <cstdint>
+
+namespace crown::detail {
+
+enum class message_kind : std::uint16_t { spawn = 1, call = 2, stop = 3, reply = 4 };
+/// What a command's targets send back: every value, one value reduced along the tree,
+/// or only errors (broadcast).
+enum class reply_mode : std::uint8_t { gather = 0, reduce = 1, errors_only = 2 };
+
+} // namespace crown::detail

@@ -1,0 +1,629 @@
+// The controller's engine and the serving ranks' loop: commands fan out along a tree
+// over their targets (each rank forwards before it executes), every rank executes its
+// commands in the controller's order, replies are gathered or reduced on the way back.
+#include "../runtime/runtime_state.hpp"
+#include "protocol.hpp"
+#include <crown/actor/controller.hpp>
+#include <crown/detail/wait.hpp>
+#include <crown/log.hpp>
+#include <algorithm>
+#include <cstdlib>
+#include <cxxabi.h>
+#include <map>
+#include <memory>
+#include <mutex>
+
+namespace crown {
+namespace detail {
+namespace {
+
+constexpr int command_tag = 1;
+constexpr int reply_tag = 2;
+
+std::mutex g_registry_mutex;
+std::map<std::string, actor_type>& registry() {
+  static std::map<std::string, actor_type> types;
+  return types;
+}
+
+/// Nonblocking sends whose buffers stay alive (shared by every child a command is
+/// forwarded to) until MPI is done with them.
+class sender {
+public:
+  void send(std::shared_ptr<const std::vector<std::byte>> data, int dest, int tag, MPI_Comm comm) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check_mpi(MPI_Isend(data->data(), static_cast<int>(data->size()), MPI_BYTE, dest, tag, comm, &r),
+              "controller: MPI_Isend to rank " + std::to_string(dest));
+    pending_.push_back({std::move(data), r});
+  }
+  void poll() {
+    for (std::size_t i = 0; i < pending_.size();) {
+      int done = 0;
+      check_mpi(MPI_Test(&pending_[i].request, &done, MPI_STATUS_IGNORE), "controller: MPI_Test");
+      if (done) {
+        pending_[i] = std::move(pending_.back());
+        pending_.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+  void drain() {
+    backoff pause;
+    for (poll(); !pending_.empty(); poll()) pause.pause();
+  }
+
+private:
+  struct outgoing {
+    std::shared_ptr<const std::vector<std::byte>> data;
+    MPI_Request request;
+  };
+  std::vector<outgoing> pending_;
+};
+
+/// Receives one message with `tag` (any tag when MPI_ANY_TAG) if one has arrived.
+std::shared_ptr<std::vector<std::byte>> receive(MPI_Comm comm, int tag, MPI_Status& status) {
+  int arrived = 0;
+  check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, &arrived, &status), "controller: MPI_Iprobe");
+  if (!arrived) return nullptr;
+  int bytes = 0;
+  MPI_Get_count(&status, MPI_BYTE, &bytes);
+  auto data = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(bytes));
+  check_mpi(MPI_Recv(data->data(), bytes, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, comm,
+                     MPI_STATUS_IGNORE),
+            "controller: MPI_Recv");
+  return data;
+}
+
+std::string exception_type() {
+  const std::type_info* t = abi::__cxa_current_exception_type();
+  return t ? demangle(t->name()) : std::string("unknown exception");
+}
+
+std::string point_text(const crown::mesh& m, const point& p) {
+  std::string s = "{";
+  for (std::size_t i = 0; i < p.size(); ++i)
+    s += (i ? "," : "") + m.dims()[i].name + "=" + std::to_string(p[i]);
+  return s + "}";
+}
+
+thread_local const actor_context* g_actor = nullptr;
+
+/// Sets this_actor() for the duration of a constructor or endpoint.
+struct actor_scope {
+  explicit actor_scope(const actor_context& c) { g_actor = &c; }
+  ~actor_scope() { g_actor = nullptr; }
+  actor_scope(const actor_scope&) = delete;
+  actor_scope& operator=(const actor_scope&) = delete;
+};
+
+} // namespace
+
+std::string demangle(const char* mangled) {
+  int status = 0;
+  char* readable = abi::__cxa_demangle(mangled, nullptr, nullptr, &status);
+  std::string s = status == 0 && readable ? readable : mangled;
+  std::free(readable);
+  return s;
+}
+
+void register_actor_type(const std::string& key, actor_type t) {
+  const std::lock_guard lock(g_registry_mutex);
+  registry().emplace(key, std::move(t));
+}
+
+const actor_type* find_actor_type(const std::string& key) {
+  const std::lock_guard lock(g_registry_mutex);
+  const auto it = registry().find(key);
+  return it == registry().end() ? nullptr : &it->second;
+}
+
+// ---------------------------------------------------------------- controller side
+
+class control_core {
+public:
+  control_core(MPI_Comm comm, int size, int fanout)
+      : comm_(comm), size_(size), fanout_(fanout), sent_to_(static_cast<std::size_t>(size)) {}
+
+  std::uint64_t submit(message_kind kind, std::uint32_t mesh_id, std::uint32_t endpoint,
+                       reply_mode mode, reduce_op op, const target_set& t,
+                       std::span<const std::byte> payload) {
+    command_header h;
+    h.kind = kind;
+    h.seq = ++seq_;
+    h.request = ++next_request_;
+    h.mesh_id = mesh_id;
+    h.endpoint = endpoint;
+    h.mode = mode;
+    h.reduce_op = static_cast<std::uint8_t>(op);
+    h.fanout = static_cast<std::uint16_t>(fanout_);
+    h.targets = static_cast<std::uint32_t>(t.ranks.size());
+    h.payload_bytes = payload.size();
+    std::vector<std::int32_t> ranks(t.ranks.begin(), t.ranks.end());
+    std::vector<std::uint64_t> order;
+    for (int r : t.ranks) order.push_back(sent_to_[static_cast<std::size_t>(r)]++);
+    auto message = std::make_shared<std::vector<std::byte>>();
+    encode_command(h, ranks, t.positions, order, payload, *message);
+    const std::uint32_t children = std::min<std::uint32_t>(h.targets, h.fanout);
+    for (std::uint32_t node = 1; node <= children; ++node)
+      out_.send(message, t.ranks[node - 1], command_tag, comm_);
+    auto& p = requests_[h.request];
+    p.waiting = children;
+    p.mesh_id = mesh_id;
+    if (kind == message_kind::call)
+      for (std::uint32_t position : t.positions) {
+        p.positions.push_back(position);
+        ++busy_[{mesh_id, position}];
+      }
+    return h.request;
+  }
+
+  bool ready(std::uint64_t request) {
+    progress();
+    const auto it = requests_.find(request);
+    if (it == requests_.end())
+      throw state_error("future", "its result was already taken (get() on a moved-from or "
+                                  "finished future)");
+    return it->second.waiting == 0;
+  }
+
+  call_result take(std::uint64_t request) {
+    const auto it = requests_.find(request);
+    call_result r = std::move(it->second.result);
+    settle(it->second);
+    requests_.erase(it);
+    return r;
+  }
+
+  void forget(std::uint64_t request) {
+    auto it = requests_.find(request);
+    it->second.forgotten = true;
+    progress();
+  }
+
+  std::size_t least_busy(std::uint32_t mesh_id, std::span<const std::uint32_t> positions) {
+    std::size_t best = 0;
+    int fewest = -1;
+    for (std::size_t i = 0; i < positions.size(); ++i) {
+      const int n = busy_[{mesh_id, positions[i]}];
+      if (fewest < 0 || n < fewest) {
+        fewest = n;
+        best = i;
+      }
+    }
+    return best;
+  }
+
+  /// Waits for every command; returns the failures no future reported.
+  std::vector<actor_failure> flush() {
+    backoff pause;
+    for (progress(); !all_done(); progress()) pause.pause();
+    return std::exchange(supervision_, {});
+  }
+
+  std::uint32_t new_mesh_id() { return ++next_mesh_; }
+  std::vector<std::byte>& payload() { return payload_; }
+  [[nodiscard]] int size() const { return size_; }
+
+  void progress() {
+    out_.poll();
+    MPI_Status status;
+    while (auto data = receive(comm_, reply_tag, status)) {
+      auto reply = decode_reply(*data);
+      if (!reply) {
+        log(log_level::error, "controller: dropped a malformed reply from rank ", status.MPI_SOURCE);
+        continue;
+      }
+      const auto it = requests_.find(reply->first);
+      if (it == requests_.end()) {
+        log(log_level::error, "controller: reply from rank ", status.MPI_SOURCE,
+            " for unknown request ", reply->first);
+        continue;
+      }
+      pending& p = it->second;
+      for (const reply_record& rec : reply->second) {
+        if (rec.error)
+          p.result.failures.push_back(failure_of(rec.bytes, status.MPI_SOURCE));
+        else
+          p.result.values.emplace_back(rec.position,
+                                       std::vector<std::byte>(rec.bytes.begin(), rec.bytes.end()));
+      }
+      if (--p.waiting == 0 && p.forgotten) {
+        for (auto& f : p.result.failures) supervision_.push_back(std::move(f));
+        settle(p);
+        requests_.erase(it);
+      }
+    }
+  }
+
+  void drain() { out_.drain(); }
+
+private:
+  struct pending {
+    std::uint32_t waiting = 0;
+    std::uint32_t mesh_id = 0;
+    bool forgotten = false;
+    std::vector<std::uint32_t> positions;
+    call_result result;
+  };
+  void settle(const pending& p) {
+    for (std::uint32_t position : p.positions) --busy_[{p.mesh_id, position}];
+  }
+  bool all_done() const {
+    for (const auto& [id, p] : requests_)
+      if (p.waiting) return false;
+    return true;
+  }
+  static actor_failure failure_of(std::span<const std::byte> bytes, int from) {
+    try {
+      return from_bytes<actor_failure>(bytes);
+    } catch (const std::exception& e) {
+      return {"?", from, "crown::detail::malformed_message", e.what()};
+    }
+  }
+
+  MPI_Comm comm_;
+  int size_;
+  int fanout_;
+  std::uint64_t seq_ = 0, next_request_ = 0;
+  std::uint32_t next_mesh_ = 0;
+  std::vector<std::uint64_t> sent_to_;
+  std::map<std::uint64_t, pending> requests_;
+  std::map<std::pair<std::uint32_t, std::uint32_t>, int> busy_;
+  std::vector<actor_failure> supervision_;
+  std::vector<std::byte> payload_;
+  sender out_;
+};
+
+bool request_ready(control_core& core, std::uint64_t request) { return core.ready(request); }
+call_result take_result(control_core& core, std::uint64_t request) { return core.take(request); }
+std::uint64_t submit(control_core& core, message_kind kind, std::uint32_t mesh_id,
+                     std::uint32_t endpoint, reply_mode mode, reduce_op op,
+                     const target_set& targets, std::span<const std::byte> payload) {
+  return core.submit(kind, mesh_id, endpoint, mode, op, targets, payload);
+}
+std::uint32_t new_mesh_id(control_core& core) { return core.new_mesh_id(); }
+void forget(control_core& core, std::uint64_t request) { core.forget(request); }
+std::size_t least_busy(control_core& core, std::uint32_t mesh_id,
+                       std::span<const std::uint32_t> positions) {
+  return core.least_busy(mesh_id, positions);
+}
+std::vector<std::byte>& payload_buffer(control_core& core) { return core.payload(); }
+
+// ---------------------------------------------------------------- serving side
+
+namespace {
+
+class server {
+public:
+  server(MPI_Comm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
+  ~server() { destroy_actors(); }
+  server(const server&) = delete;
+  server& operator=(const server&) = delete;
+
+  /// Serves until the controller's stop; returns the exit code it carries.
+  int serve() {
+    backoff pause;
+    while (!(stopping_ && open_.empty())) { // the stop's reply is sent: done
+      if (poll())
+        pause = backoff{};
+      else
+        pause.pause();
+    }
+    out_.drain();
+    return exit_code_;
+  }
+
+private:
+  struct hosted {
+    const actor_type* type = nullptr;
+    void* object = nullptr;
+    crown::mesh mesh;
+    point coords;
+    int index = 0;
+    std::string name;
+    std::string label; ///< "trainers{dp=1}"
+  };
+  struct open_request {
+    int parent = 0;
+    std::uint32_t waiting = 0;
+    bool own_done = false;
+    reply_mode mode = reply_mode::gather;
+    reduce_op op = reduce_op::sum;
+    std::uint32_t mesh_id = 0, endpoint = 0;
+    std::shared_ptr<std::vector<std::byte>> reply = std::make_shared<std::vector<std::byte>>();
+    std::vector<std::byte> reduced, scratch;
+    bool have_reduced = false;
+  };
+
+  bool poll() {
+    out_.poll();
+    MPI_Status status;
+    auto data = receive(comm_, MPI_ANY_TAG, status);
+    if (!data) return false;
+    if (status.MPI_TAG == command_tag)
+      accept_command(std::move(data), status.MPI_SOURCE);
+    else
+      accept_reply(*data, status.MPI_SOURCE);
+    return true;
+  }
+
+  void accept_command(std::shared_ptr<std::vector<std::byte>> data, int from) {
+    const auto c = decode_command(*data, size_);
+    const bool mine = c && std::find(c->ranks.begin(), c->ranks.end(), rank_) != c->ranks.end();
+    if (!mine) {
+      log(log_level::error, "dropped a malformed command from rank ", from, " (", data->size(),
+          " bytes)");
+      return;
+    }
+    const auto i = static_cast<std::uint32_t>(
+        std::find(c->ranks.begin(), c->ranks.end(), rank_) - c->ranks.begin());
+    const std::uint32_t node = i + 1, fanout = c->head.fanout;
+    // Forward first: a child never waits for this rank's endpoint to finish.
+    std::uint32_t children = 0;
+    for (std::uint32_t child = first_child(node, fanout);
+         child < first_child(node, fanout) + fanout && child <= c->head.targets; ++child, ++children)
+      out_.send(data, c->ranks[child - 1], command_tag, comm_);
+    const std::uint32_t parent = parent_node(node, fanout);
+    open_request& o = open_[c->head.request];
+    o.parent = parent == 0 ? 0 : c->ranks[parent - 1];
+    o.waiting = children;
+    o.mode = c->head.mode;
+    o.op = static_cast<reduce_op>(c->head.reduce_op);
+    o.mesh_id = c->head.mesh_id;
+    o.endpoint = c->head.endpoint;
+    begin_reply(c->head.request, *o.reply);
+    queued_[c->order[i]] = std::move(data);
+    while (!stopping_ && queued_.count(executed_)) {
+      auto next = std::move(queued_[executed_]);
+      queued_.erase(executed_++);
+      execute(*next);
+    }
+  }
+
+  void execute(const std::vector<std::byte>& data) {
+    const auto c = decode_command(data, size_); // checked on arrival
+    const auto i = static_cast<std::size_t>(std::find(c->ranks.begin(), c->ranks.end(), rank_) -
+                                            c->ranks.begin());
+    const std::uint32_t position = c->positions[i];
+    open_request& o = open_[c->head.request];
+    std::vector<std::byte> value;
+    try {
+      switch (c->head.kind) {
+      case message_kind::spawn:
+        spawn(c->head.mesh_id, c->payload);
+        break;
+      case message_kind::call:
+        call(c->head.mesh_id, c->head.endpoint, c->payload, value);
+        break;
+      default:
+        exit_code_ = from_bytes<int>(c->payload);
+        destroy_actors();
+        stopping_ = true;
+        break;
+      }
+      record(o, position, false, value);
+    } catch (...) {
+      actor_failure f{label_of(c->head.mesh_id, position), rank_, exception_type(), "?"};
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        f.message = e.what();
+      } catch (...) {
+      }
+      std::vector<std::byte> bytes;
+      to_bytes(f, bytes);
+      record(o, position, true, bytes);
+    }
+    o.own_done = true;
+    finish(c->head.request);
+  }
+
+  std::string label_of(std::uint32_t mesh_id, std::uint32_t position) const {
+    const auto it = actors_.find(mesh_id);
+    return it != actors_.end() ? it->second.label
+                               : "actor mesh #" + std::to_string(mesh_id) + " point " +
+                                     std::to_string(position);
+  }
+
+  void spawn(std::uint32_t mesh_id, std::span<const std::byte> payload) {
+    const auto spec = from_bytes<spawn_spec>(payload);
+    const actor_type* type = find_actor_type(spec.key);
+    if (!type)
+      throw state_error("spawn of " + spec.name,
+                        "actor type " + demangle(spec.key.c_str()) + " is not registered here");
+    std::vector<dim> dims;
+    for (std::size_t d = 0; d < spec.dim_names.size() && d < spec.dim_sizes.size(); ++d)
+      dims.push_back({spec.dim_names[d], spec.dim_sizes[d]});
+    hosted h{type, nullptr, crown::mesh(std::move(dims), spec.ranks), {}, 0, spec.name, {}};
+    h.coords = h.mesh.point_of(rank_);
+    h.index = h.mesh.index_of(rank_);
+    h.label = spec.name + point_text(h.mesh, h.coords);
+    {
+      const actor_context context{h.mesh, h.coords, h.index, h.name};
+      const actor_scope scope(context);
+      byte_reader args(spec.args);
+      h.object = type->construct(args);
+    }
+    actors_.insert_or_assign(mesh_id, std::move(h));
+  }
+
+  void call(std::uint32_t mesh_id, std::uint32_t endpoint, std::span<const std::byte> payload,
+            std::vector<std::byte>& value) {
+    const auto it = actors_.find(mesh_id);
+    if (it == actors_.end())
+      throw state_error("call", "no actor of actor mesh #" + std::to_string(mesh_id) +
+                                    " lives on this rank (its spawn failed?)");
+    hosted& h = it->second;
+    if (endpoint >= h.type->endpoints.size())
+      throw argument_error("call on " + h.label, "unknown endpoint #" + std::to_string(endpoint) +
+                                                     " of " + h.type->name);
+    const actor_context context{h.mesh, h.coords, h.index, h.name};
+    const actor_scope scope(context);
+    byte_reader args(payload);
+    h.type->endpoints[endpoint](h.object, args, value);
+    if (args.remaining() != 0)
+      throw malformed_message("call on " + h.label + ": " + std::to_string(args.remaining()) +
+                              " argument bytes left over");
+  }
+
+  /// Adds this rank's or a child's answer to the reply under construction.
+  void record(open_request& o, std::uint32_t position, bool error, std::span<const std::byte> bytes) {
+    if (error) return append_record(position, true, bytes, *o.reply);
+    if (o.mode == reply_mode::errors_only) return;
+    if (o.mode == reply_mode::gather) return append_record(position, false, bytes, *o.reply);
+    if (!o.have_reduced) {
+      o.reduced.assign(bytes.begin(), bytes.end());
+      o.have_reduced = true;
+      return;
+    }
+    const auto it = actors_.find(o.mesh_id);
+    const auto combine = it == actors_.end() || o.endpoint >= it->second.type->reducers.size()
+                             ? nullptr
+                             : it->second.type->reducers[o.endpoint];
+    if (!combine) throw state_error("reduce", "the endpoint's result cannot be reduced");
+    o.scratch.clear();
+    combine(o.op, o.reduced, bytes, o.scratch);
+    std::swap(o.reduced, o.scratch);
+  }
+
+  void accept_reply(const std::vector<std::byte>& data, int from) {
+    auto reply = decode_reply(data);
+    const auto it = reply ? open_.find(reply->first) : open_.end();
+    if (it == open_.end()) {
+      log(log_level::error, "dropped a malformed or unexpected reply from rank ", from);
+      return;
+    }
+    for (const reply_record& r : reply->second) {
+      try {
+        record(it->second, r.position, r.error, r.bytes);
+      } catch (const std::exception& e) {
+        actor_failure f{label_of(it->second.mesh_id, r.position), rank_, exception_type(),
+                        e.what()};
+        std::vector<std::byte> bytes;
+        to_bytes(f, bytes);
+        append_record(r.position, true, bytes, *it->second.reply);
+      }
+    }
+    --it->second.waiting;
+    finish(reply->first);
+  }
+
+  void finish(std::uint64_t request) {
+    const auto it = open_.find(request);
+    open_request& o = it->second;
+    if (!o.own_done || o.waiting) return;
+    if (o.have_reduced) append_record(all_positions, false, o.reduced, *o.reply);
+    out_.send(o.reply, o.parent, reply_tag, comm_);
+    open_.erase(it);
+  }
+
+  void destroy_actors() noexcept {
+    for (auto it = actors_.rbegin(); it != actors_.rend(); ++it) {
+      const actor_context context{it->second.mesh, it->second.coords, it->second.index,
+                                  it->second.name};
+      const actor_scope scope(context);
+      it->second.type->destroy(it->second.object);
+    }
+    actors_.clear();
+  }
+
+  MPI_Comm comm_;
+  int rank_, size_;
+  std::uint64_t executed_ = 0;
+  std::map<std::uint64_t, std::shared_ptr<std::vector<std::byte>>> queued_; ///< by order
+  std::map<std::uint32_t, hosted> actors_;
+  std::map<std::uint64_t, open_request> open_;
+  sender out_;
+  bool stopping_ = false;
+  int exit_code_ = 0;
+};
+
+} // namespace
+} // namespace detail
+
+// ---------------------------------------------------------------- public
+
+const actor_context& this_actor() {
+  if (!detail::g_actor)
+    throw state_error("crown::this_actor()", "called outside an actor's constructor or endpoint");
+  return *detail::g_actor;
+}
+
+proc_mesh controller::workers() {
+  const int n = core_->size();
+  if (n < 2)
+    throw state_error("controller::workers()",
+                      "no rank serves: rank 0 controls and ranks 1.. serve actors, so launch "
+                      "N workers with mpirun -np N+1");
+  std::vector<int> ranks;
+  for (int r = 1; r < n; ++r) ranks.push_back(r);
+  return proc_mesh(this, crown::mesh({{"workers", n - 1}}, std::move(ranks)));
+}
+
+void controller::flush() {
+  auto failures = core_->flush();
+  if (!failures.empty()) throw actor_error("controller::flush (broadcasts)", std::move(failures));
+}
+
+void controller::check_spawn(const crown::mesh& on, const std::string& name) const {
+  const std::string what = "spawn of actor mesh " + (name.empty() ? "\"\"" : name) + " on " +
+                           on.to_string();
+  if (name.empty()) throw argument_error(what, "an actor mesh needs a name");
+  for (int r : on) {
+    if (r == 0)
+      throw argument_error(what, "rank 0 is the controller and hosts no actors; spawn on "
+                                 "controller::workers() or a part of it");
+    if (r >= core_->size())
+      throw argument_error(what, "rank " + std::to_string(r) + " is not in the job (" +
+                                     std::to_string(core_->size()) + " ranks)");
+  }
+}
+
+int runtime::control(const std::function<void(controller&)>& fn) {
+  state_->check_alive("runtime::control");
+  MPI_Comm comm = MPI_COMM_NULL; // control traffic never meets data traffic
+  check_mpi(MPI_Comm_dup(state_->world_comm.get(), &comm), "runtime::control: MPI_Comm_dup");
+  MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  int code = 0;
+  if (state_->rank == 0) {
+    detail::control_core core(comm, state_->size, state_->cfg.fanout);
+    controller c(core);
+    try {
+      fn(c);
+      c.flush();
+    } catch (const std::exception& e) {
+      log(log_level::error, "the controller failed: ", e.what());
+      code = 1;
+    }
+    try { // every serving rank leaves its loop with the same exit code
+      std::vector<std::byte> payload;
+      detail::to_bytes(code, payload);
+      detail::target_set all;
+      for (int r = 1; r < state_->size; ++r) {
+        all.ranks.push_back(r);
+        all.positions.push_back(static_cast<std::uint32_t>(r - 1));
+      }
+      if (!all.ranks.empty()) {
+        const auto stop = core.submit(detail::message_kind::stop, 0, 0,
+                                      detail::reply_mode::errors_only, reduce_op::sum, all, payload);
+        detail::backoff pause;
+        while (!core.ready(stop)) pause.pause();
+        auto result = core.take(stop);
+        for (const auto& f : result.failures)
+          log(log_level::error, "stopping ", f.mesh, " on rank ", f.rank, ": ", f.message);
+      }
+      core.drain();
+    } catch (const std::exception& e) {
+      log(log_level::error, "stopping the serving ranks failed: ", e.what());
+      code = 1;
+    }
+  } else {
+    detail::server s(comm, state_->rank, state_->size);
+    code = s.serve();
+  }
+  MPI_Comm_free(&comm);
+  return code;
+}
+
+} // namespace crown

@@ -1,0 +1,229 @@
+// The single controller: rank 0 drives actor meshes on the other ranks. Every test runs
+// runtime::control on every rank; the checks run on rank 0, inside the controller.
+#include <boost/test/unit_test.hpp>
+#include <chrono>
+#include <crown/crown.hpp>
+#include <harness/crown_test.hpp>
+#include <numeric>
+#include <stdexcept>
+#include <thread>
+
+using namespace crown_test; // w(), me(), n(), what_of()
+
+namespace {
+
+struct stats {
+  int index = 0;
+  std::vector<double> samples;
+  std::string label;
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(index, samples, label);
+  }
+};
+
+/// A test actor: a counter that starts at `start` plus its index in the actor mesh.
+class counter {
+public:
+  explicit counter(int start) : value_(start + crown::this_actor().index) {
+    if (start < 0) throw std::invalid_argument("negative start " + std::to_string(start));
+  }
+  int add(int k) { return value_ += k; }
+  int get() const { return value_; }
+  std::string where() const {
+    const auto& a = crown::this_actor();
+    return a.name + "@" + std::to_string(a.index) + "/" + std::to_string(a.mesh.size());
+  }
+  void fail_on(int index) {
+    if (crown::this_actor().index == index)
+      throw std::domain_error("boom at " + std::to_string(index));
+  }
+  double ring_sum() { // the actor mesh is a mesh: coarrays and collectives among actors
+    const crown::mesh& m = crown::this_actor().mesh;
+    crown::coarray<double> a(m, 1);
+    a.on((m.rank() + 1) % m.size()).put({0}, m.rank() + 1.0);
+    crown::sync_all(m);
+    double x = a(0);
+    crown::co_sum(m, x);
+    return x;
+  }
+  stats summary(int k) const {
+    return {crown::this_actor().index, std::vector<double>(static_cast<std::size_t>(k), 0.5),
+            where()};
+  }
+  int slow(int ms) const {
+    std::this_thread::sleep_for(std::chrono::milliseconds(ms));
+    return ms;
+  }
+  int not_an_endpoint() const { return 0; }
+
+  static constexpr auto endpoints =
+      crown::endpoints(&counter::add, &counter::get, &counter::where, &counter::fail_on,
+                       &counter::ring_sum, &counter::summary, &counter::slow);
+
+private:
+  int value_;
+};
+
+/// Runs `fn` as the controller on rank 0 while the others serve; checks every rank's
+/// exit code.
+void control(const std::function<void(crown::controller&)>& fn, int expected = 0) {
+  const int code = crown::this_runtime().control(fn);
+  BOOST_TEST(code == expected);
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(call_gives_one_value_per_point) {
+  control([](crown::controller& c) {
+    auto counters = c.workers().spawn<counter>("counters", 10);
+    const auto values = counters.call(&counter::get).get();
+    BOOST_TEST(values.size() == static_cast<std::size_t>(n() - 1));
+    for (int i = 0; i < n() - 1; ++i) {
+      BOOST_TEST(values[static_cast<std::size_t>(i)] == 10 + i);
+      BOOST_TEST(values.at({i}) == 10 + i);
+    }
+    const auto where = counters.call(&counter::where).get();
+    BOOST_TEST(where[0] == "counters@0/" + std::to_string(n() - 1));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(every_adverb) {
+  control([](crown::controller& c) {
+    auto counters = c.workers().spawn<counter>("counters", 0);
+    const int last = n() - 2;
+    BOOST_TEST(counters.call_one({last}, &counter::add, 5).get() == last + 5);
+    counters.broadcast(&counter::add, 100);
+    const auto values = counters.call(&counter::get).get();
+    int total = 0;
+    for (int i = 0; i <= last; ++i) {
+      BOOST_TEST(values[static_cast<std::size_t>(i)] == i + 100 + (i == last ? 5 : 0));
+      total += values[static_cast<std::size_t>(i)];
+    }
+    BOOST_TEST(counters.reduce(crown::reduce_op::sum, &counter::get).get() == total);
+    BOOST_TEST(counters.reduce(crown::reduce_op::max, &counter::get).get() == last + 105);
+    BOOST_TEST(counters.reduce(crown::reduce_op::min, &counter::get).get() == 100 + (last ? 0 : 5));
+    const int chosen = counters.choose(&counter::get).get();
+    BOOST_TEST((chosen >= 100 && chosen <= last + 105));
+    counters.call(&counter::fail_on, -1).get(); // void endpoints: a future<void>
+  });
+}
+
+BOOST_AUTO_TEST_CASE(many_calls_in_flight_complete_in_order) {
+  control([](crown::controller& c) {
+    auto counters = c.workers().spawn<counter>("counters", 0);
+    std::vector<crown::future<int>> pending;
+    for (int k = 1; k <= 300; ++k) pending.push_back(counters.call_one({0}, &counter::add, 1));
+    std::vector<crown::future<crown::value_mesh<int>>> all;
+    for (int k = 0; k < 50; ++k) all.push_back(counters.call(&counter::add, 2));
+    for (int k = 1; k <= 300; ++k) BOOST_TEST(pending[static_cast<std::size_t>(k - 1)].get() == k);
+    for (int k = 0; k < 50; ++k)
+      BOOST_TEST(all[static_cast<std::size_t>(k)].get()[0] == 300 + 2 * (k + 1));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(overlapping_actor_meshes_keep_one_order) {
+  // Commands to two actor meshes over overlapping ranks, each running a collective
+  // among its actors: every rank executes them in the controller's order.
+  control([](crown::controller& c) {
+    auto all = c.workers().spawn<counter>("all", 0);
+    auto tail = c.workers().slice("workers", crown::range{n() > 2 ? 1 : 0, n() - 1})
+                    .spawn<counter>("tail", 0);
+    const double m_all = n() - 1, m_tail = tail.mesh().size();
+    std::vector<crown::future<crown::value_mesh<double>>> sums;
+    for (int k = 0; k < 10; ++k) {
+      sums.push_back(all.call(&counter::ring_sum));
+      sums.push_back(tail.call(&counter::ring_sum));
+    }
+    for (std::size_t k = 0; k < sums.size(); ++k) {
+      const double m = k % 2 ? m_tail : m_all;
+      for (double v : sums[k].get()) BOOST_TEST(v == m * (m + 1) / 2);
+    }
+  });
+}
+
+BOOST_AUTO_TEST_CASE(slices_are_targets_for_every_adverb) {
+  control([](crown::controller& c) {
+    auto counters = c.workers().spawn<counter>("counters", 0);
+    auto first = counters.slice("workers", 0);
+    BOOST_TEST(first.mesh().size() == 1);
+    BOOST_TEST(first.call(&counter::add, 7).get()[0] == 7);
+    const auto values = counters.call(&counter::get).get();
+    BOOST_TEST(values[0] == 7);
+    BOOST_TEST(values.slice("workers", 0).values().size() == 1u);
+    if (n() == 2) return; // one actor: nothing else to slice
+    BOOST_TEST(values[1] == 1); // untouched
+    auto rest = counters.slice("workers", crown::range{1, n() - 1});
+    rest.broadcast(&counter::add, 10);
+    BOOST_TEST(counters.reduce(crown::reduce_op::sum, &counter::get).get() ==
+               7 + (n() - 2) * (n() - 1) / 2 + 10 * (n() - 2));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(user_types_travel_both_ways) {
+  control([](crown::controller& c) {
+    auto counters = c.workers().spawn<counter>("counters", 0);
+    const auto s = counters.call(&counter::summary, 3).get();
+    for (int i = 0; i < n() - 1; ++i) {
+      BOOST_TEST(s[static_cast<std::size_t>(i)].index == i);
+      BOOST_TEST(s[static_cast<std::size_t>(i)].samples == std::vector<double>(3, 0.5));
+      BOOST_TEST(s[static_cast<std::size_t>(i)].label.starts_with("counters@"));
+    }
+  });
+}
+
+BOOST_AUTO_TEST_CASE(exceptions_in_endpoints_name_point_rank_and_type) {
+  control([](crown::controller& c) {
+    auto counters = c.workers().spawn<counter>("counters", 0);
+    try {
+      counters.call(&counter::fail_on, 0).get();
+      BOOST_FAIL("no actor_error");
+    } catch (const crown::actor_error& e) {
+      BOOST_TEST(e.failures().size() == 1u);
+      const auto& f = e.failures().at(0);
+      BOOST_TEST(f.mesh == "counters{workers=0}");
+      BOOST_TEST(f.rank == 1);
+      BOOST_TEST(f.type == "std::domain_error");
+      BOOST_TEST(f.message == "boom at 0");
+      BOOST_TEST(std::string(e.what()).find("counters{workers=0} on rank 1: std::domain_error: "
+                                            "boom at 0") != std::string::npos,
+                 e.what());
+    }
+    BOOST_TEST(counters.call(&counter::get).get()[0] == 0); // still serving
+    counters.broadcast(&counter::fail_on, n() - 2);
+    const auto m = what_of<crown::actor_error>([&] { c.flush(); });
+    BOOST_TEST(m.find("counters{workers=" + std::to_string(n() - 2) + "}") != std::string::npos, m);
+    const auto spawn = what_of<crown::actor_error>([&] { c.workers().spawn<counter>("bad", -3); });
+    BOOST_TEST(spawn.find("std::invalid_argument: negative start -3") != std::string::npos, spawn);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(bad_requests_are_refused_at_the_controller) {
+  control([](crown::controller& c) {
+    auto counters = c.workers().spawn<counter>("counters", 0);
+    auto m = what_of<crown::argument_error>([&] { (void)counters.call(&counter::not_an_endpoint); });
+    BOOST_TEST(m.find("not listed in") != std::string::npos, m);
+    m = what_of<crown::argument_error>([&] { (void)counters.call_one({n()}, &counter::get); });
+    BOOST_TEST(m.find("out of range") != std::string::npos, m);
+    m = what_of<crown::argument_error>([&] { c.spawn<counter>(w(), "with_controller", 0); });
+    BOOST_TEST(m.find("rank 0 is the controller") != std::string::npos, m);
+    m = what_of<crown::argument_error>([&] { crown::mesh({{"x", 1}}, {n()}); });
+    BOOST_TEST(m.find(std::to_string(n())) != std::string::npos, m);
+    m = what_of<crown::state_error>([] { (void)crown::this_actor(); });
+    BOOST_TEST(m.find("outside an actor") != std::string::npos, m);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(get_with_a_timeout) {
+  control([](crown::controller& c) {
+    auto counters = c.workers().spawn<counter>("counters", 0);
+    auto f = counters.call_one({0}, &counter::slow, 300);
+    const auto m = what_of<crown::timeout_error>([&] { (void)f.get(std::chrono::milliseconds(1)); });
+    BOOST_TEST(m.find("no complete answer within") != std::string::npos, m);
+    BOOST_TEST(f.get() == 300);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_failing_controller_fails_every_rank) {
+  control([](crown::controller&) { throw std::runtime_error("controller gives up"); }, 1);
+}
