@@ -3,10 +3,10 @@
 // commands in the controller's order, replies are gathered or reduced on the way back.
 #include "../runtime/runtime_state.hpp"
 #include "protocol.hpp"
+#include <algorithm>
 #include <crown/actor/controller.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/log.hpp>
-#include <algorithm>
 #include <cstdlib>
 #include <cxxabi.h>
 #include <map>
@@ -32,8 +32,9 @@ class sender {
 public:
   void send(std::shared_ptr<const std::vector<std::byte>> data, int dest, int tag, MPI_Comm comm) {
     MPI_Request r = MPI_REQUEST_NULL;
-    check_mpi(MPI_Isend(data->data(), static_cast<int>(data->size()), MPI_BYTE, dest, tag, comm, &r),
-              "controller: MPI_Isend to rank " + std::to_string(dest));
+    check_mpi(
+        MPI_Isend(data->data(), static_cast<int>(data->size()), MPI_BYTE, dest, tag, comm, &r),
+        "controller: MPI_Isend to rank " + std::to_string(dest));
     pending_.push_back({std::move(data), r});
   }
   void poll() {
@@ -211,7 +212,8 @@ public:
     while (auto data = receive(comm_, reply_tag, status)) {
       auto reply = decode_reply(*data);
       if (!reply) {
-        log(log_level::error, "controller: dropped a malformed reply from rank ", status.MPI_SOURCE);
+        log(log_level::error, "controller: dropped a malformed reply from rank ",
+            status.MPI_SOURCE);
         continue;
       }
       const auto it = requests_.find(reply->first);
@@ -356,13 +358,14 @@ private:
           " bytes)");
       return;
     }
-    const auto i = static_cast<std::uint32_t>(
-        std::find(c->ranks.begin(), c->ranks.end(), rank_) - c->ranks.begin());
+    const auto i = static_cast<std::uint32_t>(std::find(c->ranks.begin(), c->ranks.end(), rank_) -
+                                              c->ranks.begin());
     const std::uint32_t node = i + 1, fanout = c->head.fanout;
     // Forward first: a child never waits for this rank's endpoint to finish.
     std::uint32_t children = 0;
     for (std::uint32_t child = first_child(node, fanout);
-         child < first_child(node, fanout) + fanout && child <= c->head.targets; ++child, ++children)
+         child < first_child(node, fanout) + fanout && child <= c->head.targets;
+         ++child, ++children)
       out_.send(data, c->ranks[child - 1], command_tag, comm_);
     const std::uint32_t parent = parent_node(node, fanout);
     open_request& o = open_[c->head.request];
@@ -409,8 +412,7 @@ private:
         throw;
       } catch (const std::exception& e) {
         f.message = e.what();
-      } catch (...) {
-      }
+      } catch (...) {}
       std::vector<std::byte> bytes;
       to_bytes(f, bytes);
       record(o, position, true, bytes);
@@ -421,9 +423,9 @@ private:
 
   std::string label_of(std::uint32_t mesh_id, std::uint32_t position) const {
     const auto it = actors_.find(mesh_id);
-    return it != actors_.end() ? it->second.label
-                               : "actor mesh #" + std::to_string(mesh_id) + " point " +
-                                     std::to_string(position);
+    return it != actors_.end()
+               ? it->second.label
+               : "actor mesh #" + std::to_string(mesh_id) + " point " + std::to_string(position);
   }
 
   void spawn(std::uint32_t mesh_id, std::span<const std::byte> payload) {
@@ -456,8 +458,8 @@ private:
                                     " lives on this rank (its spawn failed?)");
     hosted& h = it->second;
     if (endpoint >= h.type->endpoints.size())
-      throw argument_error("call on " + h.label, "unknown endpoint #" + std::to_string(endpoint) +
-                                                     " of " + h.type->name);
+      throw argument_error("call on " + h.label,
+                           "unknown endpoint #" + std::to_string(endpoint) + " of " + h.type->name);
     const actor_context context{h.mesh, h.coords, h.index, h.name};
     const actor_scope scope(context);
     byte_reader args(payload);
@@ -468,7 +470,8 @@ private:
   }
 
   /// Adds this rank's or a child's answer to the reply under construction.
-  void record(open_request& o, std::uint32_t position, bool error, std::span<const std::byte> bytes) {
+  void record(open_request& o, std::uint32_t position, bool error,
+              std::span<const std::byte> bytes) {
     if (error) return append_record(position, true, bytes, *o.reply);
     if (o.mode == reply_mode::errors_only) return;
     if (o.mode == reply_mode::gather) return append_record(position, false, bytes, *o.reply);
@@ -567,8 +570,8 @@ void controller::flush() {
 }
 
 void controller::check_spawn(const crown::mesh& on, const std::string& name) const {
-  const std::string what = "spawn of actor mesh " + (name.empty() ? "\"\"" : name) + " on " +
-                           on.to_string();
+  const std::string what =
+      "spawn of actor mesh " + (name.empty() ? "\"\"" : name) + " on " + on.to_string();
   if (name.empty()) throw argument_error(what, "an actor mesh needs a name");
   for (int r : on) {
     if (r == 0)
@@ -605,8 +608,9 @@ int runtime::control(const std::function<void(controller&)>& fn) {
         all.positions.push_back(static_cast<std::uint32_t>(r - 1));
       }
       if (!all.ranks.empty()) {
-        const auto stop = core.submit(detail::message_kind::stop, 0, 0,
-                                      detail::reply_mode::errors_only, reduce_op::sum, all, payload);
+        const auto stop =
+            core.submit(detail::message_kind::stop, 0, 0, detail::reply_mode::errors_only,
+                        reduce_op::sum, all, payload);
         detail::backoff pause;
         while (!core.ready(stop)) pause.pause();
         auto result = core.take(stop);

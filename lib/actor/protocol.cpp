@@ -67,7 +67,8 @@ std::optional<command> decode_command(std::span<const std::byte> message, int wo
     return std::nullopt;
   if (h.fanout == 0 || static_cast<std::uint8_t>(h.mode) > 2) return std::nullopt;
   // Sizes are checked against the bytes present before anything is allocated.
-  const std::size_t per_target = sizeof(std::int32_t) + sizeof(std::uint32_t) + sizeof(std::uint64_t);
+  const std::size_t per_target =
+      sizeof(std::int32_t) + sizeof(std::uint32_t) + sizeof(std::uint64_t);
   if (h.targets == 0 || h.targets > in.left() / per_target) return std::nullopt;
   c.ranks.resize(h.targets);
   c.positions.resize(h.targets);

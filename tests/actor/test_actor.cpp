@@ -127,7 +127,8 @@ BOOST_AUTO_TEST_CASE(overlapping_actor_meshes_keep_one_order) {
   // among its actors: every rank executes them in the controller's order.
   control([](crown::controller& c) {
     auto all = c.workers().spawn<counter>("all", 0);
-    auto tail = c.workers().slice("workers", crown::range{n() > 2 ? 1 : 0, n() - 1})
+    auto tail = c.workers()
+                    .slice("workers", crown::range{n() > 2 ? 1 : 0, n() - 1})
                     .spawn<counter>("tail", 0);
     const double m_all = n() - 1, m_tail = tail.mesh().size();
     std::vector<crown::future<crown::value_mesh<double>>> sums;
@@ -151,7 +152,7 @@ BOOST_AUTO_TEST_CASE(slices_are_targets_for_every_adverb) {
     const auto values = counters.call(&counter::get).get();
     BOOST_TEST(values[0] == 7);
     BOOST_TEST(values.slice("workers", 0).values().size() == 1u);
-    if (n() == 2) return; // one actor: nothing else to slice
+    if (n() == 2) return;       // one actor: nothing else to slice
     BOOST_TEST(values[1] == 1); // untouched
     auto rest = counters.slice("workers", crown::range{1, n() - 1});
     rest.broadcast(&counter::add, 10);
@@ -201,7 +202,8 @@ BOOST_AUTO_TEST_CASE(exceptions_in_endpoints_name_point_rank_and_type) {
 BOOST_AUTO_TEST_CASE(bad_requests_are_refused_at_the_controller) {
   control([](crown::controller& c) {
     auto counters = c.workers().spawn<counter>("counters", 0);
-    auto m = what_of<crown::argument_error>([&] { (void)counters.call(&counter::not_an_endpoint); });
+    auto m =
+        what_of<crown::argument_error>([&] { (void)counters.call(&counter::not_an_endpoint); });
     BOOST_TEST(m.find("not listed in") != std::string::npos, m);
     m = what_of<crown::argument_error>([&] { (void)counters.call_one({n()}, &counter::get); });
     BOOST_TEST(m.find("out of range") != std::string::npos, m);
@@ -218,7 +220,8 @@ BOOST_AUTO_TEST_CASE(get_with_a_timeout) {
   control([](crown::controller& c) {
     auto counters = c.workers().spawn<counter>("counters", 0);
     auto f = counters.call_one({0}, &counter::slow, 300);
-    const auto m = what_of<crown::timeout_error>([&] { (void)f.get(std::chrono::milliseconds(1)); });
+    const auto m =
+        what_of<crown::timeout_error>([&] { (void)f.get(std::chrono::milliseconds(1)); });
     BOOST_TEST(m.find("no complete answer within") != std::string::npos, m);
     BOOST_TEST(f.get() == 300);
   });

@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Writes the seed corpus for fuzz_am_decoder: one valid request of each kind.
+"""Writes the seed corpora: for fuzz_am_decoder one valid request of each kind (into
+DIR), for fuzz_controller_messages a command and a reply (into DIR-controller).
 Layout (am_codec.hpp, x86-64): u32 kind, u32 id, u64 runs, u64 bytes, u64 offset,
 u64 operand, u64 compare, u32 op, u16 width, u16 floating; then runs (u64 offset,
 u64 bytes) and the put payload."""
@@ -25,4 +26,20 @@ seeds = {
 }
 for name, blob in seeds.items():
     with open(os.path.join(out, name), "wb") as f:
+        f.write(blob)
+
+
+# Controller messages (lib/actor/protocol.hpp): command_header is u32 magic, u16 version,
+# u16 kind, u64 seq, u64 request, u32 mesh, u32 endpoint, u8 mode, u8 op, u16 fanout,
+# u32 targets, 4 bytes padding, u64 payload bytes; then ranks, positions, order, payload.
+controller = out.rstrip("/") + "-controller"
+os.makedirs(controller, exist_ok=True)
+MAGIC = 0x4E575243
+payload = struct.pack("<Q", 3) + b"abc"
+command = struct.pack("<IHHQQIIBBHI4xQ", MAGIC, 1, 2, 1, 1, 1, 0, 0, 0, 2, 2, len(payload))
+command += struct.pack("<ii", 1, 2) + struct.pack("<II", 0, 1) + struct.pack("<QQ", 0, 0)
+record = struct.pack("<IBQ", 0, 0, 4) + b"\x07\x00\x00\x00"
+reply = struct.pack("<IHH4xQQ", MAGIC, 1, 4, 1, 1) + record
+for name, blob in {"command": command + payload, "reply": reply}.items():
+    with open(os.path.join(controller, name), "wb") as f:
         f.write(blob)

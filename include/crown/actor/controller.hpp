@@ -179,8 +179,8 @@ private:
   auto one(int rank, const char* adverb, M m, Args&&... args) const {
     using R = typename detail::endpoint_traits<M>::result;
     detail::target_set t{{rank}, {static_cast<std::uint32_t>(full_.index_of(rank))}};
-    const auto request = send(m, adverb, detail::reply_mode::gather, reduce_op::sum, t,
-                              std::forward<Args>(args)...);
+    const auto request =
+        send(m, adverb, detail::reply_mode::gather, reduce_op::sum, t, std::forward<Args>(args)...);
     const std::string what = describe(adverb);
     return future<R>(core(), request, what, [what](detail::call_result&& r) -> R {
       if (!r.failures.empty()) throw actor_error(what, std::move(r.failures));

@@ -53,9 +53,9 @@ public:
     detail::backoff pause;
     for (; !ready(); pause.pause())
       if (std::chrono::steady_clock::now() >= until)
-        throw timeout_error(what_, "no complete answer within " +
-                                       std::to_string(std::chrono::duration<double>(timeout).count()) +
-                                       " s");
+        throw timeout_error(
+            what_, "no complete answer within " +
+                       std::to_string(std::chrono::duration<double>(timeout).count()) + " s");
     return finish_(detail::take_result(*core_, request_));
   }
 
@@ -67,7 +67,9 @@ private:
 };
 
 template <typename F>
-concept awaitable = requires(F& f) { f.ready(); };
+concept awaitable = requires(F& f) {
+  f.ready();
+};
 
 /// Waits for all of them (results stay in the futures for get()).
 template <awaitable... F>

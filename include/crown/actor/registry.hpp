@@ -8,8 +8,8 @@
 #include <string>
 #include <tuple>
 #include <type_traits>
-#include <utility>
 #include <typeinfo>
+#include <utility>
 #include <vector>
 
 namespace crown {
@@ -87,8 +87,9 @@ void invoke_endpoint(M m, void* actor, byte_reader& in, std::vector<std::byte>& 
 
 template <typename R>
 R combine(reduce_op op, R x, R y) {
-  return op == reduce_op::sum ? static_cast<R>(x + y) : op == reduce_op::min ? (y < x ? y : x)
-                                                                             : (x < y ? y : x);
+  return op == reduce_op::sum   ? static_cast<R>(x + y)
+         : op == reduce_op::min ? (y < x ? y : x)
+                                : (x < y ? y : x);
 }
 
 template <typename R>

@@ -12,7 +12,8 @@ namespace crown {
 template <typename T>
 class value_mesh {
 public:
-  value_mesh(crown::mesh m, std::vector<T> values) : mesh_(std::move(m)), values_(std::move(values)) {}
+  value_mesh(crown::mesh m, std::vector<T> values)
+      : mesh_(std::move(m)), values_(std::move(values)) {}
   [[nodiscard]] const crown::mesh& mesh() const noexcept { return mesh_; }
   [[nodiscard]] std::size_t size() const noexcept { return values_.size(); }
   [[nodiscard]] const T& operator[](std::size_t i) const { return values_.at(i); }
