@@ -28,8 +28,7 @@ void check_command(std::span<const std::byte> message) {
   // Payloads are cereal data from another rank: the reader must refuse, not overrun.
   try {
     (void)from_bytes<spawn_spec>(c->payload);
-  } catch (const malformed_message&) {
-  }
+  } catch (const malformed_message&) {}
 }
 
 void check_reply(std::span<const std::byte> message) {
@@ -44,8 +43,7 @@ void check_reply(std::span<const std::byte> message) {
     append_record(rec.position, rec.error, rec.bytes, again);
     if (rec.error) try {
         (void)from_bytes<crown::actor_failure>(rec.bytes);
-      } catch (const malformed_message&) {
-      }
+      } catch (const malformed_message&) {}
   }
   require(again.size() == message.size() &&
           std::memcmp(again.data(), message.data(), again.size()) == 0);

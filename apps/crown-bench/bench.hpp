@@ -1,0 +1,57 @@
+// apps/crown-bench/bench.hpp — what every crown-bench group shares: options, medians,
+// and the CSV line `group,op,bytes,unit,crown,baseline,baseline_value,ratio`.
+#pragma once
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <mpi.h>
+#include <string>
+#include <vector>
+
+namespace crown_bench {
+
+struct options {
+  int batches = 11;
+  bool smoke = false;
+  std::string shmem_file;
+};
+
+/// Median seconds per operation over `batches` batches of `ops` calls of f.
+inline double median_seconds(const options& o, int ops, const std::function<void()>& f) {
+  std::vector<double> t;
+  f(); // warm-up
+  for (int b = 0; b < o.batches; ++b) {
+    const double start = MPI_Wtime();
+    for (int i = 0; i < ops; ++i) f();
+    t.push_back((MPI_Wtime() - start) / ops);
+  }
+  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+  return t[t.size() / 2];
+}
+
+/// One CSV line; ratio > 1 means Crown is better ("us" and "KiB" are lower-is-better).
+inline void print_line(const std::string& group, const char* op, std::size_t bytes,
+                       const char* unit, double crown, const char* base, double base_value) {
+  const bool lower_is_better = std::strcmp(unit, "us") == 0 || std::strcmp(unit, "KiB") == 0;
+  const double ratio = lower_is_better ? base_value / crown : crown / base_value;
+  std::printf("%s,%s,%zu,%s,%.4g,%s,%.4g,%.3f\n", group.c_str(), op, bytes, unit, crown, base,
+              base_value, ratio);
+  std::fflush(stdout);
+}
+
+inline void print_header() {
+  std::printf("group,op,bytes,unit,crown,baseline,baseline_value,ratio\n");
+}
+
+/// Operations per batch for a transfer of `bytes`: about 256 MiB per batch (8 MiB smoke).
+inline int ops_for(std::size_t bytes, bool smoke) {
+  const std::size_t budget = smoke ? (std::size_t{8} << 20) : (std::size_t{256} << 20);
+  return static_cast<int>(
+      std::clamp<std::size_t>(budget / std::max<std::size_t>(bytes, 1), 4, smoke ? 200 : 5000));
+}
+
+void onesided(const options& o);
+void actors(const options& o);
+
+} // namespace crown_bench

@@ -1,0 +1,211 @@
+// crown-bench onesided: puts, gets, strided sections, atomics and co_sum beside raw MPI,
+// OpenSHMEM (--shmem) and memcpy into a shared mapping. Rank 0 drives, rank 1 is the
+// target (one direction). The group column names the path to rank 1: "onesided"
+// (load/store) or "onesided-<transport>".
+#include "bench.hpp"
+#include <crown/crown.hpp>
+#include <map>
+
+namespace crown_bench {
+namespace {
+
+/// OpenSHMEM seconds per operation, by "op,bytes".
+std::map<std::string, double> g_shmem;
+std::string g_group = "onesided";
+
+void read_shmem(const std::string& file) {
+  std::FILE* f = std::fopen(file.c_str(), "r");
+  if (!f) throw crown::argument_error("crown-bench --shmem " + file, "cannot open the file");
+  char op[64];
+  unsigned long long bytes = 0;
+  double seconds = 0;
+  char buffer[256];
+  while (std::fgets(buffer, sizeof buffer, f))
+    if (std::sscanf(buffer, "shmem,%63[^,],%llu,%lf", op, &bytes, &seconds) == 3)
+      g_shmem[std::string(op) + "," + std::to_string(bytes)] = seconds;
+  std::fclose(f);
+}
+
+/// One figure beside its baseline; and beside OpenSHMEM's when it measured the same.
+void line(const char* op, std::size_t bytes, const char* unit, double crown, const char* base,
+          double base_value) {
+  print_line(g_group, op, bytes, unit, crown, base, base_value);
+  const auto shmem = g_shmem.find(std::string(op) + "," + std::to_string(bytes));
+  if (shmem == g_shmem.end() || std::strcmp(base, "memcpy_shared") == 0) return;
+  const bool latency = std::strcmp(unit, "us") == 0;
+  const double value =
+      latency ? shmem->second * 1e6 : static_cast<double>(bytes) / shmem->second / 1e9;
+  print_line(g_group, op, bytes, unit, crown, "openshmem", value);
+}
+
+} // namespace
+
+void onesided(const options& o) {
+  if (!o.shmem_file.empty()) read_shmem(o.shmem_file);
+  const auto& w = crown::world();
+  if (w.size() != 2)
+    throw crown::argument_error("crown-bench onesided", "run it on exactly 2 ranks");
+  const int me = w.rank();
+  const std::size_t max_bytes = o.smoke ? (std::size_t{1} << 20) : (std::size_t{64} << 20);
+  MPI_Comm comm = w.comm();
+
+  crown::coarray<char> a(w, max_bytes);
+  // Partial-block transfers go through the same calls coarray::put/get make.
+  std::vector<char> src(max_bytes, 1), dst(max_bytes);
+
+  // Baselines: raw MPI RMA on an MPI_Win_allocate window; memcpy into a shared mapping
+  // the other process owns (MPI_Win_allocate_shared), the physical limit on one host.
+  char* raw = nullptr;
+  MPI_Win raw_win;
+  MPI_Win_allocate(static_cast<MPI_Aint>(max_bytes), 1, MPI_INFO_NULL, comm, &raw, &raw_win);
+  MPI_Win_lock_all(MPI_MODE_NOCHECK, raw_win);
+  // The shared mapping exists only when both ranks share a host; across hosts the
+  // memcpy lines are left out.
+  MPI_Comm host = MPI_COMM_NULL;
+  MPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host);
+  int host_size = 0;
+  MPI_Comm_size(host, &host_size);
+  const bool one_host = host_size == 2;
+  char* shared_mine = nullptr;
+  MPI_Win shared_win = MPI_WIN_NULL;
+  char* shared_peer = nullptr;
+  if (one_host) {
+    MPI_Win_allocate_shared(static_cast<MPI_Aint>(max_bytes), 1, MPI_INFO_NULL, host, &shared_mine,
+                            &shared_win);
+    MPI_Aint shared_size;
+    int disp;
+    MPI_Win_shared_query(shared_win, 1, &shared_size, &disp, &shared_peer);
+  }
+
+  if (const char* t = crown::detail::transport_name(1)) g_group = std::string("onesided-") + t;
+  if (me == 0) print_header();
+  const auto run = [&](const std::function<void()>& body) {
+    if (me == 0) body();
+    w.barrier(); // the target progresses here while rank 0 measures
+  };
+  const std::vector<std::size_t> small = {8, 64, 512, 4096};
+  for (std::size_t b : small)
+    run([&] {
+      const int ops = o.smoke ? 200 : 20000;
+      const double c = median_seconds(
+          o, ops, [&] { crown::detail::remote_put(1, a.block().offset, src.data(), b); });
+      const double m = median_seconds(o, ops, [&] {
+        MPI_Put(src.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
+                raw_win);
+        MPI_Win_flush(1, raw_win);
+      });
+      line("put_latency", b, "us", c * 1e6, "mpi_put_flush", m * 1e6);
+    });
+  for (std::size_t b : small)
+    run([&] {
+      const int ops = o.smoke ? 200 : 20000;
+      const double c = median_seconds(
+          o, ops, [&] { crown::detail::remote_get(1, a.block().offset, dst.data(), b); });
+      const double m = median_seconds(o, ops, [&] {
+        MPI_Get(dst.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
+                raw_win);
+        MPI_Win_flush(1, raw_win);
+      });
+      line("get_latency", b, "us", c * 1e6, "mpi_get_flush", m * 1e6);
+    });
+  for (std::size_t b = 4096; b <= max_bytes; b *= (o.smoke ? 16 : 4))
+    run([&] {
+      const int ops = ops_for(b, o.smoke);
+      const double c = median_seconds(
+          o, ops, [&] { crown::detail::remote_put(1, a.block().offset, src.data(), b); });
+      const double s =
+          one_host ? median_seconds(o, ops, [&] { std::memcpy(shared_peer, src.data(), b); }) : 0.0;
+      const double m = median_seconds(o, ops, [&] {
+        MPI_Put(src.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
+                raw_win);
+        MPI_Win_flush(1, raw_win);
+      });
+      if (one_host) line("put_bw", b, "GB/s", b / c / 1e9, "memcpy_shared", b / s / 1e9);
+      line("put_bw", b, "GB/s", b / c / 1e9, "mpi_put_flush", b / m / 1e9);
+    });
+  for (std::size_t b = 4096; b <= max_bytes; b *= (o.smoke ? 16 : 4))
+    run([&] {
+      const int ops = ops_for(b, o.smoke);
+      const double c = median_seconds(
+          o, ops, [&] { crown::detail::remote_get(1, a.block().offset, dst.data(), b); });
+      const double m = median_seconds(o, ops, [&] {
+        MPI_Get(dst.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
+                raw_win);
+        MPI_Win_flush(1, raw_win);
+      });
+      if (one_host) {
+        const double s = median_seconds(o, ops, [&] { std::memcpy(dst.data(), shared_peer, b); });
+        line("get_bw", b, "GB/s", b / c / 1e9, "memcpy_shared", b / s / 1e9);
+      }
+      line("get_bw", b, "GB/s", b / c / 1e9, "mpi_get_flush", b / m / 1e9);
+    });
+
+  // Strided section: every other column of a rows x 1024 double matrix.
+  {
+    const std::size_t rows = o.smoke ? 64 : 1024, cols = 1024;
+    crown::coarray<double, 2> m(w, {rows, cols});
+    std::vector<double> packed(rows * cols / 2, 2.0);
+    const crown::section<2> s{{{0, rows, 1}, {0, cols, 2}}};
+    MPI_Datatype column_pairs;
+    MPI_Type_vector(static_cast<int>(rows * cols / 2), 1, 2, MPI_DOUBLE, &column_pairs);
+    MPI_Type_commit(&column_pairs);
+    run([&] {
+      const int ops = o.smoke ? 5 : 50;
+      const double c = median_seconds(o, ops, [&] { m.on(1).put(s, packed); });
+      const double v = median_seconds(o, ops, [&] {
+        MPI_Put(packed.data(), static_cast<int>(packed.size()), MPI_DOUBLE, 1, 0, 1, column_pairs,
+                raw_win);
+        MPI_Win_flush(1, raw_win);
+      });
+      const std::size_t bytes = packed.size() * sizeof(double);
+      line("strided_put_bw", bytes, "GB/s", bytes / c / 1e9, "mpi_put_vector", bytes / v / 1e9);
+    });
+    MPI_Type_free(&column_pairs);
+  }
+
+  // Atomic fetch-and-add on the target's word.
+  {
+    crown::coarray<std::int64_t> counter(w, 1);
+    run([&] {
+      const int ops = o.smoke ? 200 : 20000;
+      const double c = median_seconds(o, ops, [&] { (void)counter.on(1).fetch_add({0}, 1); });
+      std::int64_t one = 1, old = 0;
+      const double m = median_seconds(o, ops, [&] {
+        MPI_Fetch_and_op(&one, &old, MPI_INT64_T, 1, 0, MPI_SUM, raw_win);
+        MPI_Win_flush(1, raw_win);
+      });
+      line("fetch_add_latency", 8, "us", c * 1e6, "mpi_fetch_and_op", m * 1e6);
+    });
+  }
+
+  // co_sum of doubles against MPI_Allreduce (both ranks take part): data in the heap
+  // (reduced in place) and in ordinary memory (through Crown's heap buffers).
+  std::vector<std::size_t> sums;
+  for (std::size_t b = 8; b < max_bytes; b *= (o.smoke ? 64 : 8)) sums.push_back(b);
+  sums.push_back(max_bytes); // 8 B .. 64 MiB (1 MiB with --smoke)
+  for (std::size_t b : sums) {
+    const std::size_t n = b / sizeof(double);
+    std::span<double> data(reinterpret_cast<double*>(a.data()), n);
+    std::vector<double> plain(n, 1.0), ordinary(n, 1.0);
+    const int ops = std::max(3, ops_for(b, o.smoke) / 4);
+    w.barrier();
+    const double c = median_seconds(o, ops, [&] { crown::co_sum(w, data); });
+    w.barrier();
+    const double p = median_seconds(o, ops, [&] { crown::co_sum(w, std::span(ordinary)); });
+    w.barrier();
+    const double m = median_seconds(o, ops, [&] {
+      MPI_Allreduce(MPI_IN_PLACE, plain.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, comm);
+    });
+    if (me == 0) {
+      line("co_sum_heap", b, "us", c * 1e6, "mpi_allreduce", m * 1e6);
+      line("co_sum_ordinary", b, "us", p * 1e6, "mpi_allreduce", m * 1e6);
+    }
+  }
+
+  MPI_Win_unlock_all(raw_win);
+  MPI_Win_free(&raw_win);
+  if (shared_win != MPI_WIN_NULL) MPI_Win_free(&shared_win);
+  MPI_Comm_free(&host);
+}
+
+} // namespace crown_bench
