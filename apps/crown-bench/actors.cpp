@@ -98,7 +98,8 @@ baselines measure_mpi(const options& o, MPI_Comm comm, const std::vector<std::si
 void actors(const options& o) {
   auto& rt = crown::this_runtime();
   if (rt.size() < 2)
-    throw crown::argument_error("crown-bench actors", "run it on 2 or more ranks (rank 0 controls)");
+    throw crown::argument_error("crown-bench actors",
+                                "run it on 2 or more ranks (rank 0 controls)");
   std::vector<std::size_t> sizes;
   for (std::size_t b = 1024; b <= (o.smoke ? std::size_t{64} << 10 : std::size_t{16} << 20);
        b *= (o.smoke ? 64 : 4))

@@ -171,6 +171,9 @@ public:
   call_result take(std::uint64_t request) {
     const auto it = requests_.find(request);
     call_result r = std::move(it->second.result);
+    std::stable_sort(
+        r.failures.begin(), r.failures.end(), // arrival order is arbitrary
+        [](const actor_failure& a, const actor_failure& b) { return a.rank < b.rank; });
     settle(it->second);
     requests_.erase(it);
     return r;
