@@ -39,6 +39,10 @@ struct config {
   /// application computes outside Crown (0 = none)
   bool progress_thread = false;
   int fanout = 16; ///< CROWN_FANOUT: children per node of the controller's command tree
+  /// CROWN_WATCHDOG: seconds without a heartbeat after which the controller declares a
+  /// serving rank hung and aborts the job (0: never)
+  double watchdog = 30;
+  double timeout_scale = 1; ///< CROWN_TIMEOUT_SCALE: multiplies every Crown timeout
 
   /// Parses the given variables (name -> value). Invalid values throw config_error
   /// naming the variable, the value and what is allowed; unknown CROWN_* names are

@@ -4,14 +4,21 @@
 #include "../runtime/runtime_state.hpp"
 #include "protocol.hpp"
 #include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <crown/actor/controller.hpp>
+#include <crown/detail/heap.hpp>
+#include <crown/detail/types.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/log.hpp>
+#include <cstdio>
 #include <cstdlib>
 #include <cxxabi.h>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <thread>
 
 namespace crown {
 namespace detail {
@@ -121,10 +128,47 @@ const actor_type* find_actor_type(const std::string& key) {
 
 // ---------------------------------------------------------------- controller side
 
+/// The controller's view of the serving ranks' heartbeat counters, which their
+/// heartbeat threads increment in rank 0's heap (one 8-byte word per rank).
+class watchdog {
+public:
+  watchdog(std::uint64_t* counters, int size, double timeout)
+      : counters_(counters), timeout_(timeout), seen_(static_cast<std::size_t>(size)),
+        when_(static_cast<std::size_t>(size), std::chrono::steady_clock::now()) {}
+  /// The first rank silent for longer than the timeout, or -1 (checked every 1 ms).
+  int silent(double& for_seconds) {
+    const auto now = std::chrono::steady_clock::now();
+    if (!counters_ || now - last_check_ < std::chrono::milliseconds(1)) return -1;
+    last_check_ = now;
+    for (std::size_t r = 1; r < seen_.size(); ++r) {
+      const std::uint64_t beat = std::atomic_ref<std::uint64_t>(counters_[r]).load();
+      if (beat != seen_[r]) {
+        seen_[r] = beat;
+        when_[r] = now;
+      }
+      for_seconds = std::chrono::duration<double>(now - when_[r]).count();
+      if (for_seconds > timeout_) return static_cast<int>(r);
+    }
+    return -1;
+  }
+
+private:
+  std::uint64_t* counters_; ///< nullptr: no watchdog
+  double timeout_;
+  std::vector<std::uint64_t> seen_;
+  std::vector<std::chrono::steady_clock::time_point> when_;
+  std::chrono::steady_clock::time_point last_check_{};
+};
+
 class control_core {
 public:
-  control_core(MPI_Comm comm, int size, int fanout)
-      : comm_(comm), size_(size), fanout_(fanout), sent_to_(static_cast<std::size_t>(size)) {}
+  control_core(MPI_Comm comm, int size, int fanout, watchdog dog, std::string dog_setting)
+      : comm_(comm), size_(size), fanout_(fanout), sent_to_(static_cast<std::size_t>(size)),
+        watchdog_(std::move(dog)), watchdog_setting_(std::move(dog_setting)) {}
+
+  void note_mesh(const std::string& name, const crown::mesh& on) {
+    for (int r : on) hosted_[r].push_back(name);
+  }
 
   std::uint64_t submit(message_kind kind, std::uint32_t mesh_id, std::uint32_t endpoint,
                        reply_mode mode, reduce_op op, const target_set& t,
@@ -211,6 +255,7 @@ public:
 
   void progress() {
     out_.poll();
+    check_watchdog();
     MPI_Status status;
     while (auto data = receive(comm_, reply_tag, status)) {
       auto reply = decode_reply(*data);
@@ -244,6 +289,20 @@ public:
   void drain() { out_.drain(); }
 
 private:
+  /// A rank that neither answers nor beats hangs or lost contact: name it and end the
+  /// job, rather than wait forever (long endpoints are legal; silence is not).
+  void check_watchdog() {
+    double silent_for = 0;
+    const int r = watchdog_.silent(silent_for);
+    if (r < 0) return;
+    std::string actors;
+    for (const auto& name : hosted_[r]) actors += (actors.empty() ? "" : ", ") + name;
+    log(log_level::error, "watchdog: rank ", r, " sent no heartbeat for ",
+        static_cast<int>(silent_for), " s (", watchdog_setting_, "); it hangs or lost contact",
+        actors.empty() ? std::string() : "; it hosts actors of " + actors, ". Aborting the job.");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+
   struct pending {
     std::uint32_t waiting = 0;
     std::uint32_t mesh_id = 0;
@@ -278,6 +337,9 @@ private:
   std::vector<actor_failure> supervision_;
   std::vector<std::byte> payload_;
   sender out_;
+  watchdog watchdog_;
+  std::string watchdog_setting_;
+  std::map<int, std::vector<std::string>> hosted_;
 };
 
 bool request_ready(control_core& core, std::uint64_t request) { return core.ready(request); }
@@ -294,6 +356,9 @@ std::size_t least_busy(control_core& core, std::uint32_t mesh_id,
   return core.least_busy(mesh_id, positions);
 }
 std::vector<std::byte>& payload_buffer(control_core& core) { return core.payload(); }
+void note_mesh(control_core& core, const std::string& name, const crown::mesh& on) {
+  core.note_mesh(name, on);
+}
 
 // ---------------------------------------------------------------- serving side
 
@@ -591,9 +656,23 @@ int runtime::control(const std::function<void(controller&)>& fn) {
   MPI_Comm comm = MPI_COMM_NULL; // control traffic never meets data traffic
   check_mpi(MPI_Comm_dup(state_->world_comm.get(), &comm), "runtime::control: MPI_Comm_dup");
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  // Heartbeats: a thread on each serving rank adds to its word in rank 0's heap (plain
+  // atomics on one host, the transport across hosts), even while an endpoint runs.
+  const auto& cfg = state_->cfg;
+  const double timeout = cfg.watchdog * cfg.timeout_scale;
+  const bool watched = timeout > 0 && state_->level == thread_level::multiple && state_->size > 1;
+  const detail::heap_block beats =
+      detail::heap_allocate(*state_->world, sizeof(std::uint64_t) * state_->size,
+                            detail::type_tag<std::uint64_t, 1>(), "controller heartbeats");
   int code = 0;
   if (state_->rank == 0) {
-    detail::control_core core(comm, state_->size, state_->cfg.fanout);
+    auto* counters = reinterpret_cast<std::uint64_t*>(detail::heap_address(beats.offset));
+    char setting[96];
+    std::snprintf(setting, sizeof setting, "CROWN_WATCHDOG=%g x CROWN_TIMEOUT_SCALE=%g",
+                  cfg.watchdog, cfg.timeout_scale);
+    detail::control_core core(comm, state_->size, cfg.fanout,
+                              detail::watchdog(watched ? counters : nullptr, state_->size, timeout),
+                              setting);
     controller c(core);
     try {
       fn(c);
@@ -626,9 +705,22 @@ int runtime::control(const std::function<void(controller&)>& fn) {
       code = 1;
     }
   } else {
+    std::jthread heartbeat;
+    if (watched)
+      heartbeat = std::jthread([&](std::stop_token stop) {
+        const auto period = std::chrono::duration<double>(std::max(timeout / 10, 0.01));
+        const std::uint64_t word = beats.offset + sizeof(std::uint64_t) * state_->rank;
+        std::mutex m;
+        std::condition_variable_any wake; // woken by the stop request, not only by time
+        std::unique_lock lock(m);
+        do
+          detail::remote_atomic(0, word, detail::atomic_op::add, 8, false, 1, 0, beats.cpu_atomics);
+        while (!wake.wait_for(lock, stop, period, [&] { return stop.stop_requested(); }));
+      });
     detail::server s(comm, state_->rank, state_->size);
     code = s.serve();
   }
+  detail::heap_release(*state_->world, beats); // a barrier: the heartbeat threads are gone
   MPI_Comm_free(&comm);
   return code;
 }

@@ -10,7 +10,7 @@ extern char** environ;
 namespace crown {
 namespace {
 
-constexpr std::array<config_variable, 10> variables{{
+constexpr std::array<config_variable, 12> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace."},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -38,6 +38,12 @@ constexpr std::array<config_variable, 10> variables{{
     {"CROWN_FANOUT", "16",
      "Children per node of the tree along which the controller's commands fan out and "
      "replies come back (1 to 65535)."},
+    {"CROWN_WATCHDOG", "30",
+     "Seconds a serving rank may go without a heartbeat (sent every tenth of this by a "
+     "thread, also while an endpoint runs) before the controller declares it hung, names "
+     "it and aborts the job; 0 turns the watchdog off. Needs MPI_THREAD_MULTIPLE."},
+    {"CROWN_TIMEOUT_SCALE", "1",
+     "Multiplies every Crown timeout (the watchdog's), for slow or oversubscribed machines."},
     {"CROWN_PROGRESS_THREAD", "0",
      "1: a background thread drives one-sided progress, so that a rank computing outside "
      "Crown still serves other ranks' puts, gets and atomics (UCX over TCP, am). Costs a "
@@ -77,6 +83,16 @@ int parse_int(std::string_view name, const std::string& value, int minimum) {
   if (ec != std::errc() || ptr != end || v < minimum)
     throw config_error(std::string(name), "invalid value '" + value + "' (expected an integer >= " +
                                               std::to_string(minimum) + ")");
+  return v;
+}
+
+double parse_seconds(std::string_view name, const std::string& value, bool zero_allowed) {
+  double v = -1;
+  const char* end = value.data() + value.size();
+  auto [ptr, ec] = std::from_chars(value.data(), end, v);
+  if (ec != std::errc() || ptr != end || v < 0 || (v == 0 && !zero_allowed) || v > 1e7)
+    throw config_error(std::string(name), "invalid value '" + value + "' (expected a number " +
+                                              (zero_allowed ? ">= 0" : "> 0") + ")");
   return v;
 }
 
@@ -152,6 +168,10 @@ config config::parse(const std::map<std::string, std::string>& vars,
       c.fanout = parse_int(name, value, 1);
       if (c.fanout > 65535)
         throw config_error(name, "invalid value '" + value + "' (expected 1 to 65535)");
+    } else if (name == "CROWN_WATCHDOG") {
+      c.watchdog = parse_seconds(name, value, true);
+    } else if (name == "CROWN_TIMEOUT_SCALE") {
+      c.timeout_scale = parse_seconds(name, value, false);
     } else if (name == "CROWN_PROGRESS_THREAD") {
       c.progress_thread = parse_flag(name, value);
     } else if (name == "CROWN_CHECK") {

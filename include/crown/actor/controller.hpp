@@ -52,6 +52,8 @@ struct spawn_spec {
 /// The index in `positions` of the actor with the fewest calls in flight.
 std::size_t least_busy(control_core& core, std::uint32_t mesh_id,
                        std::span<const std::uint32_t> positions);
+/// Records a spawned actor mesh (the watchdog names the actors a hung rank hosts).
+void note_mesh(control_core& core, const std::string& name, const crown::mesh& on);
 /// A payload buffer reused from command to command.
 std::vector<std::byte>& payload_buffer(control_core& core);
 
@@ -258,6 +260,7 @@ public:
         throw actor_error("spawn of actor mesh " + name, std::move(r.failures));
     });
     done.get();
+    detail::note_mesh(*core_, name, on);
     return actor_mesh<A>(this, id, std::move(name), on);
   }
 
