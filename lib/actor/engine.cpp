@@ -135,6 +135,8 @@ public:
   watchdog(std::uint64_t* counters, int size, double timeout)
       : counters_(counters), timeout_(timeout), seen_(static_cast<std::size_t>(size)),
         when_(static_cast<std::size_t>(size), std::chrono::steady_clock::now()) {}
+  [[nodiscard]] bool enabled() const noexcept { return counters_ != nullptr; }
+  [[nodiscard]] double timeout() const noexcept { return timeout_; }
   /// The first rank silent for longer than the timeout, or -1 (checked every 1 ms).
   int silent(double& for_seconds) {
     const auto now = std::chrono::steady_clock::now();
@@ -272,6 +274,8 @@ public:
       }
       pending& p = it->second;
       for (const reply_record& rec : reply->second) {
+        if (rec.error && p.result.failures.empty())
+          p.first_failure = std::chrono::steady_clock::now();
         if (rec.error)
           p.result.failures.push_back(failure_of(rec.bytes, status.MPI_SOURCE));
         else
@@ -294,7 +298,7 @@ private:
   void check_watchdog() {
     double silent_for = 0;
     const int r = watchdog_.silent(silent_for);
-    if (r < 0) return;
+    if (r < 0) return check_partial_failures();
     std::string actors;
     for (const auto& name : hosted_[r]) actors += (actors.empty() ? "" : ", ") + name;
     log(log_level::error, "watchdog: rank ", r, " sent no heartbeat for ",
@@ -303,10 +307,29 @@ private:
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
 
+  /// Some actors of a command failed and the others have not answered for a watchdog
+  /// period: they most likely wait for the failed ones inside a collective among the
+  /// actors, and would wait forever. Name the failures and end the job.
+  void check_partial_failures() {
+    const auto now = std::chrono::steady_clock::now();
+    for (const auto& [id, p] : requests_) {
+      if (!p.waiting || p.result.failures.empty() || !watchdog_.enabled() ||
+          std::chrono::duration<double>(now - p.first_failure).count() <= watchdog_.timeout())
+        continue;
+      const actor_failure& f = p.result.failures.front();
+      log(log_level::error, "watchdog: ", f.mesh, " on rank ", f.rank, " failed (", f.type, ": ",
+          f.message, ") and the other actors of that call have not answered for ",
+          static_cast<int>(watchdog_.timeout()),
+          " s: they most likely wait for it in a collective. Aborting the job.");
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
+  }
+
   struct pending {
     std::uint32_t waiting = 0;
     std::uint32_t mesh_id = 0;
     bool forgotten = false;
+    std::chrono::steady_clock::time_point first_failure{}; ///< while others still run
     std::vector<std::uint32_t> positions;
     call_result result;
   };

@@ -1,8 +1,10 @@
-// A serving rank that hangs (stopped: no heartbeat either) or dies inside an endpoint
-// must end the whole job, non-zero, with a message naming the rank — never a hang.
-//   mpirun -np 3 actor_failures hang|die
+// A serving rank that hangs (stopped: no heartbeat either), dies, or throws while its
+// peers wait for it in a collective must end the whole job, non-zero, with a message
+// naming the rank — never a hang.
+//   mpirun -np 3 actor_failures hang|die|collective
 #include <crown/crown.hpp>
 #include <csignal>
+#include <stdexcept>
 #include <string_view>
 
 namespace {
@@ -14,7 +16,15 @@ struct victim {
   void die() const {
     if (crown::this_actor().index == 0) std::raise(SIGKILL);
   }
-  static constexpr auto endpoints = crown::endpoints(&victim::hang, &victim::die);
+  /// Throws on one actor while the others enter a collective that waits for it.
+  double collective() const {
+    if (crown::this_actor().index == 0) throw std::logic_error("no sum from me");
+    double x = 1;
+    crown::co_sum(crown::this_actor().mesh, x);
+    return x;
+  }
+  static constexpr auto endpoints =
+      crown::endpoints(&victim::hang, &victim::die, &victim::collective);
 };
 
 } // namespace
@@ -26,7 +36,9 @@ int main(int argc, char** argv) {
     auto victims = c.workers().spawn<victim>("victims");
     if (mode == "hang")
       victims.call(&victim::hang).get();
-    else
+    else if (mode == "die")
       victims.call(&victim::die).get();
+    else
+      victims.call(&victim::collective).get();
   });
 }
