@@ -27,6 +27,10 @@ namespace detail {
 /// Replaces the sink (tests capture lines); an empty function restores stderr.
 void set_log_sink(std::function<void(std::string_view line)> sink);
 void set_log_level(log_level level) noexcept;
+/// While set, lines this thread logs go to `capture` instead of the sink (an actor's
+/// lines travel to the controller); nullptr restores the sink.
+using log_capture = std::function<void(log_level level, std::string_view message)>;
+void set_thread_log_capture(const log_capture* capture) noexcept;
 } // namespace detail
 
 } // namespace crown

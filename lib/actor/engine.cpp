@@ -18,6 +18,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace crown {
@@ -97,10 +98,18 @@ std::string point_text(const crown::mesh& m, const point& p) {
 
 thread_local const actor_context* g_actor = nullptr;
 
-/// Sets this_actor() for the duration of a constructor or endpoint.
+/// Sets this_actor() for the duration of a constructor or endpoint, and sends what it
+/// logs to the controller (when `capture` is given).
 struct actor_scope {
-  explicit actor_scope(const actor_context& c) { g_actor = &c; }
-  ~actor_scope() { g_actor = nullptr; }
+  explicit actor_scope(const actor_context& c, const log_capture* capture = nullptr) {
+    g_actor = &c;
+    set_thread_log_capture(capture);
+  }
+  actor_scope(const actor_context& c, const log_capture& capture) : actor_scope(c, &capture) {}
+  ~actor_scope() {
+    g_actor = nullptr;
+    set_thread_log_capture(nullptr);
+  }
   actor_scope(const actor_scope&) = delete;
   actor_scope& operator=(const actor_scope&) = delete;
 };
@@ -160,6 +169,51 @@ private:
   std::vector<std::uint64_t> seen_;
   std::vector<std::chrono::steady_clock::time_point> when_;
   std::chrono::steady_clock::time_point last_check_{};
+};
+
+/// Prints the lines actors logged, tagged with their actor mesh and point; the same
+/// line from several actors within 100 ms becomes one line with a count.
+class log_collector {
+public:
+  void add(const log_line& line) {
+    std::string label, message = line.text;
+    if (const auto end = line.text.find("] ");
+        line.text.starts_with("[") && end != std::string::npos) {
+      label = line.text.substr(0, end + 1);
+      message = line.text.substr(end + 2);
+    }
+    auto [it, fresh] = pending_.try_emplace(std::to_string(line.level) + '\x1f' + message);
+    if (fresh)
+      it->second = {line.level, label, std::move(message), 0, {}, std::chrono::steady_clock::now()};
+    ++it->second.count;
+    it->second.actors.insert(std::move(label));
+  }
+  void flush(bool all) {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = pending_.begin(); it != pending_.end();) {
+      const entry& e = it->second;
+      if (!all && now - e.first < std::chrono::milliseconds(100)) {
+        ++it;
+        continue;
+      }
+      std::string text = e.label + " " + e.message;
+      if (e.count > 1)
+        text += " (" + std::to_string(e.count) + " lines from " + std::to_string(e.actors.size()) +
+                (e.actors.size() == 1 ? " actor)" : " actors)");
+      log_write(static_cast<log_level>(e.level), text);
+      it = pending_.erase(it);
+    }
+  }
+
+private:
+  struct entry {
+    int level;
+    std::string label, message; ///< the first actor's label
+    int count;
+    std::set<std::string> actors;
+    std::chrono::steady_clock::time_point first;
+  };
+  std::map<std::string, entry> pending_;
 };
 
 class control_core {
@@ -258,6 +312,7 @@ public:
   void progress() {
     out_.poll();
     check_watchdog();
+    logs_.flush(false);
     MPI_Status status;
     while (auto data = receive(comm_, reply_tag, status)) {
       auto reply = decode_reply(*data);
@@ -274,10 +329,12 @@ public:
       }
       pending& p = it->second;
       for (const reply_record& rec : reply->second) {
-        if (rec.error && p.result.failures.empty())
+        if (rec.kind == record_kind::error && p.result.failures.empty())
           p.first_failure = std::chrono::steady_clock::now();
-        if (rec.error)
+        if (rec.kind == record_kind::error)
           p.result.failures.push_back(failure_of(rec.bytes, status.MPI_SOURCE));
+        else if (rec.kind == record_kind::log)
+          collect_log(rec.bytes, status.MPI_SOURCE);
         else
           p.result.values.emplace_back(rec.position,
                                        std::vector<std::byte>(rec.bytes.begin(), rec.bytes.end()));
@@ -290,9 +347,20 @@ public:
     }
   }
 
-  void drain() { out_.drain(); }
+  void drain() {
+    out_.drain();
+    logs_.flush(true);
+  }
 
 private:
+  void collect_log(std::span<const std::byte> bytes, int from) {
+    try {
+      logs_.add(from_bytes<log_line>(bytes));
+    } catch (const std::exception& e) {
+      log(log_level::error, "controller: a malformed log line from rank ", from, ": ", e.what());
+    }
+  }
+
   /// A rank that neither answers nor beats hangs or lost contact: name it and end the
   /// job, rather than wait forever (long endpoints are legal; silence is not).
   void check_watchdog() {
@@ -363,6 +431,7 @@ private:
   watchdog watchdog_;
   std::string watchdog_setting_;
   std::map<int, std::vector<std::string>> hosted_;
+  log_collector logs_;
 };
 
 bool request_ready(control_core& core, std::uint64_t request) { return core.ready(request); }
@@ -389,7 +458,13 @@ namespace {
 
 class server {
 public:
-  server(MPI_Comm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {}
+  server(MPI_Comm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {
+    capture_ = [this](log_level level, std::string_view message) {
+      std::vector<std::byte> bytes;
+      to_bytes(log_line{static_cast<int>(level), log_label_ + " " + std::string(message)}, bytes);
+      append_record(log_position_, record_kind::log, bytes, *log_reply_);
+    };
+  }
   ~server() { destroy_actors(); }
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -482,6 +557,8 @@ private:
     const std::uint32_t position = c->positions[i];
     open_request& o = open_[c->head.request];
     std::vector<std::byte> value;
+    log_reply_ = o.reply.get(); // what the actor logs travels in this reply
+    log_position_ = position;
     try {
       switch (c->head.kind) {
       case message_kind::spawn:
@@ -496,7 +573,7 @@ private:
         stopping_ = true;
         break;
       }
-      record(o, position, false, value);
+      record(o, position, record_kind::value, value);
     } catch (...) {
       actor_failure f{label_of(c->head.mesh_id, position), rank_, exception_type(), "?"};
       try {
@@ -506,7 +583,7 @@ private:
       } catch (...) {}
       std::vector<std::byte> bytes;
       to_bytes(f, bytes);
-      record(o, position, true, bytes);
+      record(o, position, record_kind::error, bytes);
     }
     o.own_done = true;
     finish(c->head.request);
@@ -534,7 +611,8 @@ private:
     h.label = spec.name + point_text(h.mesh, h.coords);
     {
       const actor_context context{h.mesh, h.coords, h.index, h.name};
-      const actor_scope scope(context);
+      log_label_ = "[" + h.label + "]";
+      const actor_scope scope(context, capture_);
       byte_reader args(spec.args);
       h.object = type->construct(args);
     }
@@ -552,7 +630,8 @@ private:
       throw argument_error("call on " + h.label,
                            "unknown endpoint #" + std::to_string(endpoint) + " of " + h.type->name);
     const actor_context context{h.mesh, h.coords, h.index, h.name};
-    const actor_scope scope(context);
+    log_label_ = "[" + h.label + "]";
+    const actor_scope scope(context, capture_);
     byte_reader args(payload);
     h.type->endpoints[endpoint](h.object, args, value);
     if (args.remaining() != 0)
@@ -561,11 +640,12 @@ private:
   }
 
   /// Adds this rank's or a child's answer to the reply under construction.
-  void record(open_request& o, std::uint32_t position, bool error,
+  void record(open_request& o, std::uint32_t position, record_kind kind,
               std::span<const std::byte> bytes) {
-    if (error) return append_record(position, true, bytes, *o.reply);
+    if (kind != record_kind::value) return append_record(position, kind, bytes, *o.reply);
     if (o.mode == reply_mode::errors_only) return;
-    if (o.mode == reply_mode::gather) return append_record(position, false, bytes, *o.reply);
+    if (o.mode == reply_mode::gather)
+      return append_record(position, record_kind::value, bytes, *o.reply);
     if (!o.have_reduced) {
       o.reduced.assign(bytes.begin(), bytes.end());
       o.have_reduced = true;
@@ -590,13 +670,13 @@ private:
     }
     for (const reply_record& r : reply->second) {
       try {
-        record(it->second, r.position, r.error, r.bytes);
+        record(it->second, r.position, r.kind, r.bytes);
       } catch (const std::exception& e) {
         actor_failure f{label_of(it->second.mesh_id, r.position), rank_, exception_type(),
                         e.what()};
         std::vector<std::byte> bytes;
         to_bytes(f, bytes);
-        append_record(r.position, true, bytes, *it->second.reply);
+        append_record(r.position, record_kind::error, bytes, *it->second.reply);
       }
     }
     --it->second.waiting;
@@ -607,7 +687,7 @@ private:
     const auto it = open_.find(request);
     open_request& o = it->second;
     if (!o.own_done || o.waiting) return;
-    if (o.have_reduced) append_record(all_positions, false, o.reduced, *o.reply);
+    if (o.have_reduced) append_record(all_positions, record_kind::value, o.reduced, *o.reply);
     out_.send(o.reply, o.parent, reply_tag, comm_);
     open_.erase(it);
   }
@@ -631,6 +711,10 @@ private:
   sender out_;
   bool stopping_ = false;
   int exit_code_ = 0;
+  log_capture capture_;
+  std::string log_label_;
+  std::vector<std::byte>* log_reply_ = nullptr;
+  std::uint32_t log_position_ = 0;
 };
 
 } // namespace

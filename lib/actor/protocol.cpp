@@ -93,13 +93,13 @@ void begin_reply(std::uint64_t request, std::vector<std::byte>& out) {
   put(out, &h, 1);
 }
 
-void append_record(std::uint32_t position, bool error, std::span<const std::byte> bytes,
+void append_record(std::uint32_t position, record_kind kind, std::span<const std::byte> bytes,
                    std::vector<std::byte>& out) {
   reply_header h;
   std::memcpy(&h, out.data(), sizeof h);
   ++h.records;
   std::memcpy(out.data(), &h, sizeof h);
-  const std::uint8_t flag = error ? 1 : 0;
+  const auto flag = static_cast<std::uint8_t>(kind);
   const std::uint64_t length = bytes.size();
   put(out, &position, 1);
   put(out, &flag, 1);
@@ -123,8 +123,8 @@ decode_reply(std::span<const std::byte> message) {
     in.read(&r.position);
     in.read(&flag);
     in.read(&length);
-    if (!in.ok() || flag > 1 || length > in.left()) return std::nullopt;
-    r.error = flag == 1;
+    if (!in.ok() || flag > 2 || length > in.left()) return std::nullopt;
+    r.kind = static_cast<record_kind>(flag);
     r.bytes = in.take(length);
   }
   if (!in.ok() || in.left() != 0) return std::nullopt;

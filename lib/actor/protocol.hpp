@@ -46,10 +46,23 @@ void encode_command(const command_header& head, std::span<const std::int32_t> ra
 /// [1, world_size) and appears once, and the lengths add up to exactly the message.
 std::optional<command> decode_command(std::span<const std::byte> message, int world_size);
 
-/// One target's answer inside a reply: a value (serialised) or an error.
+/// What a reply record holds: a serialised value, an actor_failure, or a log_line.
+enum class record_kind : std::uint8_t { value = 0, error = 1, log = 2 };
+
+/// One line an actor logged while it ran (crown::log), for the controller to print.
+struct log_line {
+  int level = 0;    ///< a crown::log_level
+  std::string text; ///< "[trainers{dp=1}] message"
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(level, text);
+  }
+};
+
+/// One target's answer inside a reply.
 struct reply_record {
   std::uint32_t position = 0; ///< point index; all_positions for a reduced value
-  bool error = false;
+  record_kind kind = record_kind::value;
   std::span<const std::byte> bytes;
 };
 inline constexpr std::uint32_t all_positions = 0xffffffffu;
@@ -64,7 +77,7 @@ struct reply_header {
 
 /// Appends one record to a reply under construction (header first: begin_reply).
 void begin_reply(std::uint64_t request, std::vector<std::byte>& out);
-void append_record(std::uint32_t position, bool error, std::span<const std::byte> bytes,
+void append_record(std::uint32_t position, record_kind kind, std::span<const std::byte> bytes,
                    std::vector<std::byte>& out);
 /// nullopt unless the header is right and the records fill exactly the message.
 std::optional<std::pair<std::uint64_t, std::vector<reply_record>>>

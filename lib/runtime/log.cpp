@@ -10,6 +10,7 @@ namespace {
 std::atomic<log_level> g_level{log_level::warn};
 std::mutex g_sink_mutex;
 std::function<void(std::string_view)> g_sink;
+thread_local const detail::log_capture* t_capture = nullptr;
 } // namespace
 
 bool log_enabled(log_level level) noexcept {
@@ -18,6 +19,7 @@ bool log_enabled(log_level level) noexcept {
 
 void log_write(log_level level, std::string_view message) {
   if (!log_enabled(level)) return;
+  if (t_capture) return (*t_capture)(level, message);
   std::string line = "[crown " + std::string(to_string(level)) + " rank ";
   const int rank = detail::current_rank();
   line += rank >= 0 ? std::to_string(rank) : std::string("?");
@@ -39,6 +41,7 @@ void set_log_sink(std::function<void(std::string_view)> sink) {
   g_sink = std::move(sink);
 }
 void set_log_level(log_level level) noexcept { g_level.store(level, std::memory_order_relaxed); }
+void set_thread_log_capture(const log_capture* capture) noexcept { t_capture = capture; }
 } // namespace detail
 
 } // namespace crown

@@ -1,5 +1,6 @@
 // The single controller: rank 0 drives actor meshes on the other ranks. Every test runs
 // runtime::control on every rank; the checks run on rank 0, inside the controller.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <crown/crown.hpp>
@@ -55,11 +56,15 @@ public:
     std::this_thread::sleep_for(std::chrono::milliseconds(ms));
     return ms;
   }
+  void chatter(int round) const {
+    crown::log(crown::log_level::warn, "round ", round);
+    if (crown::this_actor().index == 0) crown::log(crown::log_level::warn, "only me");
+  }
   int not_an_endpoint() const { return 0; }
 
   static constexpr auto endpoints =
       crown::endpoints(&counter::add, &counter::get, &counter::where, &counter::fail_on,
-                       &counter::ring_sum, &counter::summary, &counter::slow);
+                       &counter::ring_sum, &counter::summary, &counter::slow, &counter::chatter);
 
 private:
   int value_;
@@ -229,4 +234,27 @@ BOOST_AUTO_TEST_CASE(get_with_a_timeout) {
 
 BOOST_AUTO_TEST_CASE(a_failing_controller_fails_every_rank) {
   control([](crown::controller&) { throw std::runtime_error("controller gives up"); }, 1);
+}
+
+BOOST_AUTO_TEST_CASE(actor_logs_reach_the_controller_tagged_and_collapsed) {
+  std::vector<std::string> lines;
+  if (me() == 0)
+    crown::detail::set_log_sink([&](std::string_view line) { lines.emplace_back(line); });
+  control([](crown::controller& c) {
+    auto chatty = c.workers().spawn<counter>("chatty", 0);
+    chatty.call(&counter::chatter, 1).get();
+    chatty.broadcast(&counter::chatter, 2);
+  });
+  if (me() != 0) return;
+  crown::detail::set_log_sink({});
+  auto has = [&](const std::string& text) {
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  };
+  const std::string workers = std::to_string(n() - 1);
+  const std::string many = n() > 2 ? " (" + workers + " lines from " + workers + " actors)" : "\n";
+  BOOST_TEST(has("] round 1" + many));
+  BOOST_TEST(has("] round 2" + many));
+  BOOST_TEST(has("[chatty{workers=0}] only me")); // once, or twice collapsed into one line
+  BOOST_TEST(!has("[chatty{workers=1}] only me"));
 }

@@ -40,10 +40,11 @@ void check_reply(std::span<const std::byte> message) {
   for (const reply_record& rec : r->second) {
     require(rec.bytes.data() >= message.data() &&
             rec.bytes.data() + rec.bytes.size() <= message.data() + message.size());
-    append_record(rec.position, rec.error, rec.bytes, again);
-    if (rec.error) try {
-        (void)from_bytes<crown::actor_failure>(rec.bytes);
-      } catch (const malformed_message&) {}
+    append_record(rec.position, rec.kind, rec.bytes, again);
+    try {
+      if (rec.kind == record_kind::error) (void)from_bytes<crown::actor_failure>(rec.bytes);
+      if (rec.kind == record_kind::log) (void)from_bytes<log_line>(rec.bytes);
+    } catch (const malformed_message&) {}
   }
   require(again.size() == message.size() &&
           std::memcmp(again.data(), message.data(), again.size()) == 0);
