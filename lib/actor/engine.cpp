@@ -280,8 +280,10 @@ public:
   }
 
   void forget(std::uint64_t request) {
-    auto it = requests_.find(request);
+    const auto it = requests_.find(request);
+    if (it == requests_.end()) return;
     it->second.forgotten = true;
+    if (it->second.waiting == 0) retire(it); // complete already
     progress();
   }
 
@@ -339,11 +341,7 @@ public:
           p.result.values.emplace_back(rec.position,
                                        std::vector<std::byte>(rec.bytes.begin(), rec.bytes.end()));
       }
-      if (--p.waiting == 0 && p.forgotten) {
-        for (auto& f : p.result.failures) supervision_.push_back(std::move(f));
-        settle(p);
-        requests_.erase(it);
-      }
+      if (--p.waiting == 0 && p.forgotten) retire(it);
     }
   }
 
@@ -401,6 +399,12 @@ private:
     std::vector<std::uint32_t> positions;
     call_result result;
   };
+  /// A forgotten request is complete: its failures go to supervision.
+  void retire(std::map<std::uint64_t, pending>::iterator it) {
+    for (auto& f : it->second.result.failures) supervision_.push_back(std::move(f));
+    settle(it->second);
+    requests_.erase(it);
+  }
   void settle(const pending& p) {
     for (std::uint32_t position : p.positions) --busy_[{p.mesh_id, position}];
   }
@@ -442,7 +446,7 @@ std::uint64_t submit(control_core& core, message_kind kind, std::uint32_t mesh_i
   return core.submit(kind, mesh_id, endpoint, mode, op, targets, payload);
 }
 std::uint32_t new_mesh_id(control_core& core) { return core.new_mesh_id(); }
-void forget(control_core& core, std::uint64_t request) { core.forget(request); }
+void forget_request(control_core& core, std::uint64_t request) { core.forget(request); }
 std::size_t least_busy(control_core& core, std::uint32_t mesh_id,
                        std::span<const std::uint32_t> positions) {
   return core.least_busy(mesh_id, positions);

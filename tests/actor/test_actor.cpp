@@ -199,6 +199,13 @@ BOOST_AUTO_TEST_CASE(exceptions_in_endpoints_name_point_rank_and_type) {
     counters.broadcast(&counter::fail_on, n() - 2);
     const auto m = what_of<crown::actor_error>([&] { c.flush(); });
     BOOST_TEST(m.find("counters{workers=" + std::to_string(n() - 2) + "}") != std::string::npos, m);
+    (void)counters.call(&counter::fail_on, 0); // dropped unwaited: still reported
+    const auto dropped = what_of<crown::actor_error>([&] { c.flush(); });
+    BOOST_TEST(dropped.find("counters{workers=0}") != std::string::npos, dropped);
+    auto f = counters.call_one({0}, &counter::get);
+    BOOST_TEST(f.get() == 0);
+    const auto twice = what_of<crown::state_error>([&] { (void)f.get(); });
+    BOOST_TEST(twice.find("already taken") != std::string::npos, twice);
     const auto spawn = what_of<crown::actor_error>([&] { c.workers().spawn<counter>("bad", -3); });
     BOOST_TEST(spawn.find("std::invalid_argument: negative start -3") != std::string::npos, spawn);
   });

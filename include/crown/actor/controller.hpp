@@ -25,8 +25,6 @@ std::uint64_t submit(control_core& core, message_kind kind, std::uint32_t mesh_i
                      std::uint32_t endpoint, reply_mode mode, reduce_op op,
                      const target_set& targets, std::span<const std::byte> payload);
 std::uint32_t new_mesh_id(control_core& core);
-/// The result is not wanted (broadcast): failures go to the controller's supervision.
-void forget(control_core& core, std::uint64_t request);
 /// What a spawn command carries (written by controller::spawn, read by the server).
 struct spawn_spec {
   std::string name;
@@ -118,7 +116,7 @@ public:
   void broadcast(M m, Args&&... args) const {
     const auto request = send(m, "broadcast", detail::reply_mode::errors_only, reduce_op::sum,
                               targets(), std::forward<Args>(args)...);
-    detail::forget(*core(), request);
+    detail::forget_request(*core(), request);
   }
   /// Every actor; the arithmetic results are combined along the reply tree, so only
   /// one value reaches the controller.

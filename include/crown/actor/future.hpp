@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace crown {
@@ -22,6 +23,8 @@ struct call_result {
 class control_core;
 bool request_ready(control_core& core, std::uint64_t request); ///< drives progress once
 call_result take_result(control_core& core, std::uint64_t request);
+/// The result is not wanted: failures go to the controller's supervision.
+void forget_request(control_core& core, std::uint64_t request);
 
 } // namespace detail
 
@@ -34,16 +37,33 @@ public:
   using finish_fn = std::function<T(detail::call_result&&)>;
   future(detail::control_core* core, std::uint64_t request, std::string what, finish_fn finish)
       : core_(core), request_(request), what_(std::move(what)), finish_(std::move(finish)) {}
-  future(future&&) noexcept = default;
-  future& operator=(future&&) noexcept = default;
+  future(future&& o) noexcept
+      : core_(std::exchange(o.core_, nullptr)), request_(o.request_), what_(std::move(o.what_)),
+        finish_(std::move(o.finish_)) {}
+  future& operator=(future&& o) noexcept {
+    if (this != &o) {
+      drop();
+      core_ = std::exchange(o.core_, nullptr);
+      request_ = o.request_;
+      what_ = std::move(o.what_);
+      finish_ = std::move(o.finish_);
+    }
+    return *this;
+  }
+  future(const future&) = delete;
+  future& operator=(const future&) = delete;
+  ~future() { drop(); }
 
   /// True once every target has answered; never blocks.
-  [[nodiscard]] bool ready() { return detail::request_ready(*core_, request_); }
+  [[nodiscard]] bool ready() {
+    if (!core_) throw state_error(what_, "this future's result was already taken (or moved)");
+    return detail::request_ready(*core_, request_);
+  }
   /// Waits for every answer. Throws actor_error listing every failed point.
   T get() {
     detail::backoff pause; // spins, then yields: a worker may need this core
     while (!ready()) pause.pause();
-    return finish_(detail::take_result(*core_, request_));
+    return finish_(detail::take_result(*std::exchange(core_, nullptr), request_));
   }
   /// As get(), but throws timeout_error when `timeout` passes first (the call stays in
   /// flight; get() may be called again).
@@ -60,6 +80,16 @@ public:
   }
 
 private:
+  /// An unwanted result: the call still completes, and its failures go to supervision.
+  void drop() noexcept {
+    if (!core_) return;
+    try {
+      detail::forget_request(*core_, request_);
+    } catch (...) { // a destructor must not throw; the controller logs MPI failures
+    }
+    core_ = nullptr;
+  }
+
   detail::control_core* core_;
   std::uint64_t request_;
   std::string what_;
