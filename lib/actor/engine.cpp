@@ -530,14 +530,14 @@ private:
     }
     const auto i = static_cast<std::uint32_t>(std::find(c->ranks.begin(), c->ranks.end(), rank_) -
                                               c->ranks.begin());
-    const std::uint32_t node = i + 1, fanout = c->head.fanout;
+    const std::uint64_t node = i + 1, fanout = c->head.fanout;
     // Forward first: a child never waits for this rank's endpoint to finish.
     std::uint32_t children = 0;
-    for (std::uint32_t child = first_child(node, fanout);
+    for (std::uint64_t child = first_child(node, fanout);
          child < first_child(node, fanout) + fanout && child <= c->head.targets;
          ++child, ++children)
       out_.send(data, c->ranks[child - 1], command_tag, comm_);
-    const std::uint32_t parent = parent_node(node, fanout);
+    const std::uint64_t parent = parent_node(node, fanout);
     open_request& o = open_[c->head.request];
     o.parent = parent == 0 ? 0 : c->ranks[parent - 1];
     o.waiting = children;

@@ -83,11 +83,11 @@ void append_record(std::uint32_t position, record_kind kind, std::span<const std
 std::optional<std::pair<std::uint64_t, std::vector<reply_record>>>
 decode_reply(std::span<const std::byte> message);
 
-/// Tree helpers over node indices (0 = controller).
-inline std::uint32_t parent_node(std::uint32_t node, std::uint32_t fanout) {
+/// Tree helpers over node indices (0 = controller); 64-bit, so no product overflows.
+inline std::uint64_t parent_node(std::uint64_t node, std::uint64_t fanout) {
   return (node - 1) / fanout;
 }
-inline std::uint32_t first_child(std::uint32_t node, std::uint32_t fanout) {
+inline std::uint64_t first_child(std::uint64_t node, std::uint64_t fanout) {
   return node * fanout + 1;
 }
 
