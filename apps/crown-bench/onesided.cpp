@@ -83,62 +83,50 @@ void onesided(const options& o) {
     if (me == 0) body();
     w.barrier(); // the target progresses here while rank 0 measures
   };
-  const std::vector<std::size_t> small = {8, 64, 512, 4096};
-  for (std::size_t b : small)
-    run([&] {
-      const int ops = o.smoke ? 200 : 20000;
-      const double c = median_seconds(
-          o, ops, [&] { crown::detail::remote_put(1, a.block().offset, src.data(), b); });
-      const double m = median_seconds(o, ops, [&] {
-        MPI_Put(src.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
-                raw_win);
-        MPI_Win_flush(1, raw_win);
+  // One direction's three ways to move `b` bytes to or from rank 1: Crown, raw MPI RMA,
+  // and memcpy through the shared mapping.
+  const auto crown_op = [&](bool put, std::size_t b) {
+    if (put)
+      crown::detail::remote_put(1, a.block().offset, src.data(), b);
+    else
+      crown::detail::remote_get(1, a.block().offset, dst.data(), b);
+  };
+  const auto mpi_op = [&](bool put, std::size_t b) {
+    const int n = static_cast<int>(b);
+    if (put)
+      MPI_Put(src.data(), n, MPI_BYTE, 1, 0, n, MPI_BYTE, raw_win);
+    else
+      MPI_Get(dst.data(), n, MPI_BYTE, 1, 0, n, MPI_BYTE, raw_win);
+    MPI_Win_flush(1, raw_win);
+  };
+  const auto memcpy_op = [&](bool put, std::size_t b) {
+    if (put)
+      std::memcpy(shared_peer, src.data(), b);
+    else
+      std::memcpy(dst.data(), shared_peer, b);
+  };
+  for (const bool put : {true, false})
+    for (const std::size_t b : {8, 64, 512, 4096})
+      run([&] {
+        const int ops = o.smoke ? 200 : 20000;
+        const double c = median_seconds(o, ops, [&] { crown_op(put, b); });
+        const double m = median_seconds(o, ops, [&] { mpi_op(put, b); });
+        line(put ? "put_latency" : "get_latency", b, "us", c * 1e6,
+             put ? "mpi_put_flush" : "mpi_get_flush", m * 1e6);
       });
-      line("put_latency", b, "us", c * 1e6, "mpi_put_flush", m * 1e6);
-    });
-  for (std::size_t b : small)
-    run([&] {
-      const int ops = o.smoke ? 200 : 20000;
-      const double c = median_seconds(
-          o, ops, [&] { crown::detail::remote_get(1, a.block().offset, dst.data(), b); });
-      const double m = median_seconds(o, ops, [&] {
-        MPI_Get(dst.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
-                raw_win);
-        MPI_Win_flush(1, raw_win);
+  for (const bool put : {true, false})
+    for (std::size_t b = 4096; b <= max_bytes; b *= (o.smoke ? 16 : 4))
+      run([&] {
+        const int ops = ops_for(b, o.smoke);
+        const char* op = put ? "put_bw" : "get_bw";
+        const double c = median_seconds(o, ops, [&] { crown_op(put, b); });
+        const double m = median_seconds(o, ops, [&] { mpi_op(put, b); });
+        if (one_host) {
+          const double s = median_seconds(o, ops, [&] { memcpy_op(put, b); });
+          line(op, b, "GB/s", b / c / 1e9, "memcpy_shared", b / s / 1e9);
+        }
+        line(op, b, "GB/s", b / c / 1e9, put ? "mpi_put_flush" : "mpi_get_flush", b / m / 1e9);
       });
-      line("get_latency", b, "us", c * 1e6, "mpi_get_flush", m * 1e6);
-    });
-  for (std::size_t b = 4096; b <= max_bytes; b *= (o.smoke ? 16 : 4))
-    run([&] {
-      const int ops = ops_for(b, o.smoke);
-      const double c = median_seconds(
-          o, ops, [&] { crown::detail::remote_put(1, a.block().offset, src.data(), b); });
-      const double s =
-          one_host ? median_seconds(o, ops, [&] { std::memcpy(shared_peer, src.data(), b); }) : 0.0;
-      const double m = median_seconds(o, ops, [&] {
-        MPI_Put(src.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
-                raw_win);
-        MPI_Win_flush(1, raw_win);
-      });
-      if (one_host) line("put_bw", b, "GB/s", b / c / 1e9, "memcpy_shared", b / s / 1e9);
-      line("put_bw", b, "GB/s", b / c / 1e9, "mpi_put_flush", b / m / 1e9);
-    });
-  for (std::size_t b = 4096; b <= max_bytes; b *= (o.smoke ? 16 : 4))
-    run([&] {
-      const int ops = ops_for(b, o.smoke);
-      const double c = median_seconds(
-          o, ops, [&] { crown::detail::remote_get(1, a.block().offset, dst.data(), b); });
-      const double m = median_seconds(o, ops, [&] {
-        MPI_Get(dst.data(), static_cast<int>(b), MPI_BYTE, 1, 0, static_cast<int>(b), MPI_BYTE,
-                raw_win);
-        MPI_Win_flush(1, raw_win);
-      });
-      if (one_host) {
-        const double s = median_seconds(o, ops, [&] { std::memcpy(dst.data(), shared_peer, b); });
-        line("get_bw", b, "GB/s", b / c / 1e9, "memcpy_shared", b / s / 1e9);
-      }
-      line("get_bw", b, "GB/s", b / c / 1e9, "mpi_get_flush", b / m / 1e9);
-    });
 
   // Strided section: every other column of a rows x 1024 double matrix.
   {

@@ -508,6 +508,13 @@ private:
     bool have_reduced = false;
   };
 
+  /// A command waiting for its turn, decoded once on arrival.
+  struct arrived {
+    std::shared_ptr<std::vector<std::byte>> data;
+    command decoded;
+    std::uint32_t index; ///< this rank among the targets
+  };
+
   bool poll() {
     out_.poll();
     MPI_Status status;
@@ -521,15 +528,14 @@ private:
   }
 
   void accept_command(std::shared_ptr<std::vector<std::byte>> data, int from) {
-    const auto c = decode_command(*data, size_);
-    const bool mine = c && std::find(c->ranks.begin(), c->ranks.end(), rank_) != c->ranks.end();
-    if (!mine) {
+    auto c = decode_command(*data, size_);
+    const auto me = c ? std::find(c->ranks.begin(), c->ranks.end(), rank_) : c->ranks.end();
+    if (!c || me == c->ranks.end()) {
       log(log_level::error, "dropped a malformed command from rank ", from, " (", data->size(),
           " bytes)");
       return;
     }
-    const auto i = static_cast<std::uint32_t>(std::find(c->ranks.begin(), c->ranks.end(), rank_) -
-                                              c->ranks.begin());
+    const auto i = static_cast<std::uint32_t>(me - c->ranks.begin());
     const std::uint64_t node = i + 1, fanout = c->head.fanout;
     // Forward first: a child never waits for this rank's endpoint to finish.
     std::uint32_t children = 0;
@@ -546,19 +552,19 @@ private:
     o.mesh_id = c->head.mesh_id;
     o.endpoint = c->head.endpoint;
     begin_reply(c->head.request, *o.reply);
-    queued_[c->order[i]] = std::move(data);
+    const std::uint64_t order = c->order[i];
+    // The decoded command's payload points into `data`, which travels with it.
+    queued_.insert_or_assign(order, arrived{std::move(data), std::move(*c), i});
     while (!stopping_ && queued_.count(executed_)) {
-      auto next = std::move(queued_[executed_]);
+      const arrived next = std::move(queued_.at(executed_));
       queued_.erase(executed_++);
-      execute(*next);
+      execute(next);
     }
   }
 
-  void execute(const std::vector<std::byte>& data) {
-    const auto c = decode_command(data, size_); // checked on arrival
-    const auto i = static_cast<std::size_t>(std::find(c->ranks.begin(), c->ranks.end(), rank_) -
-                                            c->ranks.begin());
-    const std::uint32_t position = c->positions[i];
+  void execute(const arrived& a) {
+    const command* c = &a.decoded;
+    const std::uint32_t position = c->positions[a.index];
     open_request& o = open_[c->head.request];
     std::vector<std::byte> value;
     log_reply_ = o.reply.get(); // what the actor logs travels in this reply
@@ -709,7 +715,7 @@ private:
   MPI_Comm comm_;
   int rank_, size_;
   std::uint64_t executed_ = 0;
-  std::map<std::uint64_t, std::shared_ptr<std::vector<std::byte>>> queued_; ///< by order
+  std::map<std::uint64_t, arrived> queued_; ///< by order
   std::map<std::uint32_t, hosted> actors_;
   std::map<std::uint64_t, open_request> open_;
   sender out_;

@@ -195,18 +195,18 @@ combine_fn combiner(MPI_Datatype type) {
 /// The mesh's scratch, allocated (collectively) on first use; nullptr when the heap
 /// has no room, which every member learns alike from the allocation's agreement.
 scratch* scratch_for(const mesh& m) {
+  std::vector<int> ranks;
   {
     const std::lock_guard lock(g_mutex);
     // The last mesh used, checked without building a key: the common case of a loop.
     if (g_last && std::equal(m.begin(), m.end(), g_last->first.begin(), g_last->first.end()))
       return &g_last->second;
-    std::vector<int> ranks(m.begin(), m.end());
+    ranks.assign(m.begin(), m.end());
     if (auto it = g_scratch.find(ranks); it != g_scratch.end()) {
       g_last = &*it;
       return &it->second;
     }
   }
-  std::vector<int> ranks(m.begin(), m.end());
   heap_block b;
   try {
     b = heap_allocate(m, block_bytes, type_tag<std::byte, 1>(), "co_* scratch");
