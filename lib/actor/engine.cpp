@@ -2,6 +2,7 @@
 // over their targets (each rank forwards before it executes), every rank executes its
 // commands in the controller's order, replies are gathered or reduced on the way back.
 #include "../runtime/runtime_state.hpp"
+#include "channel.hpp"
 #include "protocol.hpp"
 #include <algorithm>
 #include <atomic>
@@ -20,68 +21,16 @@
 #include <mutex>
 #include <set>
 #include <thread>
+#include <unordered_map>
 
 namespace crown {
 namespace detail {
 namespace {
 
-constexpr int command_tag = 1;
-constexpr int reply_tag = 2;
-
 std::mutex g_registry_mutex;
 std::map<std::string, actor_type>& registry() {
   static std::map<std::string, actor_type> types;
   return types;
-}
-
-/// Nonblocking sends whose buffers stay alive (shared by every child a command is
-/// forwarded to) until MPI is done with them.
-class sender {
-public:
-  void send(std::shared_ptr<const std::vector<std::byte>> data, int dest, int tag, MPI_Comm comm) {
-    MPI_Request r = MPI_REQUEST_NULL;
-    check_mpi(
-        MPI_Isend(data->data(), static_cast<int>(data->size()), MPI_BYTE, dest, tag, comm, &r),
-        "controller: MPI_Isend to rank " + std::to_string(dest));
-    pending_.push_back({std::move(data), r});
-  }
-  void poll() {
-    for (std::size_t i = 0; i < pending_.size();) {
-      int done = 0;
-      check_mpi(MPI_Test(&pending_[i].request, &done, MPI_STATUS_IGNORE), "controller: MPI_Test");
-      if (done) {
-        pending_[i] = std::move(pending_.back());
-        pending_.pop_back();
-      } else {
-        ++i;
-      }
-    }
-  }
-  void drain() {
-    backoff pause;
-    for (poll(); !pending_.empty(); poll()) pause.pause();
-  }
-
-private:
-  struct outgoing {
-    std::shared_ptr<const std::vector<std::byte>> data;
-    MPI_Request request;
-  };
-  std::vector<outgoing> pending_;
-};
-
-/// Receives one message with `tag` (any tag when MPI_ANY_TAG) if one has arrived.
-std::shared_ptr<std::vector<std::byte>> receive(MPI_Comm comm, int tag, MPI_Status& status) {
-  int arrived = 0;
-  check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, tag, comm, &arrived, &status), "controller: MPI_Iprobe");
-  if (!arrived) return nullptr;
-  int bytes = 0;
-  MPI_Get_count(&status, MPI_BYTE, &bytes);
-  auto data = std::make_shared<std::vector<std::byte>>(static_cast<std::size_t>(bytes));
-  check_mpi(MPI_Recv(data->data(), bytes, MPI_BYTE, status.MPI_SOURCE, status.MPI_TAG, comm,
-                     MPI_STATUS_IGNORE),
-            "controller: MPI_Recv");
-  return data;
 }
 
 std::string exception_type() {
@@ -219,16 +168,24 @@ private:
 class control_core {
 public:
   control_core(MPI_Comm comm, int size, int fanout, watchdog dog, std::string dog_setting)
-      : comm_(comm), size_(size), fanout_(fanout), sent_to_(static_cast<std::size_t>(size)),
+      : channel_(comm), size_(size), fanout_(fanout), sent_to_(static_cast<std::size_t>(size)),
         watchdog_(std::move(dog)), watchdog_setting_(std::move(dog_setting)) {}
 
-  void note_mesh(const std::string& name, const crown::mesh& on) {
+  void note_mesh(std::uint32_t mesh_id, const std::string& name, const crown::mesh& on) {
     for (int r : on) hosted_[r].push_back(name);
+    if (busy_.size() <= mesh_id) busy_.resize(mesh_id + 1);
+    busy_[mesh_id].assign(static_cast<std::size_t>(on.size()), 0);
+  }
+
+  std::vector<std::byte>& begin_command() {
+    next_ = channel_.acquire();
+    next_->resize(header_space());
+    return *next_;
   }
 
   std::uint64_t submit(message_kind kind, std::uint32_t mesh_id, std::uint32_t endpoint,
-                       reply_mode mode, reduce_op op, const target_set& t,
-                       std::span<const std::byte> payload) {
+                       reply_mode mode, reduce_op op, std::span<const int> ranks,
+                       std::span<const std::uint32_t> positions) {
     command_header h;
     h.kind = kind;
     h.seq = ++seq_;
@@ -238,24 +195,20 @@ public:
     h.mode = mode;
     h.reduce_op = static_cast<std::uint8_t>(op);
     h.fanout = static_cast<std::uint16_t>(fanout_);
-    h.targets = static_cast<std::uint32_t>(t.ranks.size());
-    h.payload_bytes = payload.size();
-    std::vector<std::int32_t> ranks(t.ranks.begin(), t.ranks.end());
-    std::vector<std::uint64_t> order;
-    for (int r : t.ranks) order.push_back(sent_to_[static_cast<std::size_t>(r)]++);
-    auto message = std::make_shared<std::vector<std::byte>>();
-    encode_command(h, ranks, t.positions, order, payload, *message);
-    const std::uint32_t children = std::min<std::uint32_t>(h.targets, h.fanout);
-    for (std::uint32_t node = 1; node <= children; ++node)
-      out_.send(message, t.ranks[node - 1], command_tag, comm_);
-    auto& p = requests_[h.request];
-    p.waiting = children;
+    order_.clear();
+    for (int r : ranks) order_.push_back(sent_to_[static_cast<std::size_t>(r)]++);
+    message_buffer message = std::move(next_);
+    finish_command(h, ranks, positions, order_, *message);
+    const auto children = std::min<std::size_t>(ranks.size(), h.fanout);
+    for (std::size_t node = 1; node <= children; ++node) channel_.send(message, ranks[node - 1]);
+    pending& p = requests_[h.request];
+    p.waiting = static_cast<std::uint32_t>(children);
     p.mesh_id = mesh_id;
-    if (kind == message_kind::call)
-      for (std::uint32_t position : t.positions) {
-        p.positions.push_back(position);
-        ++busy_[{mesh_id, position}];
-      }
+    ++unfinished_;
+    if (kind == message_kind::call && mesh_id < busy_.size()) {
+      for (std::uint32_t position : positions) ++busy_[mesh_id][position];
+      p.positions.assign(positions.begin(), positions.end());
+    }
     return h.request;
   }
 
@@ -291,7 +244,7 @@ public:
     std::size_t best = 0;
     int fewest = -1;
     for (std::size_t i = 0; i < positions.size(); ++i) {
-      const int n = busy_[{mesh_id, positions[i]}];
+      const int n = mesh_id < busy_.size() ? busy_[mesh_id][positions[i]] : 0;
       if (fewest < 0 || n < fewest) {
         fewest = n;
         best = i;
@@ -303,54 +256,64 @@ public:
   /// Waits for every command; returns the failures no future reported.
   std::vector<actor_failure> flush() {
     backoff pause;
-    for (progress(); !all_done(); progress()) pause.pause();
+    for (progress(); unfinished_ > 0; progress()) pause.pause();
     return std::exchange(supervision_, {});
   }
 
   std::uint32_t new_mesh_id() { return ++next_mesh_; }
-  std::vector<std::byte>& payload() { return payload_; }
   [[nodiscard]] int size() const { return size_; }
 
   void progress() {
-    out_.poll();
-    check_watchdog();
-    logs_.flush(false);
-    MPI_Status status;
-    while (auto data = receive(comm_, reply_tag, status)) {
-      auto reply = decode_reply(*data);
-      if (!reply) {
-        log(log_level::error, "controller: dropped a malformed reply from rank ",
-            status.MPI_SOURCE);
-        continue;
-      }
-      const auto it = requests_.find(reply->first);
-      if (it == requests_.end()) {
-        log(log_level::error, "controller: reply from rank ", status.MPI_SOURCE,
-            " for unknown request ", reply->first);
-        continue;
-      }
-      pending& p = it->second;
-      for (const reply_record& rec : reply->second) {
-        if (rec.kind == record_kind::error && p.result.failures.empty())
-          p.first_failure = std::chrono::steady_clock::now();
-        if (rec.kind == record_kind::error)
-          p.result.failures.push_back(failure_of(rec.bytes, status.MPI_SOURCE));
-        else if (rec.kind == record_kind::log)
-          collect_log(rec.bytes, status.MPI_SOURCE);
-        else
-          p.result.values.emplace_back(rec.position,
-                                       std::vector<std::byte>(rec.bytes.begin(), rec.bytes.end()));
-      }
-      if (--p.waiting == 0 && p.forgotten) retire(it);
+    channel_.poll_sends();
+    if ((++ticks_ & 63) == 0) { // the clock is read every 64 polls, not on each
+      check_watchdog();
+      logs_.flush(false);
     }
+    channel::incoming m;
+    while (channel_.receive(m)) accept_reply(m);
   }
 
   void drain() {
-    out_.drain();
+    channel_.drain_sends();
     logs_.flush(true);
   }
 
 private:
+  void accept_reply(const channel::incoming& m) {
+    const auto reply = decode_reply(m.bytes);
+    if (!reply) {
+      log(log_level::error, "controller: dropped a malformed reply from rank ", m.source);
+      return;
+    }
+    const auto it = requests_.find(reply->request());
+    if (it == requests_.end()) {
+      log(log_level::error, "controller: reply from rank ", m.source, " for unknown request ",
+          reply->request());
+      return;
+    }
+    pending& p = it->second;
+    reply_record rec;
+    for (reply_view v = *reply; v.next(rec);) {
+      if (rec.kind == record_kind::error) {
+        if (p.result.failures.empty()) {
+          p.first_failure = std::chrono::steady_clock::now();
+          failing_.push_back(it->first);
+        }
+        p.result.failures.push_back(failure_of(rec.bytes, m.source));
+      } else if (rec.kind == record_kind::log) {
+        collect_log(rec.bytes, m.source);
+      } else {
+        p.result.values.emplace_back(rec.position,
+                                     std::vector<std::byte>(rec.bytes.begin(), rec.bytes.end()));
+      }
+    }
+    if (--p.waiting == 0) {
+      --unfinished_;
+      std::erase(failing_, it->first);
+      if (p.forgotten) retire(it);
+    }
+  }
+
   void collect_log(std::span<const std::byte> bytes, int from) {
     try {
       logs_.add(from_bytes<log_line>(bytes));
@@ -377,10 +340,11 @@ private:
   /// period: they most likely wait for the failed ones inside a collective among the
   /// actors, and would wait forever. Name the failures and end the job.
   void check_partial_failures() {
+    if (!watchdog_.enabled()) return;
     const auto now = std::chrono::steady_clock::now();
-    for (const auto& [id, p] : requests_) {
-      if (!p.waiting || p.result.failures.empty() || !watchdog_.enabled() ||
-          std::chrono::duration<double>(now - p.first_failure).count() <= watchdog_.timeout())
+    for (const std::uint64_t id : failing_) {
+      const pending& p = requests_.at(id);
+      if (std::chrono::duration<double>(now - p.first_failure).count() <= watchdog_.timeout())
         continue;
       const actor_failure& f = p.result.failures.front();
       log(log_level::error, "watchdog: ", f.mesh, " on rank ", f.rank, " failed (", f.type, ": ",
@@ -396,22 +360,17 @@ private:
     std::uint32_t mesh_id = 0;
     bool forgotten = false;
     std::chrono::steady_clock::time_point first_failure{}; ///< while others still run
-    std::vector<std::uint32_t> positions;
+    std::vector<std::uint32_t> positions;                  ///< counted in busy_
     call_result result;
   };
   /// A forgotten request is complete: its failures go to supervision.
-  void retire(std::map<std::uint64_t, pending>::iterator it) {
+  void retire(std::unordered_map<std::uint64_t, pending>::iterator it) {
     for (auto& f : it->second.result.failures) supervision_.push_back(std::move(f));
     settle(it->second);
     requests_.erase(it);
   }
   void settle(const pending& p) {
-    for (std::uint32_t position : p.positions) --busy_[{p.mesh_id, position}];
-  }
-  bool all_done() const {
-    for (const auto& [id, p] : requests_)
-      if (p.waiting) return false;
-    return true;
+    for (std::uint32_t position : p.positions) --busy_[p.mesh_id][position];
   }
   static actor_failure failure_of(std::span<const std::byte> bytes, int from) {
     try {
@@ -421,17 +380,18 @@ private:
     }
   }
 
-  MPI_Comm comm_;
+  channel channel_;
   int size_;
   int fanout_;
-  std::uint64_t seq_ = 0, next_request_ = 0;
+  std::uint64_t seq_ = 0, next_request_ = 0, ticks_ = 0;
   std::uint32_t next_mesh_ = 0;
-  std::vector<std::uint64_t> sent_to_;
-  std::map<std::uint64_t, pending> requests_;
-  std::map<std::pair<std::uint32_t, std::uint32_t>, int> busy_;
+  std::size_t unfinished_ = 0; ///< requests still waiting for replies
+  std::vector<std::uint64_t> sent_to_, order_;
+  message_buffer next_; ///< the command being written (begin_command)
+  std::unordered_map<std::uint64_t, pending> requests_;
+  std::vector<std::uint64_t> failing_; ///< incomplete requests with failures
+  std::vector<std::vector<int>> busy_; ///< calls in flight, by actor mesh and point
   std::vector<actor_failure> supervision_;
-  std::vector<std::byte> payload_;
-  sender out_;
   watchdog watchdog_;
   std::string watchdog_setting_;
   std::map<int, std::vector<std::string>> hosted_;
@@ -440,10 +400,11 @@ private:
 
 bool request_ready(control_core& core, std::uint64_t request) { return core.ready(request); }
 call_result take_result(control_core& core, std::uint64_t request) { return core.take(request); }
+std::vector<std::byte>& begin_command(control_core& core) { return core.begin_command(); }
 std::uint64_t submit(control_core& core, message_kind kind, std::uint32_t mesh_id,
                      std::uint32_t endpoint, reply_mode mode, reduce_op op,
-                     const target_set& targets, std::span<const std::byte> payload) {
-  return core.submit(kind, mesh_id, endpoint, mode, op, targets, payload);
+                     std::span<const int> ranks, std::span<const std::uint32_t> positions) {
+  return core.submit(kind, mesh_id, endpoint, mode, op, ranks, positions);
 }
 std::uint32_t new_mesh_id(control_core& core) { return core.new_mesh_id(); }
 void forget_request(control_core& core, std::uint64_t request) { core.forget(request); }
@@ -451,9 +412,9 @@ std::size_t least_busy(control_core& core, std::uint32_t mesh_id,
                        std::span<const std::uint32_t> positions) {
   return core.least_busy(mesh_id, positions);
 }
-std::vector<std::byte>& payload_buffer(control_core& core) { return core.payload(); }
-void note_mesh(control_core& core, const std::string& name, const crown::mesh& on) {
-  core.note_mesh(name, on);
+void note_mesh(control_core& core, std::uint32_t mesh_id, const std::string& name,
+               const crown::mesh& on) {
+  core.note_mesh(mesh_id, name, on);
 }
 
 // ---------------------------------------------------------------- serving side
@@ -462,10 +423,10 @@ namespace {
 
 class server {
 public:
-  server(MPI_Comm comm, int rank, int size) : comm_(comm), rank_(rank), size_(size) {
+  server(MPI_Comm comm, int rank, int size) : channel_(comm), rank_(rank), size_(size) {
     capture_ = [this](log_level level, std::string_view message) {
       std::vector<std::byte> bytes;
-      to_bytes(log_line{static_cast<int>(level), log_label_ + " " + std::string(message)}, bytes);
+      to_bytes(log_line{static_cast<int>(level), *log_label_ + " " + std::string(message)}, bytes);
       append_record(log_position_, record_kind::log, bytes, *log_reply_);
     };
   }
@@ -482,7 +443,7 @@ public:
       else
         pause.pause();
     }
-    out_.drain();
+    channel_.drain_sends();
     return exit_code_;
   }
 
@@ -494,7 +455,8 @@ private:
     point coords;
     int index = 0;
     std::string name;
-    std::string label; ///< "trainers{dp=1}"
+    std::string label;     ///< "trainers{dp=1}"
+    std::string log_label; ///< "[trainers{dp=1}]"
   };
   struct open_request {
     int parent = 0;
@@ -503,89 +465,95 @@ private:
     reply_mode mode = reply_mode::gather;
     reduce_op op = reduce_op::sum;
     std::uint32_t mesh_id = 0, endpoint = 0;
-    std::shared_ptr<std::vector<std::byte>> reply = std::make_shared<std::vector<std::byte>>();
+    message_buffer reply;
     std::vector<std::byte> reduced, scratch;
     bool have_reduced = false;
   };
 
-  /// A command waiting for its turn, decoded once on arrival.
-  struct arrived {
-    std::shared_ptr<std::vector<std::byte>> data;
-    command decoded;
-    std::uint32_t index; ///< this rank among the targets
-  };
-
   bool poll() {
-    out_.poll();
-    MPI_Status status;
-    auto data = receive(comm_, MPI_ANY_TAG, status);
-    if (!data) return false;
-    if (status.MPI_TAG == command_tag)
-      accept_command(std::move(data), status.MPI_SOURCE);
+    channel_.poll_sends();
+    channel::incoming m;
+    if (!channel_.receive(m)) return false;
+    const auto kind = kind_of(m.bytes);
+    if (kind == message_kind::reply)
+      accept_reply(m);
     else
-      accept_reply(*data, status.MPI_SOURCE);
+      accept_command(m);
     return true;
   }
 
-  void accept_command(std::shared_ptr<std::vector<std::byte>> data, int from) {
-    auto c = decode_command(*data, size_);
-    const auto me = c ? std::find(c->ranks.begin(), c->ranks.end(), rank_) : c->ranks.end();
-    if (!c || me == c->ranks.end()) {
-      log(log_level::error, "dropped a malformed command from rank ", from, " (", data->size(),
-          " bytes)");
+  void accept_command(channel::incoming& m) {
+    const auto c = decode_command(m.bytes, size_);
+    const std::int64_t i = c ? c->index_of(rank_) : -1;
+    if (i < 0) {
+      log(log_level::error, "dropped a malformed command from rank ", m.source, " (",
+          m.bytes.size(), " bytes)");
       return;
     }
-    const auto i = static_cast<std::uint32_t>(me - c->ranks.begin());
-    const std::uint64_t node = i + 1, fanout = c->head.fanout;
+    const std::uint64_t node = static_cast<std::uint64_t>(i) + 1, fanout = c->head.fanout;
+    const std::uint64_t order = c->order[static_cast<std::size_t>(i)];
+    const std::uint64_t first = first_child(node, fanout);
+    const std::uint64_t last = std::min<std::uint64_t>(first + fanout - 1, c->head.targets);
+    const bool in_turn = !stopping_ && order == executed_;
+    // A command that is forwarded or waits for its turn needs bytes of its own (small
+    // messages arrive in a slot that is reused).
+    if ((first <= last || !in_turn) && !m.owned) {
+      m.owned = channel_.acquire();
+      m.owned->assign(m.bytes.begin(), m.bytes.end());
+    }
     // Forward first: a child never waits for this rank's endpoint to finish.
-    std::uint32_t children = 0;
-    for (std::uint64_t child = first_child(node, fanout);
-         child < first_child(node, fanout) + fanout && child <= c->head.targets;
-         ++child, ++children)
-      out_.send(data, c->ranks[child - 1], command_tag, comm_);
+    for (std::uint64_t child = first; child <= last; ++child)
+      channel_.send(m.owned, c->ranks[child - 1]);
     const std::uint64_t parent = parent_node(node, fanout);
     open_request& o = open_[c->head.request];
     o.parent = parent == 0 ? 0 : c->ranks[parent - 1];
-    o.waiting = children;
+    o.waiting = first <= last ? static_cast<std::uint32_t>(last - first + 1) : 0;
     o.mode = c->head.mode;
     o.op = static_cast<reduce_op>(c->head.reduce_op);
     o.mesh_id = c->head.mesh_id;
     o.endpoint = c->head.endpoint;
+    o.reply = channel_.acquire();
     begin_reply(c->head.request, *o.reply);
-    const std::uint64_t order = c->order[i];
-    // The decoded command's payload points into `data`, which travels with it.
-    queued_.insert_or_assign(order, arrived{std::move(data), std::move(*c), i});
-    while (!stopping_ && queued_.count(executed_)) {
-      const arrived next = std::move(queued_.at(executed_));
-      queued_.erase(executed_++);
-      execute(next);
+    if (!in_turn) {
+      queued_.insert_or_assign(order, std::move(m.owned));
+      return;
+    }
+    ++executed_;
+    execute(*c, static_cast<std::size_t>(i));
+    while (!stopping_) { // commands that arrived early, now in turn
+      const auto next = queued_.find(executed_);
+      if (next == queued_.end()) break;
+      const message_buffer bytes = std::move(next->second);
+      queued_.erase(next);
+      ++executed_;
+      const auto d = decode_command(*bytes, size_); // decoded once before: valid
+      execute(*d, static_cast<std::size_t>(d->index_of(rank_)));
     }
   }
 
-  void execute(const arrived& a) {
-    const command* c = &a.decoded;
-    const std::uint32_t position = c->positions[a.index];
-    open_request& o = open_[c->head.request];
-    std::vector<std::byte> value;
+  void execute(const command& c, std::size_t index) {
+    const std::uint32_t position = c.positions[index];
+    open_request& o = open_.at(c.head.request);
+    value_.clear();
     log_reply_ = o.reply.get(); // what the actor logs travels in this reply
     log_position_ = position;
     try {
-      switch (c->head.kind) {
+      switch (c.head.kind) {
       case message_kind::spawn:
-        spawn(c->head.mesh_id, c->payload);
+        spawn(c.head.mesh_id, c.payload);
         break;
       case message_kind::call:
-        call(c->head.mesh_id, c->head.endpoint, c->payload, value);
+        call(c.head.mesh_id, c.head.endpoint, c.payload, value_);
         break;
       default:
-        exit_code_ = from_bytes<int>(c->payload);
+        exit_code_ = from_bytes<int>(c.payload);
         destroy_actors();
         stopping_ = true;
         break;
       }
-      record(o, position, record_kind::value, value);
+      record(o, position, record_kind::value, value_);
     } catch (...) {
-      actor_failure f{label_of(c->head.mesh_id, position), rank_, exception_type(), "?"};
+      actor_failure f{label_of(c.head.mesh_id, position), rank_, exception_type(), "?"};
       try {
         throw;
       } catch (const std::exception& e) {
@@ -596,13 +564,13 @@ private:
       record(o, position, record_kind::error, bytes);
     }
     o.own_done = true;
-    finish(c->head.request);
+    finish(c.head.request);
   }
 
   std::string label_of(std::uint32_t mesh_id, std::uint32_t position) const {
     const auto it = actors_.find(mesh_id);
     return it != actors_.end()
-               ? it->second.label
+               ? it->second->label
                : "actor mesh #" + std::to_string(mesh_id) + " point " + std::to_string(position);
   }
 
@@ -615,16 +583,18 @@ private:
     std::vector<dim> dims;
     for (std::size_t d = 0; d < spec.dim_names.size() && d < spec.dim_sizes.size(); ++d)
       dims.push_back({spec.dim_names[d], spec.dim_sizes[d]});
-    hosted h{type, nullptr, crown::mesh(std::move(dims), spec.ranks), {}, 0, spec.name, {}};
-    h.coords = h.mesh.point_of(rank_);
-    h.index = h.mesh.index_of(rank_);
-    h.label = spec.name + point_text(h.mesh, h.coords);
+    auto h = std::make_unique<hosted>(
+        hosted{type, nullptr, crown::mesh(std::move(dims), spec.ranks), {}, 0, spec.name, {}, {}});
+    h->coords = h->mesh.point_of(rank_);
+    h->index = h->mesh.index_of(rank_);
+    h->label = spec.name + point_text(h->mesh, h->coords);
+    h->log_label = "[" + h->label + "]";
     {
-      const actor_context context{h.mesh, h.coords, h.index, h.name};
-      log_label_ = "[" + h.label + "]";
+      const actor_context context{h->mesh, h->coords, h->index, h->name};
+      log_label_ = &h->log_label;
       const actor_scope scope(context, capture_);
       byte_reader args(spec.args);
-      h.object = type->construct(args);
+      h->object = type->construct(args);
     }
     actors_.insert_or_assign(mesh_id, std::move(h));
   }
@@ -635,12 +605,12 @@ private:
     if (it == actors_.end())
       throw state_error("call", "no actor of actor mesh #" + std::to_string(mesh_id) +
                                     " lives on this rank (its spawn failed?)");
-    hosted& h = it->second;
+    hosted& h = *it->second;
     if (endpoint >= h.type->endpoints.size())
       throw argument_error("call on " + h.label,
                            "unknown endpoint #" + std::to_string(endpoint) + " of " + h.type->name);
     const actor_context context{h.mesh, h.coords, h.index, h.name};
-    log_label_ = "[" + h.label + "]";
+    log_label_ = &h.log_label;
     const actor_scope scope(context, capture_);
     byte_reader args(payload);
     h.type->endpoints[endpoint](h.object, args, value);
@@ -662,23 +632,24 @@ private:
       return;
     }
     const auto it = actors_.find(o.mesh_id);
-    const auto combine = it == actors_.end() || o.endpoint >= it->second.type->reducers.size()
+    const auto combine = it == actors_.end() || o.endpoint >= it->second->type->reducers.size()
                              ? nullptr
-                             : it->second.type->reducers[o.endpoint];
+                             : it->second->type->reducers[o.endpoint];
     if (!combine) throw state_error("reduce", "the endpoint's result cannot be reduced");
     o.scratch.clear();
     combine(o.op, o.reduced, bytes, o.scratch);
     std::swap(o.reduced, o.scratch);
   }
 
-  void accept_reply(const std::vector<std::byte>& data, int from) {
-    auto reply = decode_reply(data);
-    const auto it = reply ? open_.find(reply->first) : open_.end();
+  void accept_reply(const channel::incoming& m) {
+    const auto reply = decode_reply(m.bytes);
+    const auto it = reply ? open_.find(reply->request()) : open_.end();
     if (it == open_.end()) {
-      log(log_level::error, "dropped a malformed or unexpected reply from rank ", from);
+      log(log_level::error, "dropped a malformed or unexpected reply from rank ", m.source);
       return;
     }
-    for (const reply_record& r : reply->second) {
+    reply_record r;
+    for (reply_view v = *reply; v.next(r);) {
       try {
         record(it->second, r.position, r.kind, r.bytes);
       } catch (const std::exception& e) {
@@ -690,7 +661,7 @@ private:
       }
     }
     --it->second.waiting;
-    finish(reply->first);
+    finish(reply->request());
   }
 
   void finish(std::uint64_t request) {
@@ -698,31 +669,31 @@ private:
     open_request& o = it->second;
     if (!o.own_done || o.waiting) return;
     if (o.have_reduced) append_record(all_positions, record_kind::value, o.reduced, *o.reply);
-    out_.send(o.reply, o.parent, reply_tag, comm_);
+    channel_.send(o.reply, o.parent);
     open_.erase(it);
   }
 
   void destroy_actors() noexcept {
     for (auto it = actors_.rbegin(); it != actors_.rend(); ++it) {
-      const actor_context context{it->second.mesh, it->second.coords, it->second.index,
-                                  it->second.name};
+      const hosted& h = *it->second;
+      const actor_context context{h.mesh, h.coords, h.index, h.name};
       const actor_scope scope(context);
-      it->second.type->destroy(it->second.object);
+      h.type->destroy(h.object);
     }
     actors_.clear();
   }
 
-  MPI_Comm comm_;
+  channel channel_;
   int rank_, size_;
   std::uint64_t executed_ = 0;
-  std::map<std::uint64_t, arrived> queued_; ///< by order
-  std::map<std::uint32_t, hosted> actors_;
-  std::map<std::uint64_t, open_request> open_;
-  sender out_;
+  std::map<std::uint64_t, message_buffer> queued_; ///< early commands, by order
+  std::map<std::uint32_t, std::unique_ptr<hosted>> actors_;
+  std::unordered_map<std::uint64_t, open_request> open_;
   bool stopping_ = false;
   int exit_code_ = 0;
+  std::vector<std::byte> value_; ///< the endpoint's result, reused
   log_capture capture_;
-  std::string log_label_;
+  const std::string* log_label_ = nullptr;
   std::vector<std::byte>* log_reply_ = nullptr;
   std::uint32_t log_position_ = 0;
 };
@@ -731,6 +702,27 @@ private:
 } // namespace detail
 
 // ---------------------------------------------------------------- public
+
+std::string detail::call_site::what() const {
+  if (!target) return adverb;
+  return std::string(adverb) + " on actor mesh " + target->name + " " + target->view.to_string();
+}
+
+std::shared_ptr<const detail::actor_mesh_ref>
+detail::make_actor_mesh_ref(controller* owner, std::uint32_t id, std::string name,
+                            crown::mesh full, crown::mesh view) {
+  auto r = std::make_shared<actor_mesh_ref>(
+      actor_mesh_ref{owner, id, std::move(name), std::move(full), std::move(view), {}, {}, {}});
+  r->view_index.assign(static_cast<std::size_t>(r->full.size()), -1);
+  for (int i = 0; i < r->view.size(); ++i) {
+    const int rank = r->view.ranks()[static_cast<std::size_t>(i)];
+    const int position = r->full.index_of(rank); // argument_error if not a part of full
+    r->ranks.push_back(rank);
+    r->positions.push_back(static_cast<std::uint32_t>(position));
+    r->view_index[static_cast<std::size_t>(position)] = i;
+  }
+  return r;
+}
 
 const actor_context& this_actor() {
   if (!detail::g_actor)
@@ -799,17 +791,17 @@ int runtime::control(const std::function<void(controller&)>& fn) {
       code = 1;
     }
     try { // every serving rank leaves its loop with the same exit code
-      std::vector<std::byte> payload;
-      detail::to_bytes(code, payload);
-      detail::target_set all;
+      std::vector<int> ranks;
+      std::vector<std::uint32_t> positions;
       for (int r = 1; r < state_->size; ++r) {
-        all.ranks.push_back(r);
-        all.positions.push_back(static_cast<std::uint32_t>(r - 1));
+        ranks.push_back(r);
+        positions.push_back(static_cast<std::uint32_t>(r - 1));
       }
-      if (!all.ranks.empty()) {
+      if (!ranks.empty()) {
+        detail::to_bytes(code, core.begin_command());
         const auto stop =
             core.submit(detail::message_kind::stop, 0, 0, detail::reply_mode::errors_only,
-                        reduce_op::sum, all, payload);
+                        reduce_op::sum, ranks, positions);
         detail::backoff pause;
         while (!core.ready(stop)) pause.pause();
         auto result = core.take(stop);

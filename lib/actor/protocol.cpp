@@ -1,15 +1,14 @@
 // The controller's wire format. Fixed-size fields are copied out (never read in
 // place), every length is checked against the bytes that remain.
 #include "protocol.hpp"
-#include <cstring>
 
 namespace crown::detail {
 namespace {
 
 template <typename T>
 void put(std::vector<std::byte>& out, const T* data, std::size_t count) {
-  const std::size_t bytes = count * sizeof(T);
-  if (!bytes) return;
+  const std::size_t bytes = count * sizeof(T); // small: resize + copy (GCC 12 misreads
+  if (!bytes) return;                             // insert of a byte range here)
   const std::size_t at = out.size();
   out.resize(at + bytes);
   std::memcpy(out.data() + at, data, bytes);
@@ -20,10 +19,10 @@ class cursor {
 public:
   explicit cursor(std::span<const std::byte> m) : m_(m) {}
   template <typename T>
-  bool read(T* out, std::size_t count = 1) {
-    if (count > left() / sizeof(T)) return ok_ = false;
-    std::memcpy(out, m_.data() + at_, count * sizeof(T));
-    at_ += count * sizeof(T);
+  bool read(T& out) {
+    if (sizeof(T) > left()) return ok_ = false;
+    std::memcpy(&out, m_.data() + at_, sizeof(T));
+    at_ += sizeof(T);
     return ok_;
   }
   std::span<const std::byte> take(std::size_t bytes) {
@@ -36,6 +35,7 @@ public:
     return s;
   }
   [[nodiscard]] std::size_t left() const { return m_.size() - at_; }
+  [[nodiscard]] std::span<const std::byte> rest() const { return m_.subspan(at_); }
   [[nodiscard]] bool ok() const { return ok_; }
 
 private:
@@ -44,42 +44,48 @@ private:
   bool ok_ = true;
 };
 
+constexpr std::size_t per_target =
+    sizeof(std::uint64_t) + sizeof(std::int32_t) + sizeof(std::uint32_t);
+constexpr std::size_t record_header = sizeof(std::uint32_t) + 1 + sizeof(std::uint64_t);
+
 } // namespace
 
-void encode_command(const command_header& head, std::span<const std::int32_t> ranks,
-                    std::span<const std::uint32_t> positions, std::span<const std::uint64_t> order,
-                    std::span<const std::byte> payload, std::vector<std::byte>& out) {
-  out.clear();
-  put(out, &head, 1);
+std::int64_t command::index_of(int rank) const noexcept {
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    if (ranks[i] == rank) return static_cast<std::int64_t>(i);
+  return -1;
+}
+
+void finish_command(command_header head, std::span<const std::int32_t> ranks,
+                    std::span<const std::uint32_t> positions,
+                    std::span<const std::uint64_t> order, std::vector<std::byte>& out) {
+  head.targets = static_cast<std::uint32_t>(ranks.size());
+  head.payload_bytes = out.size() - header_space();
+  std::memcpy(out.data(), &head, sizeof head);
+  put(out, order.data(), order.size());
   put(out, ranks.data(), ranks.size());
   put(out, positions.data(), positions.size());
-  put(out, order.data(), order.size());
-  put(out, payload.data(), payload.size());
 }
 
 std::optional<command> decode_command(std::span<const std::byte> message, int world_size) {
   cursor in(message);
   command c;
-  if (!in.read(&c.head)) return std::nullopt;
+  if (!in.read(c.head)) return std::nullopt;
   const command_header& h = c.head;
   if (h.magic != protocol_magic || h.version != protocol_version) return std::nullopt;
   if (h.kind != message_kind::spawn && h.kind != message_kind::call && h.kind != message_kind::stop)
     return std::nullopt;
   if (h.fanout == 0 || static_cast<std::uint8_t>(h.mode) > 2) return std::nullopt;
-  // Sizes are checked against the bytes present before anything is allocated.
-  const std::size_t per_target =
-      sizeof(std::int32_t) + sizeof(std::uint32_t) + sizeof(std::uint64_t);
-  if (h.targets == 0 || h.targets > in.left() / per_target) return std::nullopt;
-  c.ranks.resize(h.targets);
-  c.positions.resize(h.targets);
-  c.order.resize(h.targets);
-  in.read(c.ranks.data(), h.targets);
-  in.read(c.positions.data(), h.targets);
-  in.read(c.order.data(), h.targets);
-  if (!in.ok() || h.payload_bytes != in.left()) return std::nullopt;
+  if (h.payload_bytes > in.left()) return std::nullopt;
   c.payload = in.take(h.payload_bytes);
+  if (h.targets == 0 || in.left() != std::size_t{h.targets} * per_target) return std::nullopt;
+  c.order = packed<std::uint64_t>(in.take(h.targets * sizeof(std::uint64_t)));
+  c.ranks = packed<std::int32_t>(in.take(h.targets * sizeof(std::int32_t)));
+  c.positions = packed<std::uint32_t>(in.take(h.targets * sizeof(std::uint32_t)));
+  // Every rank once: a hostile list must not make the tree forward in circles.
   std::vector<bool> seen(static_cast<std::size_t>(world_size > 0 ? world_size : 0));
-  for (const std::int32_t r : c.ranks) {
+  for (std::size_t i = 0; i < c.ranks.size(); ++i) {
+    const std::int32_t r = c.ranks[i];
     if (r < 1 || r >= world_size || seen[static_cast<std::size_t>(r)]) return std::nullopt;
     seen[static_cast<std::size_t>(r)] = true;
   }
@@ -107,28 +113,52 @@ void append_record(std::uint32_t position, record_kind kind, std::span<const std
   put(out, bytes.data(), bytes.size());
 }
 
-std::optional<std::pair<std::uint64_t, std::vector<reply_record>>>
-decode_reply(std::span<const std::byte> message) {
+bool reply_view::next(reply_record& r) noexcept {
+  if (read_ == records_) return false;
+  cursor in(rest_);
+  std::uint8_t flag = 0;
+  std::uint64_t length = 0;
+  in.read(r.position);
+  in.read(flag);
+  in.read(length);
+  r.kind = static_cast<record_kind>(flag);
+  r.bytes = in.take(length);
+  rest_ = in.rest();
+  ++read_;
+  return true;
+}
+
+std::optional<reply_view> decode_reply(std::span<const std::byte> message) {
   cursor in(message);
   reply_header h;
-  if (!in.read(&h) || h.magic != protocol_magic || h.version != protocol_version ||
+  if (!in.read(h) || h.magic != protocol_magic || h.version != protocol_version ||
       h.kind != message_kind::reply)
     return std::nullopt;
-  constexpr std::size_t record_header = sizeof(std::uint32_t) + 1 + sizeof(std::uint64_t);
   if (h.records > in.left() / record_header) return std::nullopt;
-  std::vector<reply_record> records(h.records);
-  for (reply_record& r : records) {
+  reply_view v;
+  v.request_ = h.request;
+  v.records_ = h.records;
+  v.rest_ = in.rest();
+  for (std::uint64_t i = 0; i < h.records; ++i) { // validate all before any is used
+    std::uint32_t position = 0;
     std::uint8_t flag = 0;
     std::uint64_t length = 0;
-    in.read(&r.position);
-    in.read(&flag);
-    in.read(&length);
+    in.read(position);
+    in.read(flag);
+    in.read(length);
     if (!in.ok() || flag > 2 || length > in.left()) return std::nullopt;
-    r.kind = static_cast<record_kind>(flag);
-    r.bytes = in.take(length);
+    in.take(length);
   }
   if (!in.ok() || in.left() != 0) return std::nullopt;
-  return std::pair{h.request, std::move(records)};
+  return v;
+}
+
+std::optional<message_kind> kind_of(std::span<const std::byte> message) {
+  reply_header h; // commands and replies share magic, version and kind
+  if (message.size() < sizeof h) return std::nullopt;
+  std::memcpy(&h, message.data(), sizeof h);
+  if (h.magic != protocol_magic || h.version != protocol_version) return std::nullopt;
+  return h.kind;
 }
 
 } // namespace crown::detail

@@ -1,9 +1,11 @@
 // lib/actor/protocol.hpp — the controller's wire format: commands that fan out along a
-// tree, replies that come back along it. Decoding trusts nothing (fuzzed: tests/fuzz).
+// tree, replies that come back along it. Decoding trusts nothing (fuzzed: tests/fuzz)
+// and allocates nothing: a decoded message is a set of views into its bytes.
 #pragma once
 #include <crown/actor/wire.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <optional>
 #include <span>
 #include <string>
@@ -12,8 +14,11 @@
 namespace crown::detail {
 
 inline constexpr std::uint32_t protocol_magic = 0x4e575243; // "CRWN"
-inline constexpr std::uint16_t protocol_version = 1;
+inline constexpr std::uint16_t protocol_version = 2;
 
+/// A command is this header, the payload, then per target its order (u64), world rank
+/// (i32) and point index (u32). The payload comes first so that the front end can
+/// serialise straight into the message (no copy of large payloads).
 struct command_header {
   std::uint32_t magic = protocol_magic;
   std::uint16_t version = protocol_version;
@@ -28,20 +33,45 @@ struct command_header {
   std::uint32_t targets = 0;
   std::uint64_t payload_bytes = 0;
 };
+static_assert(sizeof(command_header) == 48, "no padding: the layout is the wire format");
 
-/// A decoded command. Target i is tree node i + 1 (node 0 is the controller); the
-/// children of node k are nodes k*fanout+1 .. k*fanout+fanout.
-struct command {
-  command_header head;
-  std::vector<std::int32_t> ranks;      ///< world rank of each target
-  std::vector<std::uint32_t> positions; ///< each target's point index in the actor mesh
-  std::vector<std::uint64_t> order;     ///< each target's count of earlier commands to it
-  std::span<const std::byte> payload;
+/// Elements of T stored unaligned inside a message (read with memcpy).
+template <typename T>
+class packed {
+public:
+  packed() = default;
+  explicit packed(std::span<const std::byte> bytes) : bytes_(bytes) {}
+  [[nodiscard]] std::size_t size() const noexcept { return bytes_.size() / sizeof(T); }
+  T operator[](std::size_t i) const noexcept {
+    T v;
+    std::memcpy(&v, bytes_.data() + i * sizeof(T), sizeof(T));
+    return v;
+  }
+  [[nodiscard]] std::span<const std::byte> bytes() const noexcept { return bytes_; }
+
+private:
+  std::span<const std::byte> bytes_;
 };
 
-void encode_command(const command_header& head, std::span<const std::int32_t> ranks,
-                    std::span<const std::uint32_t> positions, std::span<const std::uint64_t> order,
-                    std::span<const std::byte> payload, std::vector<std::byte>& out);
+/// A decoded command, viewing the message it was decoded from. Target i is tree node
+/// i + 1 (node 0 is the controller); the children of node k are nodes
+/// k*fanout+1 .. k*fanout+fanout.
+struct command {
+  command_header head;
+  std::span<const std::byte> payload;
+  packed<std::uint64_t> order;     ///< each target's count of earlier commands to it
+  packed<std::int32_t> ranks;      ///< world rank of each target
+  packed<std::uint32_t> positions; ///< each target's point index in the actor mesh
+  /// The index of `rank` among the targets, or -1.
+  [[nodiscard]] std::int64_t index_of(int rank) const noexcept;
+};
+
+/// Completes a command whose payload was written after header_space() bytes of `out`:
+/// writes the header in front and appends the per-target arrays.
+void finish_command(command_header head, std::span<const std::int32_t> ranks,
+                    std::span<const std::uint32_t> positions,
+                    std::span<const std::uint64_t> order, std::vector<std::byte>& out);
+inline constexpr std::size_t header_space() { return sizeof(command_header); }
 /// nullopt unless magic, version and kind are right, 1 <= fanout, every rank lies in
 /// [1, world_size) and appears once, and the lengths add up to exactly the message.
 std::optional<command> decode_command(std::span<const std::byte> message, int world_size);
@@ -75,13 +105,29 @@ struct reply_header {
   std::uint64_t records = 0;
 };
 
+/// A validated reply: its records are read one after the other with next().
+class reply_view {
+public:
+  [[nodiscard]] std::uint64_t request() const noexcept { return request_; }
+  [[nodiscard]] std::uint64_t records() const noexcept { return records_; }
+  /// The next record; false after the last.
+  bool next(reply_record& r) noexcept;
+
+private:
+  friend std::optional<reply_view> decode_reply(std::span<const std::byte> message);
+  std::uint64_t request_ = 0, records_ = 0, read_ = 0;
+  std::span<const std::byte> rest_;
+};
+
 /// Appends one record to a reply under construction (header first: begin_reply).
 void begin_reply(std::uint64_t request, std::vector<std::byte>& out);
 void append_record(std::uint32_t position, record_kind kind, std::span<const std::byte> bytes,
                    std::vector<std::byte>& out);
 /// nullopt unless the header is right and the records fill exactly the message.
-std::optional<std::pair<std::uint64_t, std::vector<reply_record>>>
-decode_reply(std::span<const std::byte> message);
+std::optional<reply_view> decode_reply(std::span<const std::byte> message);
+
+/// The kind of any message (command or reply) from its common first bytes, or nullopt.
+std::optional<message_kind> kind_of(std::span<const std::byte> message);
 
 /// Tree helpers over node indices (0 = controller); 64-bit, so no product overflows.
 inline std::uint64_t parent_node(std::uint64_t node, std::uint64_t fanout) {

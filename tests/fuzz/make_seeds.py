@@ -31,15 +31,17 @@ for name, blob in seeds.items():
 
 # Controller messages (lib/actor/protocol.hpp): command_header is u32 magic, u16 version,
 # u16 kind, u64 seq, u64 request, u32 mesh, u32 endpoint, u8 mode, u8 op, u16 fanout,
-# u32 targets, 4 bytes padding, u64 payload bytes; then ranks, positions, order, payload.
+# u32 targets, u64 payload bytes (48 bytes); then the payload and per target its order
+# (u64), rank (i32) and position (u32).
 controller = out.rstrip("/") + "-controller"
 os.makedirs(controller, exist_ok=True)
 MAGIC = 0x4E575243
+VERSION = 2
 payload = struct.pack("<Q", 3) + b"abc"
-command = struct.pack("<IHHQQIIBBHI4xQ", MAGIC, 1, 2, 1, 1, 1, 0, 0, 0, 2, 2, len(payload))
-command += struct.pack("<ii", 1, 2) + struct.pack("<II", 0, 1) + struct.pack("<QQ", 0, 0)
+command = struct.pack("<IHHQQIIBBHIQ", MAGIC, VERSION, 2, 1, 1, 1, 0, 0, 0, 2, 2, len(payload))
+command += payload + struct.pack("<QQ", 0, 0) + struct.pack("<ii", 1, 2) + struct.pack("<II", 0, 1)
 record = struct.pack("<IBQ", 0, 0, 4) + b"\x07\x00\x00\x00"
-reply = struct.pack("<IHH4xQQ", MAGIC, 1, 4, 1, 1) + record
-for name, blob in {"command": command + payload, "reply": reply}.items():
+reply = struct.pack("<IHHQQ", MAGIC, VERSION, 4, 1, 1) + record
+for name, blob in {"command": command, "reply": reply}.items():
     with open(os.path.join(controller, name), "wb") as f:
         f.write(blob)

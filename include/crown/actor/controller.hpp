@@ -6,6 +6,7 @@
 #include <crown/actor/value_mesh.hpp>
 #include <crown/actor/wire.hpp>
 #include <crown/mesh.hpp>
+#include <memory>
 #include <span>
 #include <string>
 #include <utility>
@@ -13,17 +14,17 @@
 
 namespace crown {
 
+class controller;
+
 namespace detail {
 
-/// The ranks a command goes to, with each one's point index in its actor mesh.
-struct target_set {
-  std::vector<int> ranks;
-  std::vector<std::uint32_t> positions;
-};
-
+/// The buffer to serialise a command's payload into (reused from command to command).
+std::vector<std::byte>& begin_command(control_core& core);
+/// Sends the command begun with begin_command to `ranks` (each with its point index in
+/// the actor mesh); returns the request that its replies answer.
 std::uint64_t submit(control_core& core, message_kind kind, std::uint32_t mesh_id,
                      std::uint32_t endpoint, reply_mode mode, reduce_op op,
-                     const target_set& targets, std::span<const std::byte> payload);
+                     std::span<const int> ranks, std::span<const std::uint32_t> positions);
 std::uint32_t new_mesh_id(control_core& core);
 /// What a spawn command carries (written by controller::spawn, read by the server).
 struct spawn_spec {
@@ -51,71 +52,107 @@ struct spawn_spec {
 std::size_t least_busy(control_core& core, std::uint32_t mesh_id,
                        std::span<const std::uint32_t> positions);
 /// Records a spawned actor mesh (the watchdog names the actors a hung rank hosts).
-void note_mesh(control_core& core, const std::string& name, const crown::mesh& on);
-/// A payload buffer reused from command to command.
-std::vector<std::byte>& payload_buffer(control_core& core);
+void note_mesh(control_core& core, std::uint32_t mesh_id, const std::string& name,
+               const crown::mesh& on);
+
+struct actor_mesh_ref {
+  controller* owner = nullptr; ///< null on a serving rank (a handle passed as an argument)
+  std::uint32_t id = 0;
+  std::string name;
+  crown::mesh full; ///< the mesh the actors were spawned on
+  crown::mesh view; ///< a handle's slice of it
+  std::vector<int> ranks;               ///< the view's ranks ...
+  std::vector<std::uint32_t> positions; ///< ... and their point indices in `full`
+  std::vector<int> view_index;          ///< by point index in `full`: index in view, or -1
+};
+/// Builds the reference for `view`, a part of `full`, with its targets worked out once.
+std::shared_ptr<const actor_mesh_ref> make_actor_mesh_ref(controller* owner, std::uint32_t id,
+                                                          std::string name, crown::mesh full,
+                                                          crown::mesh view);
+
+/// Serialises the arguments as the endpoint's parameter tuple, converting only those
+/// whose type differs (a large vector argument is written once, never copied).
+template <typename... P, typename... Args>
+void write_params(std::vector<std::byte>& out, Args&&... args) {
+  byte_writer w(out);
+  [[maybe_unused]] auto one = [&w]<typename Param, typename Arg>(std::type_identity<Param>, Arg&& a) {
+    if constexpr (std::is_same_v<std::remove_cvref_t<Arg>, Param>)
+      w(a);
+    else
+      w(Param(std::forward<Arg>(a)));
+  };
+  (one(std::type_identity<P>{}, std::forward<Args>(args)), ...);
+}
+template <typename... P, typename... Args>
+void write_param_tuple(std::type_identity<std::tuple<P...>>, std::vector<std::byte>& out,
+                       Args&&... args) {
+  write_params<P...>(out, std::forward<Args>(args)...);
+}
 
 } // namespace detail
 
-class controller;
-
 /// A group of actors of type A, one per point of a mesh of serving ranks; or a slice
 /// of one. Every adverb is checked at compile time against the endpoint's signature.
+/// Copies are cheap (one shared reference). A handle may be passed to an endpoint as an
+/// argument: the actor then knows the other actor mesh (mesh(), name()), but only the
+/// controller calls actors, so the adverbs throw state_error there.
 template <typename A>
 class actor_mesh {
 public:
-  [[nodiscard]] const crown::mesh& mesh() const noexcept { return view_; }
-  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  actor_mesh() = default; ///< an empty handle, e.g. to receive one as an argument
+  [[nodiscard]] const crown::mesh& mesh() const { return ref().view; }
+  [[nodiscard]] const std::string& name() const { return ref().name; }
   [[nodiscard]] actor_mesh slice(std::string_view dim, int index) const {
-    return actor_mesh(*this, view_.slice(dim, index));
+    return sliced(ref().view.slice(dim, index));
   }
   [[nodiscard]] actor_mesh slice(std::string_view dim, range r) const {
-    return actor_mesh(*this, view_.slice(dim, r));
+    return sliced(ref().view.slice(dim, r));
   }
 
   /// Every actor of the mesh; one value per point.
   template <typename M, typename... Args>
   auto call(M m, Args&&... args) const {
     using R = typename detail::endpoint_traits<M>::result;
-    const auto request = send(m, "call", detail::reply_mode::gather, reduce_op::sum, targets(),
-                              std::forward<Args>(args)...);
-    const std::string what = describe("call");
+    const detail::actor_mesh_ref& r = ref();
+    const auto request = send(m, "call", detail::reply_mode::gather, reduce_op::sum, r.ranks,
+                              r.positions, std::forward<Args>(args)...);
+    detail::call_site site{"call", ref_};
     if constexpr (std::is_void_v<R>) {
-      return future<void>(core(), request, what, [what](detail::call_result&& r) {
-        if (!r.failures.empty()) throw actor_error(what, std::move(r.failures));
-      });
+      return future<void>(core(), request, std::move(site), &finish_void);
     } else {
       return future<value_mesh<R>>(
-          core(), request, what, [what, view = view_, full = full_](detail::call_result&& r) {
-            if (!r.failures.empty()) throw actor_error(what, std::move(r.failures));
-            std::vector<R> values(static_cast<std::size_t>(view.size()));
-            for (auto& [position, bytes] : r.values) {
-              const int rank = full.ranks()[position];
-              values[static_cast<std::size_t>(view.index_of(rank))] = detail::from_bytes<R>(bytes);
-            }
-            return value_mesh<R>(view, std::move(values));
+          core(), request, std::move(site),
+          [](detail::call_result&& r, const detail::call_site& s) {
+            throw_failures(r, s);
+            const detail::actor_mesh_ref& t = *s.target;
+            std::vector<R> values(t.ranks.size());
+            for (auto& [position, bytes] : r.values)
+              values.at(static_cast<std::size_t>(t.view_index.at(position))) =
+                  detail::from_bytes<R>(bytes);
+            return value_mesh<R>(t.view, std::move(values));
           });
     }
   }
   /// The actor at one point of this (sliced) mesh.
   template <typename M, typename... Args>
   auto call_one(const point& p, M m, Args&&... args) const {
-    const int rank = view_.rank_at(p); // argument_error outside the mesh
+    const int rank = ref().view.rank_at(p); // argument_error outside the mesh
     return one(rank, "call_one", m, std::forward<Args>(args)...);
   }
   /// One actor, the one with the fewest of this controller's calls in flight.
   template <typename M, typename... Args>
   auto choose(M m, Args&&... args) const {
-    const detail::target_set all = targets();
-    const std::size_t i = detail::least_busy(*core(), id_, all.positions);
-    return one(all.ranks[i], "choose", m, std::forward<Args>(args)...);
+    const detail::actor_mesh_ref& r = ref();
+    const std::size_t i = detail::least_busy(*core(), r.id, r.positions);
+    return one(r.ranks[i], "choose", m, std::forward<Args>(args)...);
   }
   /// Every actor, no results. Failures are never lost: they reach the controller's
   /// supervision (controller::flush, and the end of control()).
   template <typename M, typename... Args>
   void broadcast(M m, Args&&... args) const {
+    const detail::actor_mesh_ref& r = ref();
     const auto request = send(m, "broadcast", detail::reply_mode::errors_only, reduce_op::sum,
-                              targets(), std::forward<Args>(args)...);
+                              r.ranks, r.positions, std::forward<Args>(args)...);
     detail::forget_request(*core(), request);
   }
   /// Every actor; the arithmetic results are combined along the reply tree, so only
@@ -124,75 +161,91 @@ public:
   auto reduce(reduce_op op, M m, Args&&... args) const {
     using R = typename detail::endpoint_traits<M>::result;
     static_assert(std::is_arithmetic_v<R>, "reduce needs an endpoint returning a number");
-    const auto request =
-        send(m, "reduce", detail::reply_mode::reduce, op, targets(), std::forward<Args>(args)...);
-    const std::string what = describe("reduce");
-    return future<R>(core(), request, what, [what, op](detail::call_result&& r) {
-      if (!r.failures.empty()) throw actor_error(what, std::move(r.failures));
-      R total = detail::from_bytes<R>(r.values.at(0).second); // one value per subtree
-      for (std::size_t i = 1; i < r.values.size(); ++i)
-        total = detail::combine(op, total, detail::from_bytes<R>(r.values[i].second));
-      return total;
-    });
+    const detail::actor_mesh_ref& r = ref();
+    const auto request = send(m, "reduce", detail::reply_mode::reduce, op, r.ranks, r.positions,
+                              std::forward<Args>(args)...);
+    return future<R>(core(), request, detail::call_site{"reduce", ref_, op},
+                     [](detail::call_result&& r, const detail::call_site& s) {
+                       throw_failures(r, s);
+                       R total = detail::from_bytes<R>(r.values.at(0).second); // per subtree
+                       for (std::size_t i = 1; i < r.values.size(); ++i)
+                         total = detail::combine(s.op, total,
+                                                 detail::from_bytes<R>(r.values[i].second));
+                       return total;
+                     });
+  }
+
+  template <class Ar>
+  void save(Ar& ar) const {
+    const detail::actor_mesh_ref& r = ref();
+    ar(r.id, r.name, r.full, r.view);
+  }
+  template <class Ar>
+  void load(Ar& ar) {
+    std::uint32_t id = 0;
+    std::string name;
+    ar(id, name);
+    crown::mesh full = detail::load_value<crown::mesh>(ar);
+    crown::mesh view = detail::load_value<crown::mesh>(ar);
+    ref_ = detail::make_actor_mesh_ref(nullptr, id, std::move(name), std::move(full),
+                                       std::move(view));
   }
 
 private:
   friend class controller;
-  actor_mesh(controller* c, std::uint32_t id, std::string name, crown::mesh full)
-      : c_(c), id_(id), name_(std::move(name)), full_(full), view_(std::move(full)) {}
-  actor_mesh(const actor_mesh& whole, crown::mesh view)
-      : c_(whole.c_), id_(whole.id_), name_(whole.name_), full_(whole.full_),
-        view_(std::move(view)) {}
+  explicit actor_mesh(std::shared_ptr<const detail::actor_mesh_ref> ref) : ref_(std::move(ref)) {}
 
-  detail::control_core* core() const;
-  std::string describe(const char* adverb) const {
-    return std::string(adverb) + " on actor mesh " + name_ + " " + view_.to_string();
+  const detail::actor_mesh_ref& ref() const {
+    if (!ref_) throw state_error("crown::actor_mesh", "an empty handle (default-constructed)");
+    return *ref_;
   }
-  detail::target_set targets() const {
-    detail::target_set t;
-    for (int r : view_) {
-      t.ranks.push_back(r);
-      t.positions.push_back(static_cast<std::uint32_t>(full_.index_of(r)));
-    }
-    return t;
+  actor_mesh sliced(crown::mesh view) const {
+    const detail::actor_mesh_ref& r = ref();
+    return actor_mesh(detail::make_actor_mesh_ref(r.owner, r.id, r.name, r.full, std::move(view)));
+  }
+  detail::control_core* core() const;
+  static void throw_failures(detail::call_result& r, const detail::call_site& s) {
+    if (!r.failures.empty()) throw actor_error(s.what(), std::move(r.failures));
+  }
+  static void finish_void(detail::call_result&& r, const detail::call_site& s) {
+    throw_failures(r, s);
   }
   template <typename M, typename... Args>
   std::uint64_t send(M m, const char* adverb, detail::reply_mode mode, reduce_op op,
-                     const detail::target_set& t, Args&&... args) const {
+                     std::span<const int> ranks, std::span<const std::uint32_t> positions,
+                     Args&&... args) const {
     using traits = detail::endpoint_traits<M>;
     static_assert(std::is_same_v<typename traits::actor, A>,
                   "the endpoint is a member function of another class");
     static_assert(std::is_constructible_v<typename traits::params, Args&&...>,
                   "the arguments do not match the endpoint's parameters");
+    detail::control_core& c = *core();
     const int index = detail::endpoint_index<A>(m);
     if (index < 0)
-      throw argument_error(describe(adverb), "this member function is not listed in " +
-                                                 detail::demangle(typeid(A).name()) +
-                                                 "::endpoints");
-    std::vector<std::byte>& payload = detail::payload_buffer(*core());
-    payload.clear();
-    detail::to_bytes(typename traits::params(std::forward<Args>(args)...), payload);
-    return detail::submit(*core(), detail::message_kind::call, id_,
-                          static_cast<std::uint32_t>(index), mode, op, t, payload);
+      throw argument_error(detail::call_site{adverb, ref_}.what(),
+                           "this member function is not listed in " +
+                               detail::demangle(typeid(A).name()) + "::endpoints");
+    detail::write_param_tuple(std::type_identity<typename traits::params>{},
+                              detail::begin_command(c), std::forward<Args>(args)...);
+    return detail::submit(c, detail::message_kind::call, ref().id,
+                          static_cast<std::uint32_t>(index), mode, op, ranks, positions);
   }
   template <typename M, typename... Args>
   auto one(int rank, const char* adverb, M m, Args&&... args) const {
     using R = typename detail::endpoint_traits<M>::result;
-    detail::target_set t{{rank}, {static_cast<std::uint32_t>(full_.index_of(rank))}};
-    const auto request =
-        send(m, adverb, detail::reply_mode::gather, reduce_op::sum, t, std::forward<Args>(args)...);
-    const std::string what = describe(adverb);
-    return future<R>(core(), request, what, [what](detail::call_result&& r) -> R {
-      if (!r.failures.empty()) throw actor_error(what, std::move(r.failures));
-      if constexpr (!std::is_void_v<R>) return detail::from_bytes<R>(r.values.at(0).second);
-    });
+    const int target[] = {rank};
+    const std::uint32_t position[] = {static_cast<std::uint32_t>(ref().full.index_of(rank))};
+    const auto request = send(m, adverb, detail::reply_mode::gather, reduce_op::sum, target,
+                              position, std::forward<Args>(args)...);
+    return future<R>(core(), request, detail::call_site{adverb, ref_},
+                     [](detail::call_result&& r, const detail::call_site& s) -> R {
+                       throw_failures(r, s);
+                       if constexpr (!std::is_void_v<R>)
+                         return detail::from_bytes<R>(r.values.at(0).second);
+                     });
   }
 
-  controller* c_;
-  std::uint32_t id_;
-  std::string name_;
-  crown::mesh full_; ///< the mesh the actors were spawned on
-  crown::mesh view_; ///< this handle's slice of it
+  std::shared_ptr<const detail::actor_mesh_ref> ref_;
 };
 
 /// Ranks that serve actors, as the controller sees them.
@@ -242,24 +295,19 @@ public:
       spec.dim_sizes.push_back(d.size);
     }
     detail::to_bytes(std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...), spec.args);
-    std::vector<std::byte>& payload = detail::payload_buffer(*core_);
-    payload.clear();
-    detail::to_bytes(spec, payload);
-    detail::target_set t;
-    for (int i = 0; i < on.size(); ++i) {
-      t.ranks.push_back(on.ranks()[static_cast<std::size_t>(i)]);
-      t.positions.push_back(static_cast<std::uint32_t>(i));
-    }
+    detail::to_bytes(spec, detail::begin_command(*core_));
     const std::uint32_t id = detail::new_mesh_id(*core_);
-    const auto request = detail::submit(*core_, detail::message_kind::spawn, id, 0,
-                                        detail::reply_mode::gather, reduce_op::sum, t, payload);
-    future<void> done(core_, request, "spawn " + name, [name](detail::call_result&& r) {
-      if (!r.failures.empty())
-        throw actor_error("spawn of actor mesh " + name, std::move(r.failures));
-    });
-    done.get();
-    detail::note_mesh(*core_, name, on);
-    return actor_mesh<A>(this, id, std::move(name), on);
+    auto ref = detail::make_actor_mesh_ref(this, id, std::move(name), on, on);
+    const auto request =
+        detail::submit(*core_, detail::message_kind::spawn, id, 0, detail::reply_mode::gather,
+                       reduce_op::sum, ref->ranks, ref->positions);
+    future<void>(core_, request, detail::call_site{"spawn", ref},
+                 [](detail::call_result&& r, const detail::call_site& s) {
+                   if (!r.failures.empty()) throw actor_error(s.what(), std::move(r.failures));
+                 })
+        .get();
+    detail::note_mesh(*core_, id, ref->name, on);
+    return actor_mesh<A>(std::move(ref));
   }
 
 private:
@@ -271,7 +319,12 @@ private:
 
 template <typename A>
 detail::control_core* actor_mesh<A>::core() const {
-  return &c_->core();
+  const detail::actor_mesh_ref& r = ref();
+  if (!r.owner)
+    throw state_error(detail::call_site{"a call", ref_}.what(),
+                      "actors are called by the controller (rank 0) only; this handle arrived "
+                      "on a serving rank as an argument");
+  return &r.owner->core();
 }
 
 template <typename A, typename... Args>
@@ -283,7 +336,7 @@ actor_mesh<A> proc_mesh::spawn(std::string name, Args&&... args) const {
 /// coarrays and collectives among the actors work on it), its point and its name.
 struct actor_context {
   const crown::mesh& mesh;
-  point coords;
+  const point& coords;
   int index; ///< linear index in the actor mesh
   const std::string& name;
 };

@@ -1,10 +1,11 @@
 // include/crown/actor/future.hpp — the result of a call that is still on its way.
 #pragma once
 #include <chrono>
+#include <crown/actor/wire.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <cstdint>
-#include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -26,6 +27,18 @@ call_result take_result(control_core& core, std::uint64_t request);
 /// The result is not wanted: failures go to the controller's supervision.
 void forget_request(control_core& core, std::uint64_t request);
 
+/// An actor mesh as the controller addresses it (controller.hpp); shared by a handle,
+/// its copies and the futures of its calls.
+struct actor_mesh_ref;
+/// What a future answers for: enough to name it in an error, built into a string only
+/// when one is thrown (a call costs no string work).
+struct call_site {
+  const char* adverb = "";
+  std::shared_ptr<const actor_mesh_ref> target;
+  reduce_op op = reduce_op::sum;
+  [[nodiscard]] std::string what() const; ///< "call_one on actor mesh trainers mesh{...}"
+};
+
 } // namespace detail
 
 /// A value that a call will produce. get() drives the controller's progress itself
@@ -34,19 +47,21 @@ void forget_request(control_core& core, std::uint64_t request);
 template <typename T>
 class future {
 public:
-  using finish_fn = std::function<T(detail::call_result&&)>;
-  future(detail::control_core* core, std::uint64_t request, std::string what, finish_fn finish)
-      : core_(core), request_(request), what_(std::move(what)), finish_(std::move(finish)) {}
+  /// Turns the replies into the value (or throws what they report).
+  using finish_fn = T (*)(detail::call_result&&, const detail::call_site&);
+  future(detail::control_core* core, std::uint64_t request, detail::call_site site,
+         finish_fn finish)
+      : core_(core), request_(request), site_(std::move(site)), finish_(finish) {}
   future(future&& o) noexcept
-      : core_(std::exchange(o.core_, nullptr)), request_(o.request_), what_(std::move(o.what_)),
-        finish_(std::move(o.finish_)) {}
+      : core_(std::exchange(o.core_, nullptr)), request_(o.request_), site_(std::move(o.site_)),
+        finish_(o.finish_) {}
   future& operator=(future&& o) noexcept {
     if (this != &o) {
       drop();
       core_ = std::exchange(o.core_, nullptr);
       request_ = o.request_;
-      what_ = std::move(o.what_);
-      finish_ = std::move(o.finish_);
+      site_ = std::move(o.site_);
+      finish_ = o.finish_;
     }
     return *this;
   }
@@ -56,14 +71,15 @@ public:
 
   /// True once every target has answered; never blocks.
   [[nodiscard]] bool ready() {
-    if (!core_) throw state_error(what_, "this future's result was already taken (or moved)");
+    if (!core_)
+      throw state_error(site_.what(), "this future's result was already taken (or moved)");
     return detail::request_ready(*core_, request_);
   }
   /// Waits for every answer. Throws actor_error listing every failed point.
   T get() {
     detail::backoff pause; // spins, then yields: a worker may need this core
     while (!ready()) pause.pause();
-    return finish_(detail::take_result(*std::exchange(core_, nullptr), request_));
+    return finish_(detail::take_result(*std::exchange(core_, nullptr), request_), site_);
   }
   /// As get(), but throws timeout_error when `timeout` passes first (the call stays in
   /// flight; get() may be called again).
@@ -74,9 +90,10 @@ public:
     for (; !ready(); pause.pause())
       if (std::chrono::steady_clock::now() >= until)
         throw timeout_error(
-            what_, "no complete answer within " +
-                       std::to_string(std::chrono::duration<double>(timeout).count()) + " s");
-    return finish_(detail::take_result(*core_, request_));
+            site_.what(), "no complete answer within " +
+                              std::to_string(std::chrono::duration<double>(timeout).count()) +
+                              " s");
+    return finish_(detail::take_result(*std::exchange(core_, nullptr), request_), site_);
   }
 
 private:
@@ -92,7 +109,7 @@ private:
 
   detail::control_core* core_;
   std::uint64_t request_;
-  std::string what_;
+  detail::call_site site_;
   finish_fn finish_;
 };
 

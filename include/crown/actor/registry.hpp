@@ -1,6 +1,8 @@
 // include/crown/actor/registry.hpp — actor types and their endpoints, type-erased so
 // that a serving rank can construct an actor and call an endpoint from bytes alone.
 #pragma once
+#include <crown/actor/arguments.hpp>
+#include <crown/actor/wire.hpp>
 #include <crown/detail/archive.hpp>
 #include <crown/error.hpp>
 #include <cstddef>
@@ -20,9 +22,6 @@ template <typename... M>
 constexpr std::tuple<M...> endpoints(M... m) {
   return {m...};
 }
-
-/// Reductions along the reply tree (actor_mesh::reduce).
-enum class reduce_op : std::uint8_t { sum = 1, min = 2, max = 3 };
 
 namespace detail {
 
@@ -65,18 +64,23 @@ void to_bytes(const T& value, std::vector<std::byte>& out) {
 template <typename T>
 T from_bytes(std::span<const std::byte> in) {
   byte_reader r(in);
-  T value{};
-  r(value);
+  T value = load_value<T>(r);
   if (r.remaining() != 0)
     throw malformed_message(std::to_string(r.remaining()) + " bytes left over after the value");
   return value;
 }
 
+/// Reads a parameter tuple element by element (braced initialisation reads them in
+/// order), so parameter types need no default constructor.
+template <typename... P>
+std::tuple<P...> load_params(std::type_identity<std::tuple<P...>>, byte_reader& in) {
+  return std::tuple<P...>{load_value<P>(in)...};
+}
+
 template <typename M>
 void invoke_endpoint(M m, void* actor, byte_reader& in, std::vector<std::byte>& out) {
   using traits = endpoint_traits<M>;
-  typename traits::params args;
-  in(args);
+  auto args = load_params(std::type_identity<typename traits::params>{}, in);
   auto* a = static_cast<typename traits::actor*>(actor);
   if constexpr (std::is_void_v<typename traits::result>) {
     std::apply([&](auto&... p) { (a->*m)(p...); }, args);
@@ -134,8 +138,7 @@ actor_type make_actor_type() {
   actor_type t;
   t.name = demangle(typeid(A).name());
   t.construct = [](byte_reader& in) -> void* {
-    std::tuple<Args...> args;
-    in(args);
+    auto args = load_params(std::type_identity<std::tuple<Args...>>{}, in);
     return std::apply([](auto&... a) { return new A(a...); }, args);
   };
   t.destroy = [](void* a) { delete static_cast<A*>(a); };

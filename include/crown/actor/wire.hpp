@@ -3,11 +3,17 @@
 #pragma once
 #include <cstdint>
 
-namespace crown::detail {
+namespace crown {
+
+/// Reductions along the reply tree (actor_mesh::reduce).
+enum class reduce_op : std::uint8_t { sum = 1, min = 2, max = 3 };
+
+namespace detail {
 
 enum class message_kind : std::uint16_t { spawn = 1, call = 2, stop = 3, reply = 4 };
 /// What a command's targets send back: every value, one value reduced along the tree,
 /// or only errors (broadcast).
 enum class reply_mode : std::uint8_t { gather = 0, reduce = 1, errors_only = 2 };
 
-} // namespace crown::detail
+} // namespace detail
+} // namespace crown

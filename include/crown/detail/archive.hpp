@@ -33,9 +33,8 @@ public:
   explicit byte_writer(std::vector<std::byte>& out)
       : cereal::OutputArchive<byte_writer, cereal::AllowEmptyClassElision>(this), out_(out) {}
   void saveBinary(const void* data, std::size_t bytes) {
-    const std::size_t at = out_.size();
-    out_.resize(at + bytes);
-    if (bytes) std::memcpy(out_.data() + at, data, bytes);
+    const auto* from = static_cast<const std::byte*>(data);
+    out_.insert(out_.end(), from, from + bytes); // no zero fill before the copy
   }
 
 private:

@@ -1,0 +1,156 @@
+// Controller messages over MPI point-to-point (lib/actor/channel.hpp).
+#include "channel.hpp"
+#include <algorithm>
+#include <crown/detail/wait.hpp>
+#include <crown/error.hpp>
+#include <crown/log.hpp>
+#include <cstdint>
+#include <cstring>
+#include <string>
+
+namespace crown::detail {
+namespace {
+
+constexpr int small_tag = 1; ///< messages that fit a slot, and notices
+constexpr int large_tag = 2; ///< bodies of larger messages, announced by a notice
+
+/// Announces a body of `bytes` that follows on large_tag from the same rank (MPI keeps
+/// one sender's messages on one tag in order, so the n-th notice goes with the n-th body).
+struct notice {
+  std::uint32_t magic = 0x4c575243; // "CRWL"
+  std::uint32_t zero = 0;
+  std::uint64_t bytes = 0;
+};
+
+void check(int rc, const char* call, int rank) {
+  if (rc != MPI_SUCCESS)
+    check_mpi(rc, std::string("controller channel: ") + call + " with rank " + std::to_string(rank));
+}
+
+} // namespace
+
+channel::channel(MPI_Comm comm) : comm_(comm) {
+  for (slot& s : ring_) post(s);
+}
+
+channel::~channel() {
+  for (slot& s : ring_) {
+    if (s.request == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&s.request);
+    MPI_Wait(&s.request, MPI_STATUS_IGNORE);
+  }
+  for (large_receive& l : large_) {
+    MPI_Cancel(&l.request);
+    MPI_Wait(&l.request, MPI_STATUS_IGNORE);
+  }
+  drain_sends();
+}
+
+void channel::post(slot& s) {
+  check(MPI_Irecv(s.bytes.data(), static_cast<int>(slot_bytes), MPI_BYTE, MPI_ANY_SOURCE,
+                  small_tag, comm_, &s.request),
+        "MPI_Irecv", -1);
+}
+
+message_buffer channel::acquire() {
+  if (free_.empty()) return std::make_shared<std::vector<std::byte>>();
+  message_buffer b = std::move(free_.back());
+  free_.pop_back();
+  b->clear();
+  return b;
+}
+
+void channel::send(const message_buffer& data, int dest) {
+  if (data->size() > static_cast<std::size_t>(INT32_MAX))
+    throw argument_error("controller message to rank " + std::to_string(dest),
+                         std::to_string(data->size()) + " bytes exceed MPI's count limit");
+  auto isend = [&](const message_buffer& b, int tag) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    check(MPI_Isend(b->data(), static_cast<int>(b->size()), MPI_BYTE, dest, tag, comm_, &r),
+          "MPI_Isend", dest);
+    send_requests_.push_back(r);
+    send_buffers_.push_back(b);
+  };
+  if (data->size() <= slot_bytes) return isend(data, small_tag);
+  message_buffer n = acquire();
+  const notice head{.bytes = data->size()};
+  n->resize(sizeof head);
+  std::memcpy(n->data(), &head, sizeof head);
+  isend(n, small_tag);
+  isend(data, large_tag);
+}
+
+void channel::poll_sends() {
+  if (send_requests_.empty()) return;
+  int count = 0;
+  done_.resize(send_requests_.size());
+  check(MPI_Testsome(static_cast<int>(send_requests_.size()), send_requests_.data(), &count,
+                     done_.data(), MPI_STATUSES_IGNORE),
+        "MPI_Testsome", -1);
+  if (count <= 0) return; // MPI_UNDEFINED: nothing active
+  std::size_t kept = 0;
+  for (std::size_t i = 0; i < send_requests_.size(); ++i) {
+    if (send_requests_[i] != MPI_REQUEST_NULL) {
+      send_requests_[kept] = send_requests_[i];
+      send_buffers_[kept++] = std::move(send_buffers_[i]);
+    } else if (send_buffers_[i].use_count() == 1 && send_buffers_[i]->capacity() <= slot_bytes &&
+               free_.size() < 64) {
+      free_.push_back(std::move(send_buffers_[i])); // small ones are reused
+    }
+  }
+  send_requests_.resize(kept);
+  send_buffers_.resize(kept);
+}
+
+void channel::drain_sends() {
+  backoff pause;
+  for (poll_sends(); !send_requests_.empty(); poll_sends()) pause.pause();
+}
+
+bool channel::receive(incoming& m) {
+  if (holding_) { // the caller is done with the slot handed out last time
+    holding_ = false;
+    post(ring_[head_]);
+    head_ = (head_ + 1) % slots;
+  }
+  for (std::size_t i = 0; i < large_.size(); ++i) {
+    int done = 0;
+    check(MPI_Test(&large_[i].request, &done, MPI_STATUS_IGNORE), "MPI_Test", large_[i].source);
+    if (!done) continue;
+    m.owned = std::move(large_[i].body);
+    m.bytes = *m.owned;
+    m.source = large_[i].source;
+    large_.erase(large_.begin() + static_cast<std::ptrdiff_t>(i));
+    return true;
+  }
+  slot& s = ring_[head_];
+  int done = 0;
+  MPI_Status status;
+  check(MPI_Test(&s.request, &done, &status), "MPI_Test", -1);
+  if (!done) return false;
+  int count = 0;
+  MPI_Get_count(&status, MPI_BYTE, &count);
+  holding_ = true;
+  notice n;
+  if (static_cast<std::size_t>(count) == sizeof n &&
+      (std::memcpy(&n, s.bytes.data(), sizeof n), n.magic == notice{}.magic)) {
+    if (n.bytes > static_cast<std::uint64_t>(INT32_MAX) || n.bytes <= slot_bytes) {
+      log(log_level::error, "controller channel: dropped a bad notice of ", n.bytes,
+          " bytes from rank ", status.MPI_SOURCE);
+      return receive(m);
+    }
+    large_receive l{std::make_shared<std::vector<std::byte>>(n.bytes), status.MPI_SOURCE,
+                    MPI_REQUEST_NULL};
+    check(MPI_Irecv(l.body->data(), static_cast<int>(n.bytes), MPI_BYTE, l.source, large_tag,
+                    comm_, &l.request),
+          "MPI_Irecv", l.source);
+    large_.push_back(std::move(l));
+    return receive(m); // the body may be there already; the next slot may hold more
+  }
+  m.bytes = std::span<const std::byte>(s.bytes.data(), static_cast<std::size_t>(count));
+  m.source = status.MPI_SOURCE;
+  m.owned.reset();
+  return true;
+}
+
+} // namespace crown::detail

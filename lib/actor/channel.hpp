@@ -1,0 +1,67 @@
+// lib/actor/channel.hpp — how controller messages travel between ranks: receives are
+// posted ahead into a ring of fixed slots (an arriving message is matched at once and
+// read in place, with no probe and no allocation), sends reuse pooled buffers, and a
+// message larger than a slot goes as a notice followed by its body.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <memory>
+#include <mpi.h>
+#include <span>
+#include <vector>
+
+namespace crown::detail {
+
+using message_buffer = std::shared_ptr<std::vector<std::byte>>;
+
+class channel {
+public:
+  static constexpr std::size_t slot_bytes = 16 << 10;
+  static constexpr std::size_t slots = 8;
+
+  explicit channel(MPI_Comm comm);
+  ~channel(); ///< cancels the posted receives
+  channel(const channel&) = delete;
+  channel& operator=(const channel&) = delete;
+
+  /// An empty buffer for an outgoing message (reused once MPI is done with it).
+  message_buffer acquire();
+  /// Sends `data` to `dest` without copying; the buffer may go to several ranks.
+  void send(const message_buffer& data, int dest);
+  /// Retires completed sends (one MPI call when any are pending, none otherwise).
+  void poll_sends();
+  /// Waits for every send.
+  void drain_sends();
+
+  struct incoming {
+    std::span<const std::byte> bytes; ///< valid until the next receive()
+    int source = -1;
+    message_buffer owned; ///< set when the message has a buffer of its own (large ones)
+  };
+  /// The next message that has arrived, if any.
+  bool receive(incoming& m);
+
+private:
+  struct slot {
+    std::vector<std::byte> bytes = std::vector<std::byte>(slot_bytes);
+    MPI_Request request = MPI_REQUEST_NULL;
+  };
+  struct large_receive {
+    message_buffer body;
+    int source;
+    MPI_Request request;
+  };
+  void post(slot& s);
+
+  MPI_Comm comm_;
+  std::array<slot, slots> ring_;
+  std::size_t head_ = 0;
+  bool holding_ = false; ///< ring_[head_] was handed out by the last receive()
+  std::vector<large_receive> large_;
+  std::vector<MPI_Request> send_requests_;
+  std::vector<message_buffer> send_buffers_;
+  std::vector<int> done_;
+  std::vector<message_buffer> free_;
+};
+
+} // namespace crown::detail
