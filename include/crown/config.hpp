@@ -43,6 +43,8 @@ struct config {
   /// serving rank hung and aborts the job (0: never)
   double watchdog = 30;
   double timeout_scale = 1; ///< CROWN_TIMEOUT_SCALE: multiplies every Crown timeout
+  /// CROWN_ACTOR_STDOUT: actors' stdout travels to the controller, tagged (0: printed locally)
+  bool actor_stdout = false;
 
   /// Parses the given variables (name -> value). Invalid values throw config_error
   /// naming the variable, the value and what is allowed; unknown CROWN_* names are

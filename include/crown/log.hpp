@@ -27,6 +27,9 @@ namespace detail {
 /// Replaces the sink (tests capture lines); an empty function restores stderr.
 void set_log_sink(std::function<void(std::string_view line)> sink);
 void set_log_level(log_level level) noexcept;
+/// One line of program output (what actors printed, on the controller): to the sink
+/// when one is set, else to stdout.
+void write_output(std::string_view line);
 /// While set, lines this thread logs go to `capture` instead of the sink (an actor's
 /// lines travel to the controller); nullptr restores the sink.
 using log_capture = std::function<void(log_level level, std::string_view message)>;

@@ -52,12 +52,33 @@ void channel::post(slot& s) {
         "MPI_Irecv", -1);
 }
 
-message_buffer channel::acquire() {
-  if (free_.empty()) return std::make_shared<std::vector<std::byte>>();
-  message_buffer b = std::move(free_.back());
-  free_.pop_back();
-  b->clear();
+message_buffer channel::acquire(std::size_t bytes) {
+  auto take = [](std::vector<message_buffer>& from) {
+    message_buffer b = std::move(from.back());
+    from.pop_back();
+    b->clear();
+    return b;
+  };
+  if (bytes <= slot_bytes && !free_small_.empty()) return take(free_small_);
+  if (!free_large_.empty() && free_large_.back()->capacity() >= bytes) return take(free_large_);
+  auto b = std::make_shared<std::vector<std::byte>>();
+  b->reserve(bytes);
   return b;
+}
+
+void channel::recycle(message_buffer b) {
+  if (!b || b.use_count() != 1) return;
+  if (b->capacity() <= slot_bytes) {
+    if (free_small_.size() < 64) free_small_.push_back(std::move(b));
+    return;
+  }
+  // Two large ones are kept, the largest seen, largest last (acquire looks there).
+  free_large_.push_back(std::move(b));
+  std::sort(free_large_.begin(), free_large_.end(),
+            [](const message_buffer& x, const message_buffer& y) {
+              return x->capacity() < y->capacity();
+            });
+  if (free_large_.size() > 2) free_large_.erase(free_large_.begin());
 }
 
 void channel::send(const message_buffer& data, int dest) {
@@ -93,9 +114,8 @@ void channel::poll_sends() {
     if (send_requests_[i] != MPI_REQUEST_NULL) {
       send_requests_[kept] = send_requests_[i];
       send_buffers_[kept++] = std::move(send_buffers_[i]);
-    } else if (send_buffers_[i].use_count() == 1 && send_buffers_[i]->capacity() <= slot_bytes &&
-               free_.size() < 64) {
-      free_.push_back(std::move(send_buffers_[i])); // small ones are reused
+    } else {
+      recycle(std::move(send_buffers_[i]));
     }
   }
   send_requests_.resize(kept);
@@ -139,8 +159,8 @@ bool channel::receive(incoming& m) {
           " bytes from rank ", status.MPI_SOURCE);
       return receive(m);
     }
-    large_receive l{std::make_shared<std::vector<std::byte>>(n.bytes), status.MPI_SOURCE,
-                    MPI_REQUEST_NULL};
+    large_receive l{acquire(n.bytes), status.MPI_SOURCE, MPI_REQUEST_NULL};
+    l.body->resize(n.bytes);
     check(MPI_Irecv(l.body->data(), static_cast<int>(n.bytes), MPI_BYTE, l.source, large_tag,
                     comm_, &l.request),
           "MPI_Irecv", l.source);

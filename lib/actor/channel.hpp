@@ -24,8 +24,13 @@ public:
   channel(const channel&) = delete;
   channel& operator=(const channel&) = delete;
 
-  /// An empty buffer for an outgoing message (reused once MPI is done with it).
-  message_buffer acquire();
+  /// An empty buffer for an outgoing message (reused once MPI is done with it), one
+  /// with room for `bytes` when a spare one has it.
+  message_buffer acquire(std::size_t bytes = 0);
+  /// Gives a buffer back for reuse (kept when nothing else holds it and the pool has
+  /// room: up to 64 small ones and 2 large ones, so a large payload sent or received
+  /// again needs no new pages).
+  void recycle(message_buffer b);
   /// Sends `data` to `dest` without copying; the buffer may go to several ranks.
   void send(const message_buffer& data, int dest);
   /// Retires completed sends (one MPI call when any are pending, none otherwise).
@@ -61,7 +66,7 @@ private:
   std::vector<MPI_Request> send_requests_;
   std::vector<message_buffer> send_buffers_;
   std::vector<int> done_;
-  std::vector<message_buffer> free_;
+  std::vector<message_buffer> free_small_, free_large_; ///< capacity <= or > slot_bytes
 };
 
 } // namespace crown::detail

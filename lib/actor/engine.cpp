@@ -4,6 +4,7 @@
 #include "../runtime/runtime_state.hpp"
 #include "channel.hpp"
 #include "protocol.hpp"
+#include "stdout_capture.hpp"
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -19,6 +20,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <thread>
 #include <unordered_map>
@@ -149,7 +151,10 @@ public:
       if (e.count > 1)
         text += " (" + std::to_string(e.count) + " lines from " + std::to_string(e.actors.size()) +
                 (e.actors.size() == 1 ? " actor)" : " actors)");
-      log_write(static_cast<log_level>(e.level), text);
+      if (e.level == log_line::stdout_level)
+        write_output(text);
+      else
+        log_write(static_cast<log_level>(e.level), text);
       it = pending_.erase(it);
     }
   }
@@ -178,7 +183,7 @@ public:
   }
 
   std::vector<std::byte>& begin_command() {
-    next_ = channel_.acquire();
+    next_ = channel_.acquire(last_bytes_); // a large payload is likely followed by another
     next_->resize(header_space());
     return *next_;
   }
@@ -199,6 +204,7 @@ public:
     for (int r : ranks) order_.push_back(sent_to_[static_cast<std::size_t>(r)]++);
     message_buffer message = std::move(next_);
     finish_command(h, ranks, positions, order_, *message);
+    last_bytes_ = message->size();
     const auto children = std::min<std::size_t>(ranks.size(), h.fanout);
     for (std::size_t node = 1; node <= children; ++node) channel_.send(message, ranks[node - 1]);
     pending& p = requests_[h.request];
@@ -270,7 +276,10 @@ public:
       logs_.flush(false);
     }
     channel::incoming m;
-    while (channel_.receive(m)) accept_reply(m);
+    while (channel_.receive(m)) {
+      accept_reply(m);
+      channel_.recycle(std::move(m.owned));
+    }
   }
 
   void drain() {
@@ -384,6 +393,7 @@ private:
   int size_;
   int fanout_;
   std::uint64_t seq_ = 0, next_request_ = 0, ticks_ = 0;
+  std::size_t last_bytes_ = 0; ///< of the last command
   std::uint32_t next_mesh_ = 0;
   std::size_t unfinished_ = 0; ///< requests still waiting for replies
   std::vector<std::uint64_t> sent_to_, order_;
@@ -423,14 +433,19 @@ namespace {
 
 class server {
 public:
-  server(MPI_Comm comm, int rank, int size) : channel_(comm), rank_(rank), size_(size) {
+  server(MPI_Comm comm, int rank, int size, bool capture_stdout)
+      : channel_(comm), rank_(rank), size_(size) {
+    if (capture_stdout) stdout_.emplace();
     capture_ = [this](log_level level, std::string_view message) {
       std::vector<std::byte> bytes;
       to_bytes(log_line{static_cast<int>(level), *log_label_ + " " + std::string(message)}, bytes);
       append_record(log_position_, record_kind::log, bytes, *log_reply_);
     };
   }
-  ~server() { destroy_actors(); }
+  ~server() {
+    stdout_.reset(); // what destructors print now goes to this rank's own stdout
+    destroy_actors();
+  }
   server(const server&) = delete;
   server& operator=(const server&) = delete;
 
@@ -479,6 +494,7 @@ private:
       accept_reply(m);
     else
       accept_command(m);
+    channel_.recycle(std::move(m.owned));
     return true;
   }
 
@@ -523,11 +539,12 @@ private:
     while (!stopping_) { // commands that arrived early, now in turn
       const auto next = queued_.find(executed_);
       if (next == queued_.end()) break;
-      const message_buffer bytes = std::move(next->second);
+      message_buffer bytes = std::move(next->second);
       queued_.erase(next);
       ++executed_;
       const auto d = decode_command(*bytes, size_); // decoded once before: valid
       execute(*d, static_cast<std::size_t>(d->index_of(rank_)));
+      channel_.recycle(std::move(bytes));
     }
   }
 
@@ -547,10 +564,12 @@ private:
         break;
       default:
         exit_code_ = from_bytes<int>(c.payload);
+        forward_stdout(true); // an unfinished last line, as the last actor that ran left it
         destroy_actors();
         stopping_ = true;
         break;
       }
+      forward_stdout();
       record(o, position, record_kind::value, value_);
     } catch (...) {
       actor_failure f{label_of(c.head.mesh_id, position), rank_, exception_type(), "?"};
@@ -561,10 +580,26 @@ private:
       } catch (...) {}
       std::vector<std::byte> bytes;
       to_bytes(f, bytes);
+      forward_stdout();
       record(o, position, record_kind::error, bytes);
     }
+    log_reply_ = nullptr;
     o.own_done = true;
     finish(c.head.request);
+  }
+
+  /// What the actor printed goes with the reply, tagged like its log lines.
+  void forward_stdout(bool unfinished_too = false) {
+    if (!stdout_ || !log_reply_ || !log_label_) return;
+    const auto send = [this](std::string_view text) {
+      std::vector<std::byte> bytes;
+      to_bytes(log_line{log_line::stdout_level, *log_label_ + " " + std::string(text)}, bytes);
+      append_record(log_position_, record_kind::log, bytes, *log_reply_);
+    };
+    if (unfinished_too)
+      stdout_->finish(send);
+    else
+      stdout_->collect(send);
   }
 
   std::string label_of(std::uint32_t mesh_id, std::uint32_t position) const {
@@ -594,7 +629,13 @@ private:
       log_label_ = &h->log_label;
       const actor_scope scope(context, capture_);
       byte_reader args(spec.args);
-      h->object = type->construct(args);
+      try {
+        h->object = type->construct(args);
+      } catch (...) { // what the failed constructor printed goes while its label lives
+        forward_stdout();
+        log_label_ = nullptr;
+        throw;
+      }
     }
     actors_.insert_or_assign(mesh_id, std::move(h));
   }
@@ -677,9 +718,15 @@ private:
     for (auto it = actors_.rbegin(); it != actors_.rend(); ++it) {
       const hosted& h = *it->second;
       const actor_context context{h.mesh, h.coords, h.index, h.name};
+      log_label_ = &h.log_label;
       const actor_scope scope(context);
       h.type->destroy(h.object);
+      try {
+        forward_stdout();
+      } catch (...) { // output of a destructor is not worth a failed stop
+      }
     }
+    log_label_ = nullptr;
     actors_.clear();
   }
 
@@ -694,6 +741,7 @@ private:
   std::vector<std::byte> value_; ///< the endpoint's result, reused
   log_capture capture_;
   const std::string* log_label_ = nullptr;
+  std::optional<stdout_capture> stdout_; ///< CROWN_ACTOR_STDOUT
   std::vector<std::byte>* log_reply_ = nullptr;
   std::uint32_t log_position_ = 0;
 };
@@ -826,7 +874,7 @@ int runtime::control(const std::function<void(controller&)>& fn) {
           detail::remote_atomic(0, word, detail::atomic_op::add, 8, false, 1, 0, beats.cpu_atomics);
         while (!wake.wait_for(lock, stop, period, [&] { return stop.stop_requested(); }));
       });
-    detail::server s(comm, state_->rank, state_->size);
+    detail::server s(comm, state_->rank, state_->size, cfg.actor_stdout);
     code = s.serve();
   }
   detail::heap_release(*state_->world, beats); // a barrier: the heartbeat threads are gone

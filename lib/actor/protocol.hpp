@@ -81,7 +81,8 @@ enum class record_kind : std::uint8_t { value = 0, error = 1, log = 2 };
 
 /// One line an actor logged while it ran (crown::log), for the controller to print.
 struct log_line {
-  int level = 0;    ///< a crown::log_level
+  static constexpr int stdout_level = -1; ///< a line the actor printed to stdout
+  int level = 0;    ///< a crown::log_level, or stdout_level
   std::string text; ///< "[trainers{dp=1}] message"
   template <class Ar>
   void serialize(Ar& ar) {

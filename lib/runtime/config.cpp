@@ -10,7 +10,7 @@ extern char** environ;
 namespace crown {
 namespace {
 
-constexpr std::array<config_variable, 12> variables{{
+constexpr std::array<config_variable, 13> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace."},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -44,6 +44,10 @@ constexpr std::array<config_variable, 12> variables{{
      "it and aborts the job; 0 turns the watchdog off. Needs MPI_THREAD_MULTIPLE."},
     {"CROWN_TIMEOUT_SCALE", "1",
      "Multiplies every Crown timeout (the watchdog's), for slow or oversubscribed machines."},
+    {"CROWN_ACTOR_STDOUT", "0",
+     "1: what actors write to stdout (printf, std::cout) in constructors and endpoints "
+     "reaches the controller's stdout, tagged with actor mesh and point and collapsed like "
+     "their log lines; 0: each serving rank prints it itself (mpirun forwards it untagged)."},
     {"CROWN_PROGRESS_THREAD", "0",
      "1: a background thread drives one-sided progress, so that a rank computing outside "
      "Crown still serves other ranks' puts, gets and atomics (UCX over TCP, am). Costs a "
@@ -172,6 +176,8 @@ config config::parse(const std::map<std::string, std::string>& vars,
       c.watchdog = parse_seconds(name, value, true);
     } else if (name == "CROWN_TIMEOUT_SCALE") {
       c.timeout_scale = parse_seconds(name, value, false);
+    } else if (name == "CROWN_ACTOR_STDOUT") {
+      c.actor_stdout = parse_flag(name, value);
     } else if (name == "CROWN_PROGRESS_THREAD") {
       c.progress_thread = parse_flag(name, value);
     } else if (name == "CROWN_CHECK") {

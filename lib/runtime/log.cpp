@@ -40,6 +40,16 @@ void set_log_sink(std::function<void(std::string_view)> sink) {
   const std::lock_guard lock(g_sink_mutex);
   g_sink = std::move(sink);
 }
+void write_output(std::string_view line) {
+  const std::string text = std::string(line) + '\n';
+  const std::lock_guard lock(g_sink_mutex);
+  if (g_sink) {
+    g_sink(text);
+  } else {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    std::fflush(stdout);
+  }
+}
 void set_log_level(log_level level) noexcept { g_level.store(level, std::memory_order_relaxed); }
 void set_thread_log_capture(const log_capture* capture) noexcept { t_capture = capture; }
 } // namespace detail

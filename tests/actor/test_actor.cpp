@@ -4,7 +4,9 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <crown/crown.hpp>
+#include <cstdio>
 #include <harness/crown_test.hpp>
+#include <iostream>
 #include <numeric>
 #include <stdexcept>
 #include <thread>
@@ -60,11 +62,26 @@ public:
     crown::log(crown::log_level::warn, "round ", round);
     if (crown::this_actor().index == 0) crown::log(crown::log_level::warn, "only me");
   }
+  void shout(int round) const {
+    std::printf("shout %d\n", round);
+    if (crown::this_actor().index == 0) std::cout << "first " << round << " without newline";
+  }
+  /// Meshes and actor-mesh handles arrive as values; only the controller calls actors.
+  std::string peers(const crown::mesh& m, const crown::actor_mesh<counter>& other) const {
+    std::string refused;
+    try {
+      (void)other.call(&counter::get);
+    } catch (const crown::state_error& e) {
+      refused = e.what();
+    }
+    return m.to_string() + " " + other.name() + " " + std::to_string(other.mesh().size()) + " " +
+           refused;
+  }
   int not_an_endpoint() const { return 0; }
 
-  static constexpr auto endpoints =
-      crown::endpoints(&counter::add, &counter::get, &counter::where, &counter::fail_on,
-                       &counter::ring_sum, &counter::summary, &counter::slow, &counter::chatter);
+  static constexpr auto endpoints = crown::endpoints(
+      &counter::add, &counter::get, &counter::where, &counter::fail_on, &counter::ring_sum,
+      &counter::summary, &counter::slow, &counter::chatter, &counter::shout, &counter::peers);
 
 private:
   int value_;
@@ -264,4 +281,50 @@ BOOST_AUTO_TEST_CASE(actor_logs_reach_the_controller_tagged_and_collapsed) {
   BOOST_TEST(has("] round 2" + many));
   BOOST_TEST(has("[chatty{workers=0}] only me")); // once, or twice collapsed into one line
   BOOST_TEST(!has("[chatty{workers=1}] only me"));
+}
+
+BOOST_AUTO_TEST_CASE(meshes_and_actor_mesh_handles_travel_as_arguments) {
+  control([](crown::controller& c) {
+    auto counters = c.workers().spawn<counter>("counters", 0);
+    auto others = c.workers().slice("workers", 0).spawn<counter>("others", 0);
+    const crown::mesh workers = c.workers().mesh();
+    const crown::mesh grid({{"x", 1}, {"y", n() - 1}}, {workers.begin(), workers.end()});
+    const auto answers = counters.call(&counter::peers, grid, others).get();
+    for (const std::string& a : answers) {
+      BOOST_TEST(a.starts_with(grid.to_string() + " others 1 "), a);
+      BOOST_TEST(a.find("called by the controller (rank 0) only") != std::string::npos, a);
+    }
+    // A mesh is checked on arrival: a rank outside the job is refused there.
+    const auto m = what_of<crown::argument_error>([&] { crown::mesh({{"x", 1}}, {n()}); });
+    BOOST_TEST(m.find("outside the world") != std::string::npos, m);
+    const auto empty = what_of<crown::state_error>([] { (void)crown::actor_mesh<counter>().name(); });
+    BOOST_TEST(empty.find("empty handle") != std::string::npos, empty);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(actor_stdout_reaches_the_controller_when_asked) {
+  // Run with CROWN_ACTOR_STDOUT=1 (the ctest variant "stdout") and without.
+  std::vector<std::string> lines;
+  if (me() == 0)
+    crown::detail::set_log_sink([&](std::string_view line) { lines.emplace_back(line); });
+  control([](crown::controller& c) {
+    auto loud = c.workers().spawn<counter>("loud", 0);
+    loud.call(&counter::shout, 1).get();
+    loud.broadcast(&counter::shout, 2);
+  });
+  if (me() != 0) return;
+  crown::detail::set_log_sink({});
+  auto has = [&](const std::string& text) {
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  };
+  const std::string workers = std::to_string(n() - 1);
+  const std::string many = n() > 2 ? " (" + workers + " lines from " + workers + " actors)" : "\n";
+  const bool captured = crown::this_runtime().config().actor_stdout;
+  BOOST_TEST(has("] shout 1" + many) == captured);
+  // The unfinished line waits for the next output and then ends at the next newline
+  // ("first 1 without newlineshout 2"); at the stop it is sent as it is.
+  BOOST_TEST(has("] shout 2") == (captured && n() > 2));
+  BOOST_TEST(has("[loud{workers=0}] first 1 without newlineshout 2") == captured);
+  BOOST_TEST(has("[loud{workers=0}] first 2 without newline") == captured);
 }
