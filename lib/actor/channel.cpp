@@ -24,7 +24,8 @@ struct notice {
 
 void check(int rc, const char* call, int rank) {
   if (rc != MPI_SUCCESS)
-    check_mpi(rc, std::string("controller channel: ") + call + " with rank " + std::to_string(rank));
+    check_mpi(rc,
+              std::string("controller channel: ") + call + " with rank " + std::to_string(rank));
 }
 
 } // namespace
@@ -47,8 +48,8 @@ channel::~channel() {
 }
 
 void channel::post(slot& s) {
-  check(MPI_Irecv(s.bytes.data(), static_cast<int>(slot_bytes), MPI_BYTE, MPI_ANY_SOURCE,
-                  small_tag, comm_, &s.request),
+  check(MPI_Irecv(s.bytes.data(), static_cast<int>(slot_bytes), MPI_BYTE, MPI_ANY_SOURCE, small_tag,
+                  comm_, &s.request),
         "MPI_Irecv", -1);
 }
 
@@ -161,8 +162,8 @@ bool channel::receive(incoming& m) {
     }
     large_receive l{acquire(n.bytes), status.MPI_SOURCE, MPI_REQUEST_NULL};
     l.body->resize(n.bytes);
-    check(MPI_Irecv(l.body->data(), static_cast<int>(n.bytes), MPI_BYTE, l.source, large_tag,
-                    comm_, &l.request),
+    check(MPI_Irecv(l.body->data(), static_cast<int>(n.bytes), MPI_BYTE, l.source, large_tag, comm_,
+                    &l.request),
           "MPI_Irecv", l.source);
     large_.push_back(std::move(l));
     return receive(m); // the body may be there already; the next slot may hold more

@@ -757,8 +757,8 @@ std::string detail::call_site::what() const {
 }
 
 std::shared_ptr<const detail::actor_mesh_ref>
-detail::make_actor_mesh_ref(controller* owner, std::uint32_t id, std::string name,
-                            crown::mesh full, crown::mesh view) {
+detail::make_actor_mesh_ref(controller* owner, std::uint32_t id, std::string name, crown::mesh full,
+                            crown::mesh view) {
   auto r = std::make_shared<actor_mesh_ref>(
       actor_mesh_ref{owner, id, std::move(name), std::move(full), std::move(view), {}, {}, {}});
   r->view_index.assign(static_cast<std::size_t>(r->full.size()), -1);

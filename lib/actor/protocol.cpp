@@ -8,7 +8,7 @@ namespace {
 template <typename T>
 void put(std::vector<std::byte>& out, const T* data, std::size_t count) {
   const std::size_t bytes = count * sizeof(T); // small: resize + copy (GCC 12 misreads
-  if (!bytes) return;                             // insert of a byte range here)
+  if (!bytes) return;                          // insert of a byte range here)
   const std::size_t at = out.size();
   out.resize(at + bytes);
   std::memcpy(out.data() + at, data, bytes);
@@ -57,8 +57,8 @@ std::int64_t command::index_of(int rank) const noexcept {
 }
 
 void finish_command(command_header head, std::span<const std::int32_t> ranks,
-                    std::span<const std::uint32_t> positions,
-                    std::span<const std::uint64_t> order, std::vector<std::byte>& out) {
+                    std::span<const std::uint32_t> positions, std::span<const std::uint64_t> order,
+                    std::vector<std::byte>& out) {
   head.targets = static_cast<std::uint32_t>(ranks.size());
   head.payload_bytes = out.size() - header_space();
   std::memcpy(out.data(), &head, sizeof head);

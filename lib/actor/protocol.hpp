@@ -69,8 +69,8 @@ struct command {
 /// Completes a command whose payload was written after header_space() bytes of `out`:
 /// writes the header in front and appends the per-target arrays.
 void finish_command(command_header head, std::span<const std::int32_t> ranks,
-                    std::span<const std::uint32_t> positions,
-                    std::span<const std::uint64_t> order, std::vector<std::byte>& out);
+                    std::span<const std::uint32_t> positions, std::span<const std::uint64_t> order,
+                    std::vector<std::byte>& out);
 inline constexpr std::size_t header_space() { return sizeof(command_header); }
 /// nullopt unless magic, version and kind are right, 1 <= fanout, every rank lies in
 /// [1, world_size) and appears once, and the lengths add up to exactly the message.
@@ -82,8 +82,8 @@ enum class record_kind : std::uint8_t { value = 0, error = 1, log = 2 };
 /// One line an actor logged while it ran (crown::log), for the controller to print.
 struct log_line {
   static constexpr int stdout_level = -1; ///< a line the actor printed to stdout
-  int level = 0;    ///< a crown::log_level, or stdout_level
-  std::string text; ///< "[trainers{dp=1}] message"
+  int level = 0;                          ///< a crown::log_level, or stdout_level
+  std::string text;                       ///< "[trainers{dp=1}] message"
   template <class Ar>
   void serialize(Ar& ar) {
     ar(level, text);

@@ -40,8 +40,7 @@ stdout_capture::~stdout_capture() {
       const std::string line = std::string(text) + "\n";
       if (write(saved_, line.data(), line.size()) < 0) return;
     });
-  } catch (...) {
-  }
+  } catch (...) {}
   dup2(saved_, STDOUT_FILENO);
   close(saved_);
   close(memory_);
@@ -53,7 +52,8 @@ void stdout_capture::collect(const std::function<void(std::string_view)>& line) 
   if (written <= 0) return;
   const std::size_t before = partial_.size();
   partial_.resize(before + static_cast<std::size_t>(written));
-  const ssize_t got = pread(memory_, partial_.data() + before, static_cast<std::size_t>(written), 0);
+  const ssize_t got =
+      pread(memory_, partial_.data() + before, static_cast<std::size_t>(written), 0);
   partial_.resize(before + static_cast<std::size_t>(got > 0 ? got : 0));
   // Empty the file for the next endpoint (stdout's offset goes back to its start).
   if (ftruncate(memory_, 0) != 0 || lseek(STDOUT_FILENO, 0, SEEK_SET) != 0) fail("ftruncate");

@@ -297,7 +297,8 @@ BOOST_AUTO_TEST_CASE(meshes_and_actor_mesh_handles_travel_as_arguments) {
     // A mesh is checked on arrival: a rank outside the job is refused there.
     const auto m = what_of<crown::argument_error>([&] { crown::mesh({{"x", 1}}, {n()}); });
     BOOST_TEST(m.find("outside the world") != std::string::npos, m);
-    const auto empty = what_of<crown::state_error>([] { (void)crown::actor_mesh<counter>().name(); });
+    const auto empty =
+        what_of<crown::state_error>([] { (void)crown::actor_mesh<counter>().name(); });
     BOOST_TEST(empty.find("empty handle") != std::string::npos, empty);
   });
 }

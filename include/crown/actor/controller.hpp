@@ -59,8 +59,8 @@ struct actor_mesh_ref {
   controller* owner = nullptr; ///< null on a serving rank (a handle passed as an argument)
   std::uint32_t id = 0;
   std::string name;
-  crown::mesh full; ///< the mesh the actors were spawned on
-  crown::mesh view; ///< a handle's slice of it
+  crown::mesh full;                     ///< the mesh the actors were spawned on
+  crown::mesh view;                     ///< a handle's slice of it
   std::vector<int> ranks;               ///< the view's ranks ...
   std::vector<std::uint32_t> positions; ///< ... and their point indices in `full`
   std::vector<int> view_index;          ///< by point index in `full`: index in view, or -1
@@ -75,7 +75,8 @@ std::shared_ptr<const actor_mesh_ref> make_actor_mesh_ref(controller* owner, std
 template <typename... P, typename... Args>
 void write_params(std::vector<std::byte>& out, Args&&... args) {
   byte_writer w(out);
-  [[maybe_unused]] auto one = [&w]<typename Param, typename Arg>(std::type_identity<Param>, Arg&& a) {
+  [[maybe_unused]] auto one = [&w]<typename Param, typename Arg>(std::type_identity<Param>,
+                                                                 Arg&& a) {
     if constexpr (std::is_same_v<std::remove_cvref_t<Arg>, Param>)
       w(a);
     else
@@ -120,17 +121,17 @@ public:
     if constexpr (std::is_void_v<R>) {
       return future<void>(core(), request, std::move(site), &finish_void);
     } else {
-      return future<value_mesh<R>>(
-          core(), request, std::move(site),
-          [](detail::call_result&& r, const detail::call_site& s) {
-            throw_failures(r, s);
-            const detail::actor_mesh_ref& t = *s.target;
-            std::vector<R> values(t.ranks.size());
-            for (auto& [position, bytes] : r.values)
-              values.at(static_cast<std::size_t>(t.view_index.at(position))) =
-                  detail::from_bytes<R>(bytes);
-            return value_mesh<R>(t.view, std::move(values));
-          });
+      return future<value_mesh<R>>(core(), request, std::move(site),
+                                   [](detail::call_result&& r, const detail::call_site& s) {
+                                     throw_failures(r, s);
+                                     const detail::actor_mesh_ref& t = *s.target;
+                                     std::vector<R> values(t.ranks.size());
+                                     for (auto& [position, bytes] : r.values)
+                                       values.at(
+                                           static_cast<std::size_t>(t.view_index.at(position))) =
+                                           detail::from_bytes<R>(bytes);
+                                     return value_mesh<R>(t.view, std::move(values));
+                                   });
     }
   }
   /// The actor at one point of this (sliced) mesh.
@@ -187,8 +188,8 @@ public:
     ar(id, name);
     crown::mesh full = detail::load_value<crown::mesh>(ar);
     crown::mesh view = detail::load_value<crown::mesh>(ar);
-    ref_ = detail::make_actor_mesh_ref(nullptr, id, std::move(name), std::move(full),
-                                       std::move(view));
+    ref_ =
+        detail::make_actor_mesh_ref(nullptr, id, std::move(name), std::move(full), std::move(view));
   }
 
 private:

@@ -89,10 +89,10 @@ public:
     detail::backoff pause;
     for (; !ready(); pause.pause())
       if (std::chrono::steady_clock::now() >= until)
-        throw timeout_error(
-            site_.what(), "no complete answer within " +
-                              std::to_string(std::chrono::duration<double>(timeout).count()) +
-                              " s");
+        throw timeout_error(site_.what(),
+                            "no complete answer within " +
+                                std::to_string(std::chrono::duration<double>(timeout).count()) +
+                                " s");
     return finish_(detail::take_result(*std::exchange(core_, nullptr), request_), site_);
   }
 
