@@ -30,7 +30,7 @@ std::string json_string(std::string_view s) {
   return out + "\"";
 }
 
-std::vector<std::string> transports_of(const crown::runtime& rt, const crown::placement& p) {
+std::vector<std::string> transports_of(const crown::runtime& rt, const crown::rank_placement& p) {
   const auto& t = rt.transports();
   std::vector<std::string> out{"shm"};
   if (t.mpi_rma) out.emplace_back("mpi-rma");

@@ -14,4 +14,5 @@
 #include <crown/mesh.hpp>
 #include <crown/runtime.hpp>
 #include <crown/sync.hpp>
+#include <crown/tensor.hpp>
 #include <crown/topology.hpp>

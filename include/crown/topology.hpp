@@ -7,7 +7,7 @@
 namespace crown {
 
 /// Where one rank runs, gathered from every rank once at start-up.
-struct placement {
+struct rank_placement {
   int rank = 0;          ///< rank in the runtime's world
   std::string host;      ///< host name ("name/fakeK" under CROWN_FAKE_HOSTS)
   int host_index = 0;    ///< hosts numbered by their lowest rank
@@ -31,10 +31,12 @@ struct host_resources {
 
 class topology {
 public:
-  topology(std::vector<placement> all, host_resources host, int my_rank)
+  topology(std::vector<rank_placement> all, host_resources host, int my_rank)
       : all_(std::move(all)), host_(std::move(host)), me_(my_rank) {}
-  [[nodiscard]] const placement& self() const { return all_.at(static_cast<std::size_t>(me_)); }
-  [[nodiscard]] const std::vector<placement>& all() const noexcept { return all_; }
+  [[nodiscard]] const rank_placement& self() const {
+    return all_.at(static_cast<std::size_t>(me_));
+  }
+  [[nodiscard]] const std::vector<rank_placement>& all() const noexcept { return all_; }
   [[nodiscard]] const host_resources& host() const noexcept { return host_; }
   [[nodiscard]] int num_hosts() const noexcept;
   [[nodiscard]] bool multi_host() const noexcept { return num_hosts() > 1; }
@@ -42,7 +44,7 @@ public:
   [[nodiscard]] bool oversubscribed() const noexcept { return host_.ranks > host_.cores; }
 
 private:
-  std::vector<placement> all_;
+  std::vector<rank_placement> all_;
   host_resources host_;
   int me_;
 };

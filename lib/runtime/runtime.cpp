@@ -130,7 +130,7 @@ std::pair<std::vector<dim>, std::vector<int>> world_layout(const topology& topo)
   const int n = static_cast<int>(all.size());
   const int hosts = topo.num_hosts();
   const bool even = std::all_of(all.begin(), all.end(),
-                                [&](const placement& p) { return p.local_size * hosts == n; });
+                                [&](const rank_placement& p) { return p.local_size * hosts == n; });
   if (!even) {
     if (current_rank() == 0)
       log(log_level::warn, "hosts run different numbers of ranks (", hosts, " hosts, ", n,
@@ -373,7 +373,7 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
       found = detail::discover_local(dup, st->rank, st->cfg, *st->hwloc);
     });
     st->host_comm = detail::comm_handle(found.host_comm);
-    std::vector<placement> placements;
+    std::vector<rank_placement> placements;
     detail::agreed_step(dup, "placements", [&] {
       placements = detail::gather_placements(dup, found.self, found.host_comm);
     });

@@ -62,7 +62,7 @@ private:
 
 /// Result of host discovery and binding on this rank (before gathering).
 struct local_discovery {
-  placement self;
+  rank_placement self;
   host_resources host;
   MPI_Comm host_comm = MPI_COMM_NULL; ///< ranks of this (possibly pretend) host
 };
@@ -72,7 +72,8 @@ struct local_discovery {
 local_discovery discover_local(MPI_Comm world, int world_rank, const config& cfg,
                                const hwloc_handle& hw);
 /// Gathers every rank's placement (collective) and numbers the hosts.
-std::vector<placement> gather_placements(MPI_Comm world, const placement& self, MPI_Comm host_comm);
+std::vector<rank_placement> gather_placements(MPI_Comm world, const rank_placement& self,
+                                              MPI_Comm host_comm);
 
 struct runtime_state : std::enable_shared_from_this<runtime_state> {
   runtime_state();

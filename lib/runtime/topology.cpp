@@ -73,7 +73,7 @@ int comm_size(MPI_Comm c) {
 
 constexpr char field_separator = '\x1f';
 
-std::string encode(const placement& p, int leader) {
+std::string encode(const rank_placement& p, int leader) {
   std::ostringstream os;
   os << p.rank << field_separator << p.host << field_separator << p.local_rank << field_separator
      << p.local_size << field_separator << p.cpuset << field_separator;
@@ -83,13 +83,13 @@ std::string encode(const placement& p, int leader) {
   return os.str();
 }
 
-placement decode(const std::string& text, int& leader) {
+rank_placement decode(const std::string& text, int& leader) {
   std::vector<std::string> f;
   std::string item;
   std::istringstream is(text);
   while (std::getline(is, item, field_separator)) f.push_back(item);
   if (f.size() != 9) throw state_error("topology", "malformed placement record '" + text + "'");
-  placement p;
+  rank_placement p;
   p.rank = std::stoi(f[0]);
   p.host = f[1];
   p.local_rank = std::stoi(f[2]);
@@ -173,8 +173,8 @@ local_discovery discover_local(MPI_Comm world, int world_rank, const config& cfg
   return d;
 }
 
-std::vector<placement> gather_placements(MPI_Comm world, const placement& self,
-                                         MPI_Comm host_comm) {
+std::vector<rank_placement> gather_placements(MPI_Comm world, const rank_placement& self,
+                                              MPI_Comm host_comm) {
   int leader = self.rank;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &leader, 1, MPI_INT, MPI_MIN, host_comm),
             "MPI_Allreduce(host leader)");
@@ -194,7 +194,7 @@ std::vector<placement> gather_placements(MPI_Comm world, const placement& self,
                            offsets.data(), MPI_CHAR, world),
             "MPI_Allgatherv(placements)");
 
-  std::vector<placement> out;
+  std::vector<rank_placement> out;
   std::vector<int> leaders(n);
   for (int i = 0; i < n; ++i) out.push_back(decode(all.substr(offsets[i], lengths[i]), leaders[i]));
   std::vector<int> distinct = leaders;

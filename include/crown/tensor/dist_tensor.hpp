@@ -1,0 +1,448 @@
+// include/crown/tensor/dist_tensor.hpp — dist_tensor<T, N>: a global N-d array laid
+// over a mesh (tensor_layout), each image's block stored in a coarray with optional
+// halo (ghost) cells around it, so every one-sided path applies.
+#pragma once
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <crown/coarray.hpp>
+#include <crown/collectives.hpp>
+#include <crown/sync.hpp>
+#include <crown/tensor/layout.hpp>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace crown {
+
+/// Ghost cells around each image's block: `width` per dimension, and whether the
+/// dimension wraps around (periodic) or has edges (halos beyond an edge are left
+/// alone: the boundary condition is the application's).
+template <std::size_t N>
+struct halo_spec {
+  std::array<std::size_t, N> width{};
+  std::array<bool, N> periodic{};
+};
+
+namespace detail {
+
+/// Calls f(index) for every index of the box, in row-major order.
+template <std::size_t N, typename F>
+void for_each_index(const box<N>& b, F&& f) {
+  if (b.empty()) return;
+  std::array<std::size_t, N> i = b.lo;
+  while (true) {
+    f(i);
+    std::size_t d = N;
+    while (d-- > 0) {
+      if (++i[d] < b.hi[d]) break;
+      i[d] = b.lo[d];
+      if (d == 0) return;
+    }
+  }
+}
+
+/// Copies a box of `extent` elements between two row-major blocks (extents `from_ext`,
+/// `to_ext`), starting at `from_at` and `to_at`; rows are copied whole.
+template <typename T, std::size_t N>
+void copy_box(const T* from, const std::array<std::size_t, N>& from_ext,
+              const std::array<std::size_t, N>& from_at, T* to,
+              const std::array<std::size_t, N>& to_ext, const std::array<std::size_t, N>& to_at,
+              const std::array<std::size_t, N>& extent) {
+  box<N> rows;
+  for (std::size_t d = 0; d + 1 < N; ++d) rows.hi[d] = extent[d];
+  rows.hi[N - 1] = extent[N - 1] ? 1 : 0;
+  auto offset = [](const std::array<std::size_t, N>& ext, const std::array<std::size_t, N>& at,
+                   const std::array<std::size_t, N>& i) {
+    std::size_t o = 0;
+    for (std::size_t d = 0; d < N; ++d) o = o * ext[d] + at[d] + i[d];
+    return o;
+  };
+  for_each_index(rows, [&](const std::array<std::size_t, N>& i) {
+    std::memcpy(to + offset(to_ext, to_at, i), from + offset(from_ext, from_at, i),
+                extent[N - 1] * sizeof(T));
+  });
+}
+
+} // namespace detail
+
+/// A global array of `shape` over a mesh, with one placement per mesh dimension:
+///   dist_tensor<double, 2> u(mesh, {n, n}, {shard(0), shard(1)}, {{1, 1}, {false, false}});
+/// Construction, redistribute, gather, scatter, the reductions and the halo exchange
+/// are collective over the mesh; local access is a plain array access.
+template <typename T, std::size_t N>
+class dist_tensor {
+  static_assert(N >= 1 && N <= 3, "dist_tensor supports 1 to 3 dimensions");
+
+public:
+  using index_type = std::array<std::size_t, N>;
+
+  /// Throws argument_error for placements that do not fit the mesh or the shape, and
+  /// for a halo wider than the smallest block along its dimension.
+  dist_tensor(const mesh& m, const index_type& shape, std::vector<placement> placements,
+              halo_spec<N> halo = {})
+      : layout_(m, shape, std::move(placements)), halo_(checked(layout_, halo)),
+        store_(m, padded(layout_, halo_)), image_(m.rank()), own_(layout_.block_of(image_)) {
+    plan_halos();
+  }
+  dist_tensor(dist_tensor&&) noexcept = default;
+  dist_tensor(const dist_tensor&) = delete;
+  dist_tensor& operator=(const dist_tensor&) = delete;
+
+  [[nodiscard]] const tensor_layout<N>& layout() const noexcept { return layout_; }
+  [[nodiscard]] const crown::mesh& mesh() const noexcept { return layout_.mesh(); }
+  [[nodiscard]] const index_type& shape() const noexcept { return layout_.shape(); }
+  [[nodiscard]] const std::vector<placement>& placements() const noexcept {
+    return layout_.placements();
+  }
+  [[nodiscard]] const halo_spec<N>& halo() const noexcept { return halo_; }
+
+  // ------------------------------------------------------------------ local access
+  /// The global indices this image holds (its block; may be empty for trailing parts).
+  [[nodiscard]] const box<N>& own() const noexcept { return own_; }
+  /// The block with its halos: element (i + width) is the owned element own().lo + i;
+  /// halo cells lie at 0..width-1 and beyond own().extent + width.
+  [[nodiscard]] view<T, N> padded() const { return store_.local(); }
+  /// An owned or halo element by its offset from own().lo (halos at -width .. -1 and
+  /// own().extent .. own().extent + width - 1); no checks.
+  template <typename... I>
+  requires(sizeof...(I) == N) [[nodiscard]] T& local(I... offset) const noexcept {
+    const std::array<std::ptrdiff_t, N> o{static_cast<std::ptrdiff_t>(offset)...};
+    std::size_t at = 0;
+    for (std::size_t d = 0; d < N; ++d)
+      at = at * store_.extents()[d] +
+           static_cast<std::size_t>(o[d] + static_cast<std::ptrdiff_t>(halo_.width[d]));
+    return store_.data()[at];
+  }
+
+  // ------------------------------------------------------------------ global access
+  /// The element at a global index: a local read when this image holds it, else a
+  /// remote get from the nearest copy (slow: one transfer per element).
+  [[nodiscard]] T get(const index_type& i) const {
+    check_index(i, "get");
+    const int owner = layout_.owner(i, image_);
+    if (owner == image_) return store_.data()[padded_offset(i, own_)];
+    return store_.on(owner).get(padded_index(i, layout_.block_of(owner)));
+  }
+  /// Writes every copy of the element at a global index (local stores, remote puts).
+  /// Other images see it after a synchronisation (sync_all on the mesh).
+  void set(const index_type& i, const T& value) {
+    check_index(i, "set");
+    for (int image : layout_.replicas_of(layout_.owner(i, image_))) {
+      if (image == image_)
+        store_.data()[padded_offset(i, own_)] = value;
+      else
+        store_.on(image).put(padded_index(i, layout_.block_of(image)), value);
+    }
+  }
+
+  // ------------------------------------------------------------------ elementwise
+  void fill(const T& value) {
+    apply([&](const index_type&, T& x) { x = value; });
+  }
+  /// f(global index, element) for every owned element, in row-major order.
+  template <typename F>
+  void apply(F&& f) {
+    detail::for_each_index(own_, [&](const index_type& i) { f(i, element(i)); });
+  }
+  /// This = other, element for element (same shape, mesh and placements).
+  void copy_from(const dist_tensor& other) {
+    check_same(other, "copy_from");
+    detail::for_each_index(own_, [&](const index_type& i) { element(i) = other.element(i); });
+  }
+  /// This += a * x (same shape, mesh and placements).
+  void axpy(const T& a, const dist_tensor& x) {
+    check_same(x, "axpy");
+    detail::for_each_index(own_, [&](const index_type& i) { element(i) += a * x.element(i); });
+  }
+
+  // ------------------------------------------------------------------ reductions
+  /// Sum over the global array (each block counted once, whatever its copies).
+  [[nodiscard]] T sum() const {
+    return reduce(T{}, [](T acc, const T& x) { return acc + x; },
+                  [&](T& v) { co_sum(mesh(), v); });
+  }
+  [[nodiscard]] T max() const {
+    return reduce(std::numeric_limits<T>::lowest(),
+                  [](T acc, const T& x) { return x > acc ? x : acc; },
+                  [&](T& v) { co_max(mesh(), v); });
+  }
+  /// sqrt(sum of squares), in double precision.
+  [[nodiscard]] double norm2() const {
+    double s = 0;
+    if (layout_.is_primary(image_))
+      detail::for_each_index(own_, [&](const index_type& i) {
+        const auto x = static_cast<double>(element(i));
+        s += x * x;
+      });
+    co_sum(mesh(), s);
+    return std::sqrt(s);
+  }
+
+  // ------------------------------------------------------------------ moving data
+  /// The same array with other placements (and halos) on the same mesh.
+  [[nodiscard]] dist_tensor redistribute(std::vector<placement> placements,
+                                         halo_spec<N> halo = {}) const {
+    return redistribute(mesh(), std::move(placements), halo);
+  }
+  /// The same array on another mesh over the same ranks (another shape of them).
+  /// Every image gets its new block from the nearest copies of the old blocks.
+  [[nodiscard]] dist_tensor redistribute(const crown::mesh& target,
+                                         std::vector<placement> placements,
+                                         halo_spec<N> halo = {}) const {
+    if (!same_ranks(target))
+      throw argument_error("dist_tensor::redistribute from " + mesh().to_string() + " to " +
+                               target.to_string(),
+                           "the meshes must hold the same ranks");
+    dist_tensor out(target, shape(), std::move(placements), halo);
+    sync_all(mesh()); // every old block is complete
+    std::vector<T> buffer;
+    for (int j = 0; j < mesh().size(); ++j) {
+      const box<N> b = layout_.block_of(j);
+      if (b.empty() || layout_.owner(b.lo, image_) != j) continue; // the nearest copy only
+      const box<N> piece = b.intersect(out.own_);
+      if (piece.empty()) continue;
+      fetch(j, b, piece, buffer);
+      detail::copy_box(buffer.data(), extents_of(piece), index_type{}, out.store_.data(),
+                       out.store_.extents(), out.storage_at(piece.lo), extents_of(piece));
+    }
+    sync_all(mesh()); // nobody changes the old blocks while others read them
+    return out;
+  }
+  /// The whole array, row-major, on `image` (an empty vector elsewhere).
+  [[nodiscard]] std::vector<T> gather(int image = 0) const {
+    check_image(image, "gather");
+    sync_all(mesh());
+    std::vector<T> all, buffer;
+    if (image_ == image) {
+      all.resize(layout_.elements());
+      for (int j = 0; j < mesh().size(); ++j) {
+        const box<N> b = layout_.block_of(j);
+        if (b.empty() || layout_.owner(b.lo, image_) != j) continue;
+        fetch(j, b, b, buffer);
+        detail::copy_box(buffer.data(), extents_of(b), index_type{}, all.data(), shape(), b.lo,
+                         extents_of(b));
+      }
+    }
+    sync_all(mesh());
+    return all;
+  }
+  /// Sets the array from `all` (row-major, the whole shape) held by `image`; the
+  /// argument is ignored on the other images.
+  void scatter(std::span<const T> all, int image = 0) {
+    check_image(image, "scatter");
+    if (image_ == image && all.size() != layout_.elements())
+      throw argument_error("dist_tensor::scatter from image " + std::to_string(image),
+                           std::to_string(all.size()) + " elements given for shape " +
+                               detail::index_text(shape()) + " (" +
+                               std::to_string(layout_.elements()) + " elements)");
+    sync_all(mesh()); // nobody still reads its block
+    if (image_ == image) {
+      std::vector<T> buffer;
+      for (int j = 0; j < mesh().size(); ++j) {
+        const box<N> b = layout_.block_of(j);
+        if (b.empty()) continue;
+        buffer.resize(b.size());
+        detail::copy_box(all.data(), shape(), b.lo, buffer.data(), extents_of(b), index_type{},
+                         extents_of(b));
+        store_.on(j).put(section_of(b, b), buffer);
+      }
+    }
+    sync_all(mesh());
+  }
+
+  // ------------------------------------------------------------------ halos
+  /// Starts filling the halos from the neighbours' blocks (including corners). Between
+  /// start and finish, compute what needs no halo, but change no owned element: the
+  /// neighbours may be reading them.
+  void exchange_halos_start() {
+    if (halos_in_flight_)
+      throw state_error("dist_tensor::exchange_halos_start", "the previous exchange is not "
+                                                             "finished (exchange_halos_finish)");
+    sync_images(mesh(), neighbours_); // their blocks are complete
+    for (halo_transfer& t : transfers_)
+      t.done = store_.on(t.source).get_async(t.from, std::span<T>(t.buffer));
+    halos_in_flight_ = true;
+  }
+  /// Waits for the halos and fills them in.
+  void exchange_halos_finish() {
+    if (!halos_in_flight_)
+      throw state_error("dist_tensor::exchange_halos_finish", "no exchange was started");
+    for (halo_transfer& t : transfers_) {
+      t.done.wait();
+      detail::copy_box(t.buffer.data(), t.extent, index_type{}, store_.data(), store_.extents(),
+                       t.to, t.extent);
+    }
+    halos_in_flight_ = false;
+    sync_images(mesh(), neighbours_); // they may change their blocks again
+  }
+  void exchange_halos() {
+    exchange_halos_start();
+    exchange_halos_finish();
+  }
+
+private:
+  struct halo_transfer {
+    int source = 0;         ///< the image whose block fills this halo piece
+    section<N> from;        ///< in the source's padded block
+    index_type to{};        ///< where it goes in this padded block
+    index_type extent{};    ///< its size
+    std::vector<T> buffer;  ///< packed
+    completion done;
+  };
+
+  static halo_spec<N> checked(const tensor_layout<N>& l, const halo_spec<N>& h) {
+    for (std::size_t d = 0; d < N; ++d) {
+      if (h.width[d] == 0) continue;
+      const std::size_t n = l.shape()[d], p = l.parts(d), b = l.block_extents()[d];
+      const std::size_t smallest = p == 1 ? n : (n > (p - 1) * b ? n - (p - 1) * b : 0);
+      if (h.width[d] > smallest)
+        throw argument_error("dist_tensor" + detail::index_text(l.shape()) + " on " +
+                                 l.mesh().to_string() + " with " +
+                                 detail::placements_text(l.placements()),
+                             "halo width " + std::to_string(h.width[d]) + " along dimension " +
+                                 std::to_string(d) + " exceeds the smallest block there (" +
+                                 std::to_string(smallest) + " of " + std::to_string(n) +
+                                 " elements in " + std::to_string(p) + " parts)");
+    }
+    return h;
+  }
+  static index_type padded(const tensor_layout<N>& l, const halo_spec<N>& h) {
+    index_type e;
+    for (std::size_t d = 0; d < N; ++d) e[d] = l.block_extents()[d] + 2 * h.width[d];
+    return e;
+  }
+  static index_type extents_of(const box<N>& b) {
+    index_type e;
+    for (std::size_t d = 0; d < N; ++d) e[d] = b.extent(d);
+    return e;
+  }
+
+  /// Where global index i sits in the padded storage of the image holding block b.
+  index_type padded_index(const index_type& i, const box<N>& b) const {
+    index_type p;
+    for (std::size_t d = 0; d < N; ++d) p[d] = i[d] - b.lo[d] + halo_.width[d];
+    return p;
+  }
+  std::size_t padded_offset(const index_type& i, const box<N>& b) const {
+    const index_type p = padded_index(i, b);
+    std::size_t o = 0;
+    for (std::size_t d = 0; d < N; ++d) o = o * store_.extents()[d] + p[d];
+    return o;
+  }
+  index_type storage_at(const index_type& global) const { return padded_index(global, own_); }
+  T& element(const index_type& i) const { return store_.data()[padded_offset(i, own_)]; }
+  /// The section of `piece` inside the padded storage of the image holding block b.
+  section<N> section_of(const box<N>& b, const box<N>& piece) const {
+    section<N> s;
+    for (std::size_t d = 0; d < N; ++d) {
+      s[d].begin = piece.lo[d] - b.lo[d] + halo_.width[d];
+      s[d].end = s[d].begin + piece.extent(d);
+    }
+    return s;
+  }
+  /// `piece` (a part of image j's block b), packed into `buffer`.
+  void fetch(int j, const box<N>& b, const box<N>& piece, std::vector<T>& buffer) const {
+    buffer.resize(piece.size());
+    store_.on(j).get(section_of(b, piece), std::span<T>(buffer));
+  }
+
+  void check_index(const index_type& i, const char* op) const {
+    for (std::size_t d = 0; d < N; ++d)
+      if (i[d] >= shape()[d])
+        throw argument_error("dist_tensor" + detail::index_text(shape()) + "::" + op,
+                             "global index " + detail::index_text(i) + " is out of range along "
+                             "dimension " + std::to_string(d));
+  }
+  void check_image(int image, const char* op) const {
+    if (image < 0 || image >= mesh().size())
+      throw argument_error(std::string("dist_tensor::") + op,
+                           "image " + std::to_string(image) + " is out of range [0, " +
+                               std::to_string(mesh().size()) + ")");
+  }
+  void check_same(const dist_tensor& o, const char* op) const {
+    if (o.shape() != shape() || o.placements() != placements() || !(o.mesh() == mesh()))
+      throw argument_error(
+          std::string("dist_tensor::") + op,
+          "shapes or distributions differ: " + detail::index_text(shape()) + " " +
+              detail::placements_text(placements()) + " on " + mesh().to_string() + " and " +
+              detail::index_text(o.shape()) + " " + detail::placements_text(o.placements()) +
+              " on " + o.mesh().to_string());
+  }
+  bool same_ranks(const crown::mesh& other) const {
+    std::vector<int> a(mesh().begin(), mesh().end()), b(other.begin(), other.end());
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    return a == b;
+  }
+  template <typename Combine, typename Across>
+  T reduce(T identity, Combine combine, Across across) const {
+    T v = identity;
+    if (layout_.is_primary(image_))
+      detail::for_each_index(own_, [&](const index_type& i) { v = combine(v, element(i)); });
+    across(v);
+    return v;
+  }
+
+  /// Works out once which piece of which neighbour fills each part of the halo.
+  void plan_halos() {
+    bool any = false;
+    for (std::size_t w : halo_.width) any = any || w > 0;
+    if (!any || own_.empty()) return;
+    std::array<int, N> dir;
+    dir.fill(-1);
+    while (true) {
+      add_transfer(dir);
+      std::size_t d = N;
+      while (d-- > 0 && ++dir[d] > 1) dir[d] = -1;
+      if (d == static_cast<std::size_t>(-1)) break;
+    }
+    std::sort(neighbours_.begin(), neighbours_.end());
+    neighbours_.erase(std::unique(neighbours_.begin(), neighbours_.end()), neighbours_.end());
+  }
+  void add_transfer(const std::array<int, N>& dir) {
+    box<N> wrapped; // the global indices this halo piece shows
+    halo_transfer t;
+    bool centre = true;
+    for (std::size_t d = 0; d < N; ++d) {
+      const std::size_t w = halo_.width[d], n = shape()[d];
+      if (dir[d] == 0) {
+        wrapped.lo[d] = own_.lo[d];
+        wrapped.hi[d] = own_.hi[d];
+        t.to[d] = w;
+        t.extent[d] = own_.extent(d);
+        continue;
+      }
+      centre = false;
+      if (w == 0) return;
+      const bool low = dir[d] < 0;
+      const bool outside = low ? own_.lo[d] < w : own_.hi[d] + w > n;
+      if (outside && !halo_.periodic[d]) return; // an edge: the application's boundary
+      const std::size_t start = low ? (own_.lo[d] + n - w) % n : (own_.hi[d]) % n;
+      wrapped.lo[d] = start;
+      wrapped.hi[d] = start + w;
+      t.to[d] = low ? 0 : w + own_.extent(d);
+      t.extent[d] = w;
+    }
+    if (centre) return;
+    t.source = layout_.owner(wrapped.lo, image_);
+    t.from = section_of(layout_.block_of(t.source), wrapped);
+    t.buffer.resize(wrapped.size());
+    if (t.source != image_) neighbours_.push_back(t.source);
+    transfers_.push_back(std::move(t));
+  }
+
+  tensor_layout<N> layout_;
+  halo_spec<N> halo_;
+  coarray<T, N> store_;
+  int image_;
+  box<N> own_;
+  std::vector<halo_transfer> transfers_;
+  std::vector<int> neighbours_;
+  bool halos_in_flight_ = false;
+};
+
+} // namespace crown
