@@ -147,9 +147,16 @@ BOOST_AUTO_TEST_CASE(scatter_then_gather_and_global_access) {
   BOOST_TEST(t.get({2, 0}) == -5.0);
   const auto g = t.gather(0);
   if (me() == 0) BOOST_TEST(g[2 * 7] == -5.0);
+  std::vector<double> region(4 * 5); // rows 1..4, columns 2..6: across every block
+  t.read({{1, 2}, {5, 7}}, region);
+  for (std::size_t r = 0; r < 4; ++r)
+    for (std::size_t c = 0; c < 5; ++c)
+      BOOST_TEST(region[r * 5 + c] == (r + 1) * 7 + (c + 2) + 1.0);
   auto m = what_of<crown::argument_error>([&] { (void)t.get({6, 0}); });
   BOOST_TEST(m.find("global index [6, 0] is out of range along dimension 0") != std::string::npos,
              m);
+  m = what_of<crown::argument_error>([&] { t.read({{0, 0}, {7, 1}}, region); });
+  BOOST_TEST(m.find("region [0, 0] to [7, 1] is not inside the array") != std::string::npos, m);
   m = what_of<crown::argument_error>([&] { (void)t.gather(n()); });
   BOOST_TEST(m.find("image " + std::to_string(n()) + " is out of range") != std::string::npos, m);
 }

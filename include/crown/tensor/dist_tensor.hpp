@@ -199,33 +199,51 @@ public:
                            "the meshes must hold the same ranks");
     dist_tensor out(target, shape(), std::move(placements), halo);
     sync_all(mesh()); // every old block is complete
-    std::vector<T> buffer;
-    for (int j = 0; j < mesh().size(); ++j) {
-      const box<N> b = layout_.block_of(j);
-      if (b.empty() || layout_.owner(b.lo, image_) != j) continue; // the nearest copy only
-      const box<N> piece = b.intersect(out.own_);
-      if (piece.empty()) continue;
-      fetch(j, b, piece, buffer);
-      detail::copy_box(buffer.data(), extents_of(piece), index_type{}, out.store_.data(),
-                       out.store_.extents(), out.storage_at(piece.lo), extents_of(piece));
-    }
+    std::vector<T> buffer(out.own_.size());
+    read(out.own_, buffer);
+    detail::copy_box(buffer.data(), extents_of(out.own_), index_type{}, out.store_.data(),
+                     out.store_.extents(), out.storage_at(out.own_.lo), extents_of(out.own_));
     sync_all(mesh()); // nobody changes the old blocks while others read them
     return out;
+  }
+  /// Any region of the global array, row-major into `out` (region.size() elements),
+  /// read with one-sided gets from the nearest copy of every block it touches. Not
+  /// collective and not synchronised: the blocks must be complete (e.g. sync_all).
+  void read(const box<N>& region, std::span<T> out) const {
+    for (std::size_t d = 0; d < N; ++d)
+      if (region.hi[d] > shape()[d] || region.lo[d] > region.hi[d])
+        throw argument_error("dist_tensor" + detail::index_text(shape()) + "::read",
+                             "region " + detail::index_text(region.lo) + " to " +
+                                 detail::index_text(region.hi) + " is not inside the array");
+    if (out.size() != region.size())
+      throw argument_error("dist_tensor::read", std::to_string(out.size()) + " elements for a " +
+                                                    std::to_string(region.size()) +
+                                                    "-element region");
+    std::vector<T> buffer;
+    index_type at;
+    for (int j = 0; j < mesh().size(); ++j) {
+      const box<N> b = layout_.block_of(j);
+      if (b.empty() || layout_.owner(b.lo, image_) != j) continue;
+      const box<N> piece = b.intersect(region);
+      if (piece.empty()) continue;
+      for (std::size_t d = 0; d < N; ++d) at[d] = piece.lo[d] - region.lo[d];
+      if (piece.size() == region.size()) { // the whole region in one block: no staging
+        store_.on(j).get(section_of(b, piece), out);
+        return;
+      }
+      fetch(j, b, piece, buffer);
+      detail::copy_box(buffer.data(), extents_of(piece), index_type{}, out.data(),
+                       extents_of(region), at, extents_of(piece));
+    }
   }
   /// The whole array, row-major, on `image` (an empty vector elsewhere).
   [[nodiscard]] std::vector<T> gather(int image = 0) const {
     check_image(image, "gather");
     sync_all(mesh());
-    std::vector<T> all, buffer;
+    std::vector<T> all;
     if (image_ == image) {
       all.resize(layout_.elements());
-      for (int j = 0; j < mesh().size(); ++j) {
-        const box<N> b = layout_.block_of(j);
-        if (b.empty() || layout_.owner(b.lo, image_) != j) continue;
-        fetch(j, b, b, buffer);
-        detail::copy_box(buffer.data(), extents_of(b), index_type{}, all.data(), shape(), b.lo,
-                         extents_of(b));
-      }
+      read(box<N>{{}, shape()}, all);
     }
     sync_all(mesh());
     return all;
