@@ -53,5 +53,6 @@ inline int ops_for(std::size_t bytes, bool smoke) {
 
 void onesided(const options& o);
 void actors(const options& o);
+void apps(const options& o);
 
 } // namespace crown_bench

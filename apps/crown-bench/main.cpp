@@ -1,6 +1,7 @@
 // crown-bench: Crown's figures beside baselines measured in the same run, as CSV.
 //   mpirun -np 2 crown-bench onesided [--smoke] [--shmem FILE]
 //   mpirun -np N crown-bench actors [--smoke]          (N >= 2: rank 0 controls)
+//   mpirun -np N crown-bench apps [--smoke]            (heat2d and transpose vs plain MPI)
 // Each figure is the median of 11 batches (3 with --smoke). ratio > 1 means Crown is
 // better (baseline time / Crown time, or Crown rate / baseline rate). --shmem reads
 // crown-shmem-baseline's figures (run just before by scripts/bench) and adds an
@@ -12,7 +13,7 @@
 int main(int argc, char** argv) {
   crown_bench::options o;
   const std::string_view group = argc > 1 ? argv[1] : "";
-  bool usage = group != "onesided" && group != "actors";
+  bool usage = group != "onesided" && group != "actors" && group != "apps";
   for (int i = 2; i < argc; ++i) {
     if (std::string_view(argv[i]) == "--smoke") {
       o.smoke = true;
@@ -26,16 +27,19 @@ int main(int argc, char** argv) {
   if (usage) {
     std::fprintf(stderr,
                  "usage: mpirun -np 2 %s onesided [--smoke] [--shmem FILE]\n"
-                 "       mpirun -np N %s actors [--smoke]\n",
-                 argv[0], argv[0]);
+                 "       mpirun -np N %s actors [--smoke]\n"
+                 "       mpirun -np N %s apps [--smoke]\n",
+                 argv[0], argv[0], argv[0]);
     return 2;
   }
   try {
     crown::runtime rt(argc, argv);
     if (group == "onesided")
       crown_bench::onesided(o);
-    else
+    else if (group == "actors")
       crown_bench::actors(o);
+    else
+      crown_bench::apps(o);
   } catch (const crown::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
     MPI_Abort(MPI_COMM_WORLD, 1); // the other ranks may be waiting in a collective

@@ -4,8 +4,8 @@
 // Every value is checked against the global index it belongs to.
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
-#include <harness/crown_test.hpp>
 #include <functional>
+#include <harness/crown_test.hpp>
 
 using namespace crown_test; // w(), me(), n(), what_of()
 
@@ -127,8 +127,8 @@ BOOST_AUTO_TEST_CASE(redistribute_to_another_mesh_shape_over_the_same_ranks) {
   BOOST_TEST(c.own().size() == 45u);
   if (n() > 1) { // refused before anything collective happens, on every image
     const crown::mesh part({{"x", 1}}, {0});
-    const auto m = what_of<crown::argument_error>(
-        [&] { (void)a.redistribute(part, {crown::replicate()}); });
+    const auto m =
+        what_of<crown::argument_error>([&] { (void)a.redistribute(part, {crown::replicate()}); });
     BOOST_TEST(m.find("the meshes must hold the same ranks") != std::string::npos, m);
   }
 }
@@ -200,8 +200,7 @@ namespace {
 /// that do not show the right neighbour's value (or that changed beyond an edge).
 template <std::size_t N>
 std::size_t wrong_halo_cells(const crown::mesh& m, const index<N>& shape,
-                             std::vector<crown::placement> p, crown::halo_spec<N> h,
-                             bool overlap) {
+                             std::vector<crown::placement> p, crown::halo_spec<N> h, bool overlap) {
   crown::dist_tensor<double, N> t(m, shape, std::move(p), h);
   for (double& x : t.padded()) x = -1;
   fill_with_positions(t);
@@ -266,14 +265,17 @@ BOOST_AUTO_TEST_CASE(halos_of_every_width_and_periodicity_with_corners) {
 
 BOOST_AUTO_TEST_CASE(bad_input_is_refused_naming_the_values) {
   const auto x = w().reshape({{"x", n()}});
-  auto m = what_of<crown::argument_error>(
-      [&] { crown::dist_tensor<double, 2> t(x, {4, 4}, {crown::shard(0), crown::shard(1)}); });
+  auto m = what_of<crown::argument_error>([&] {
+    crown::dist_tensor<double, 2> t(x, {4, 4}, {crown::shard(0), crown::shard(1)});
+  });
   BOOST_TEST(m.find("2 placements for 1 mesh dimensions") != std::string::npos, m);
-  m = what_of<crown::argument_error>(
-      [&] { crown::dist_tensor<double, 2> t(x, {4, 4}, {crown::shard(2)}); });
+  m = what_of<crown::argument_error>([&] {
+    crown::dist_tensor<double, 2> t(x, {4, 4}, {crown::shard(2)});
+  });
   BOOST_TEST(m.find("shard(2) names a tensor dimension outside [0, 2)") != std::string::npos, m);
   m = what_of<crown::argument_error>([&] {
-    crown::dist_tensor<double, 1> t(x, {2 * static_cast<std::size_t>(n())}, {crown::shard(0)}, {{3}, {false}});
+    crown::dist_tensor<double, 1> t(x, {2 * static_cast<std::size_t>(n())}, {crown::shard(0)},
+                                    {{3}, {false}});
   });
   BOOST_TEST(m.find("halo width 3 along dimension 0 exceeds the smallest block there (2 of") !=
                  std::string::npos,

@@ -162,13 +162,13 @@ public:
   // ------------------------------------------------------------------ reductions
   /// Sum over the global array (each block counted once, whatever its copies).
   [[nodiscard]] T sum() const {
-    return reduce(T{}, [](T acc, const T& x) { return acc + x; },
-                  [&](T& v) { co_sum(mesh(), v); });
+    return reduce(
+        T{}, [](T acc, const T& x) { return acc + x; }, [&](T& v) { co_sum(mesh(), v); });
   }
   [[nodiscard]] T max() const {
-    return reduce(std::numeric_limits<T>::lowest(),
-                  [](T acc, const T& x) { return x > acc ? x : acc; },
-                  [&](T& v) { co_max(mesh(), v); });
+    return reduce(
+        std::numeric_limits<T>::lowest(), [](T acc, const T& x) { return x > acc ? x : acc; },
+        [&](T& v) { co_max(mesh(), v); });
   }
   /// sqrt(sum of squares), in double precision.
   [[nodiscard]] double norm2() const {
@@ -304,11 +304,11 @@ public:
 
 private:
   struct halo_transfer {
-    int source = 0;         ///< the image whose block fills this halo piece
-    section<N> from;        ///< in the source's padded block
-    index_type to{};        ///< where it goes in this padded block
-    index_type extent{};    ///< its size
-    std::vector<T> buffer;  ///< packed
+    int source = 0;        ///< the image whose block fills this halo piece
+    section<N> from;       ///< in the source's padded block
+    index_type to{};       ///< where it goes in this padded block
+    index_type extent{};   ///< its size
+    std::vector<T> buffer; ///< packed
     completion done;
   };
 
@@ -318,13 +318,12 @@ private:
       const std::size_t n = l.shape()[d], p = l.parts(d), b = l.block_extents()[d];
       const std::size_t smallest = p == 1 ? n : (n > (p - 1) * b ? n - (p - 1) * b : 0);
       if (h.width[d] > smallest)
-        throw argument_error("dist_tensor" + detail::index_text(l.shape()) + " on " +
-                                 l.mesh().to_string() + " with " +
-                                 detail::placements_text(l.placements()),
-                             "halo width " + std::to_string(h.width[d]) + " along dimension " +
-                                 std::to_string(d) + " exceeds the smallest block there (" +
-                                 std::to_string(smallest) + " of " + std::to_string(n) +
-                                 " elements in " + std::to_string(p) + " parts)");
+        throw argument_error(
+            "dist_tensor" + detail::index_text(l.shape()) + " on " + l.mesh().to_string() +
+                " with " + detail::placements_text(l.placements()),
+            "halo width " + std::to_string(h.width[d]) + " along dimension " + std::to_string(d) +
+                " exceeds the smallest block there (" + std::to_string(smallest) + " of " +
+                std::to_string(n) + " elements in " + std::to_string(p) + " parts)");
     }
     return h;
   }
@@ -372,8 +371,10 @@ private:
     for (std::size_t d = 0; d < N; ++d)
       if (i[d] >= shape()[d])
         throw argument_error("dist_tensor" + detail::index_text(shape()) + "::" + op,
-                             "global index " + detail::index_text(i) + " is out of range along "
-                             "dimension " + std::to_string(d));
+                             "global index " + detail::index_text(i) +
+                                 " is out of range along "
+                                 "dimension " +
+                                 std::to_string(d));
   }
   void check_image(int image, const char* op) const {
     if (image < 0 || image >= mesh().size())
@@ -383,12 +384,12 @@ private:
   }
   void check_same(const dist_tensor& o, const char* op) const {
     if (o.shape() != shape() || o.placements() != placements() || !(o.mesh() == mesh()))
-      throw argument_error(
-          std::string("dist_tensor::") + op,
-          "shapes or distributions differ: " + detail::index_text(shape()) + " " +
-              detail::placements_text(placements()) + " on " + mesh().to_string() + " and " +
-              detail::index_text(o.shape()) + " " + detail::placements_text(o.placements()) +
-              " on " + o.mesh().to_string());
+      throw argument_error(std::string("dist_tensor::") + op,
+                           "shapes or distributions differ: " + detail::index_text(shape()) + " " +
+                               detail::placements_text(placements()) + " on " + mesh().to_string() +
+                               " and " + detail::index_text(o.shape()) + " " +
+                               detail::placements_text(o.placements()) + " on " +
+                               o.mesh().to_string());
   }
   bool same_ranks(const crown::mesh& other) const {
     std::vector<int> a(mesh().begin(), mesh().end()), b(other.begin(), other.end());

@@ -92,7 +92,8 @@ public:
                                      std::to_string(mesh_.ndim()) +
                                      " mesh dimensions (one placement per mesh dimension)");
     for (std::size_t d = 0; d < N; ++d)
-      if (shape_[d] == 0) throw argument_error(what, "dimension " + std::to_string(d) + " is empty");
+      if (shape_[d] == 0)
+        throw argument_error(what, "dimension " + std::to_string(d) + " is empty");
     parts_.fill(1);
     for (std::size_t md = 0; md < placements_.size(); ++md) {
       const placement& p = placements_[md];

@@ -1,0 +1,211 @@
+// crown-bench apps: heat2d and the PRK transpose on Crown (apps/heat2d, apps/transpose)
+// beside plain-MPI versions written here, on the same ranks in the same run: the halo
+// exchange with MPI_Sendrecv on a Cartesian communicator, the transpose with
+// MPI_Alltoallv. Both sides share the problem and the compute kernels, so the
+// comparison is about moving the data; heat2d's checksums must agree bitwise.
+#include "../heat2d/solver.hpp"
+#include "../transpose/solver.hpp"
+#include "bench.hpp"
+#include <crown/crown.hpp>
+
+namespace crown_bench {
+namespace {
+
+struct block_range {
+  std::size_t lo, hi;
+  [[nodiscard]] std::size_t size() const { return hi - lo; }
+};
+/// The same ceil-sized blocks as dist_tensor.
+block_range block(std::size_t n, int parts, int k) {
+  const std::size_t b = (n + static_cast<std::size_t>(parts) - 1) / static_cast<std::size_t>(parts);
+  const std::size_t lo = std::min(n, static_cast<std::size_t>(k) * b);
+  return {lo, std::min(n, lo + b)};
+}
+
+/// heat2d with MPI_Sendrecv halo exchanges; returns seconds, sets the checksum.
+double mpi_heat2d(const heat2d::options& o, double& checksum) {
+  int size = 0, me = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  const auto [rows, cols] = heat2d::squarest(size);
+  int dims[2] = {rows, cols}, periods[2] = {0, 0}, coords[2];
+  MPI_Comm cart;
+  MPI_Cart_create(MPI_COMM_WORLD, 2, dims, periods, 0, &cart);
+  MPI_Comm_rank(cart, &me);
+  MPI_Cart_coords(cart, me, 2, coords);
+  const block_range br = block(o.n, rows, coords[0]), bc = block(o.n, cols, coords[1]);
+  const std::size_t r = br.size(), c = bc.size(), pitch = c + 2;
+  std::vector<double> a((r + 2) * pitch), b((r + 2) * pitch);
+  for (std::size_t i = 0; i < r + 2; ++i)
+    for (std::size_t j = 0; j < pitch; ++j) {
+      const auto gi = static_cast<std::ptrdiff_t>(br.lo + i) - 1;
+      const auto gj = static_cast<std::ptrdiff_t>(bc.lo + j) - 1;
+      const auto n = static_cast<std::ptrdiff_t>(o.n);
+      a[i * pitch + j] = b[i * pitch + j] =
+          (gi < 0 || gj < 0 || gi >= n || gj >= n) ? heat2d::edge_value(gi, gj) : 0.0;
+    }
+  int up, down, left, right;
+  MPI_Cart_shift(cart, 0, 1, &up, &down);
+  MPI_Cart_shift(cart, 1, 1, &left, &right);
+  MPI_Datatype column;
+  MPI_Type_vector(static_cast<int>(r), 1, static_cast<int>(pitch), MPI_DOUBLE, &column);
+  MPI_Type_commit(&column);
+  double* u = a.data();
+  double* v = b.data();
+  const int ci = static_cast<int>(c);
+  MPI_Barrier(cart);
+  const double start = MPI_Wtime();
+  for (int it = 0; it < o.iterations; ++it) {
+    MPI_Sendrecv(u + pitch + 1, ci, MPI_DOUBLE, up, 0, u + (r + 1) * pitch + 1, ci, MPI_DOUBLE,
+                 down, 0, cart, MPI_STATUS_IGNORE);
+    MPI_Sendrecv(u + r * pitch + 1, ci, MPI_DOUBLE, down, 1, u + 1, ci, MPI_DOUBLE, up, 1, cart,
+                 MPI_STATUS_IGNORE);
+    MPI_Sendrecv(u + pitch + 1, 1, column, left, 2, u + pitch + c + 1, 1, column, right, 2, cart,
+                 MPI_STATUS_IGNORE);
+    MPI_Sendrecv(u + pitch + c, 1, column, right, 3, u + pitch, 1, column, left, 3, cart,
+                 MPI_STATUS_IGNORE);
+    heat2d::update_block(u, v, pitch, r, c, heat2d::cells::all);
+    std::swap(u, v);
+  }
+  double seconds = MPI_Wtime() - start;
+  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, cart);
+  // The field on rank 0, in global order, for the checksum.
+  std::vector<double> mine(r * c);
+  for (std::size_t i = 0; i < r; ++i)
+    std::copy_n(u + (i + 1) * pitch + 1, c, mine.begin() + static_cast<std::ptrdiff_t>(i * c));
+  std::vector<int> counts(static_cast<std::size_t>(size)), offsets(static_cast<std::size_t>(size));
+  const int count = static_cast<int>(mine.size());
+  MPI_Gather(&count, 1, MPI_INT, counts.data(), 1, MPI_INT, 0, cart);
+  for (std::size_t k = 1; k < counts.size(); ++k) offsets[k] = offsets[k - 1] + counts[k - 1];
+  std::vector<double> blocks(me == 0 ? o.n * o.n : 0), field(blocks.size());
+  MPI_Gatherv(mine.data(), count, MPI_DOUBLE, blocks.data(), counts.data(), offsets.data(),
+              MPI_DOUBLE, 0, cart);
+  if (me == 0) {
+    for (int k = 0; k < size; ++k) {
+      int kc[2];
+      MPI_Cart_coords(cart, k, 2, kc);
+      const block_range kr = block(o.n, rows, kc[0]), kcol = block(o.n, cols, kc[1]);
+      for (std::size_t i = 0; i < kr.size(); ++i)
+        std::copy_n(blocks.begin() + offsets[static_cast<std::size_t>(k)] +
+                        static_cast<std::ptrdiff_t>(i * kcol.size()),
+                    kcol.size(),
+                    field.begin() + static_cast<std::ptrdiff_t>((kr.lo + i) * o.n + kcol.lo));
+    }
+    checksum = heat2d::checksum(field);
+  }
+  MPI_Bcast(&checksum, 1, MPI_DOUBLE, 0, cart);
+  MPI_Type_free(&column);
+  MPI_Comm_free(&cart);
+  return seconds;
+}
+
+/// The PRK transpose with MPI_Alltoallv; returns seconds per timed iteration.
+double mpi_transpose(const transpose::options& o, double& abs_error) {
+  int p = 0, me = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  const std::size_t n = o.order;
+  const block_range mine = block(n, p, me);
+  const std::size_t rows = mine.size();
+  std::vector<double> a(rows * n), b(rows * n, 0.0);
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < n; ++j) a[i * n + j] = static_cast<double>((mine.lo + i) * n + j);
+  std::vector<int> counts(static_cast<std::size_t>(p)), offsets(static_cast<std::size_t>(p));
+  for (int q = 0; q < p; ++q) {
+    counts[static_cast<std::size_t>(q)] = static_cast<int>(rows * block(n, p, q).size());
+    if (q) offsets[static_cast<std::size_t>(q)] = offsets[static_cast<std::size_t>(q) - 1] +
+                                                  counts[static_cast<std::size_t>(q) - 1];
+  }
+  std::vector<int> rcounts(counts.size()), roffsets(counts.size());
+  for (int s = 0; s < p; ++s) {
+    rcounts[static_cast<std::size_t>(s)] = static_cast<int>(block(n, p, s).size() * rows);
+    if (s) roffsets[static_cast<std::size_t>(s)] = roffsets[static_cast<std::size_t>(s) - 1] +
+                                                   rcounts[static_cast<std::size_t>(s) - 1];
+  }
+  std::vector<double> send(rows * n), receive(rows * n);
+  double start = 0;
+  for (int it = 0; it < o.iterations; ++it) {
+    MPI_Barrier(MPI_COMM_WORLD);
+    if (it == 1) start = MPI_Wtime();
+    for (int q = 0; q < p; ++q) { // to q: A(my rows, q's rows)^T, rows(q) x rows
+      const block_range bq = block(n, p, q);
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < bq.size(); ++j)
+          send[static_cast<std::size_t>(offsets[static_cast<std::size_t>(q)]) + j * rows + i] =
+              a[i * n + bq.lo + j];
+    }
+    MPI_Alltoallv(send.data(), counts.data(), offsets.data(), MPI_DOUBLE, receive.data(),
+                  rcounts.data(), roffsets.data(), MPI_DOUBLE, MPI_COMM_WORLD);
+    for (int s = 0; s < p; ++s) { // from s: rows x rows(s), added into B(:, s's rows)
+      const block_range bs = block(n, p, s);
+      const double* in = receive.data() + roffsets[static_cast<std::size_t>(s)];
+      for (std::size_t i = 0; i < rows; ++i)
+        for (std::size_t j = 0; j < bs.size(); ++j) b[i * n + bs.lo + j] += in[i * bs.size() + j];
+    }
+    for (double& x : a) x += 1.0;
+  }
+  double seconds = o.iterations > 1 ? (MPI_Wtime() - start) / (o.iterations - 1) : 0;
+  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  abs_error = 0;
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < n; ++j)
+      abs_error += std::abs(b[i * n + j] - transpose::expected(mine.lo + i, j, n, o.iterations));
+  MPI_Allreduce(MPI_IN_PLACE, &abs_error, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return seconds;
+}
+
+double median(std::vector<double> v) {
+  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
+  return v[v.size() / 2];
+}
+
+} // namespace
+
+void apps(const options& o) {
+  int me = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  if (me == 0) print_header();
+  const std::string group = "apps";
+
+  heat2d::options h;
+  h.n = o.smoke ? 256 : 2048;
+  h.iterations = o.smoke ? 10 : 50;
+  std::vector<double> crown_rate, mpi_rate;
+  const double updates = static_cast<double>(h.n) * static_cast<double>(h.n) * h.iterations;
+  for (int b = 0; b < o.batches; ++b) { // alternate, so both see the same machine
+    const heat2d::result r = heat2d::solve(crown::world(), h, false);
+    double checksum = 0;
+    const double seconds = mpi_heat2d(h, checksum);
+    if (checksum != r.checksum)
+      throw crown::state_error("crown-bench apps", "heat2d checksums differ: Crown " +
+                                                       std::to_string(r.checksum) + ", MPI " +
+                                                       std::to_string(checksum));
+    crown_rate.push_back(updates / r.seconds / 1e6);
+    mpi_rate.push_back(updates / seconds / 1e6);
+  }
+  if (me == 0)
+    print_line(group, "heat2d", h.n, "MLUP/s", median(crown_rate), "mpi_sendrecv",
+               median(mpi_rate));
+
+  transpose::options t;
+  t.order = o.smoke ? 256 : 2048;
+  t.iterations = o.smoke ? 3 : 10;
+  const double bytes = 2.0 * sizeof(double) * static_cast<double>(t.order) * t.order;
+  crown_rate.clear();
+  mpi_rate.clear();
+  for (int b = 0; b < o.batches; ++b) {
+    const transpose::result r = transpose::solve(crown::world(), t);
+    double error = 0;
+    const double seconds = mpi_transpose(t, error);
+    if (r.abs_error > 1e-8 || error > 1e-8)
+      throw crown::state_error("crown-bench apps", "transpose does not validate: error " +
+                                                       std::to_string(r.abs_error) + " (Crown), " +
+                                                       std::to_string(error) + " (MPI)");
+    crown_rate.push_back(bytes / r.seconds / 1e6);
+    mpi_rate.push_back(bytes / seconds / 1e6);
+  }
+  if (me == 0)
+    print_line(group, "transpose", t.order, "MB/s", median(crown_rate), "mpi_alltoallv",
+               median(mpi_rate));
+}
+
+} // namespace crown_bench
