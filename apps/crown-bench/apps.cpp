@@ -1,7 +1,8 @@
 // crown-bench apps: heat2d and the PRK transpose on Crown (apps/heat2d, apps/transpose)
 // beside plain-MPI versions written here, on the same ranks in the same run: the halo
 // exchange with MPI_Sendrecv on a Cartesian communicator, the transpose with
-// MPI_Alltoallv. Both sides share the problem and the compute kernels, so the
+// MPI_Alltoallv; and dist_tensor's redistribution (rows to columns) against the same
+// data motion with MPI_Alltoallv. Both sides share the problem and the compute kernels, so the
 // comparison is about moving the data; heat2d's checksums must agree bitwise.
 #include "../heat2d/solver.hpp"
 #include "../transpose/solver.hpp"
@@ -112,14 +113,16 @@ double mpi_transpose(const transpose::options& o, double& abs_error) {
   std::vector<int> counts(static_cast<std::size_t>(p)), offsets(static_cast<std::size_t>(p));
   for (int q = 0; q < p; ++q) {
     counts[static_cast<std::size_t>(q)] = static_cast<int>(rows * block(n, p, q).size());
-    if (q) offsets[static_cast<std::size_t>(q)] = offsets[static_cast<std::size_t>(q) - 1] +
-                                                  counts[static_cast<std::size_t>(q) - 1];
+    if (q)
+      offsets[static_cast<std::size_t>(q)] =
+          offsets[static_cast<std::size_t>(q) - 1] + counts[static_cast<std::size_t>(q) - 1];
   }
   std::vector<int> rcounts(counts.size()), roffsets(counts.size());
   for (int s = 0; s < p; ++s) {
     rcounts[static_cast<std::size_t>(s)] = static_cast<int>(block(n, p, s).size() * rows);
-    if (s) roffsets[static_cast<std::size_t>(s)] = roffsets[static_cast<std::size_t>(s) - 1] +
-                                                   rcounts[static_cast<std::size_t>(s) - 1];
+    if (s)
+      roffsets[static_cast<std::size_t>(s)] =
+          roffsets[static_cast<std::size_t>(s) - 1] + rcounts[static_cast<std::size_t>(s) - 1];
   }
   std::vector<double> send(rows * n), receive(rows * n);
   double start = 0;
@@ -150,6 +153,40 @@ double mpi_transpose(const transpose::options& o, double& abs_error) {
     for (std::size_t j = 0; j < n; ++j)
       abs_error += std::abs(b[i * n + j] - transpose::expected(mine.lo + i, j, n, o.iterations));
   MPI_Allreduce(MPI_IN_PLACE, &abs_error, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return seconds;
+}
+
+/// shard(0) -> shard(1) of an n x n matrix with MPI_Alltoallv: rows are packed per
+/// destination, and what arrives is already in place. Returns seconds.
+double mpi_redistribute(std::size_t n) {
+  int p = 0, me = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &p);
+  MPI_Comm_rank(MPI_COMM_WORLD, &me);
+  const block_range rows = block(n, p, me), cols = block(n, p, me);
+  std::vector<double> a(rows.size() * n, 1.0), send(a.size()), b(n * cols.size());
+  std::vector<int> counts, offsets, rcounts, roffsets;
+  int at = 0, rat = 0;
+  for (int q = 0; q < p; ++q) {
+    counts.push_back(static_cast<int>(rows.size() * block(n, p, q).size()));
+    offsets.push_back(at);
+    at += counts.back();
+    rcounts.push_back(static_cast<int>(block(n, p, q).size() * cols.size()));
+    roffsets.push_back(rat);
+    rat += rcounts.back();
+  }
+  MPI_Barrier(MPI_COMM_WORLD);
+  const double start = MPI_Wtime();
+  for (int q = 0; q < p; ++q) {
+    const block_range bq = block(n, p, q);
+    for (std::size_t i = 0; i < rows.size(); ++i)
+      std::copy_n(a.begin() + static_cast<std::ptrdiff_t>(i * n + bq.lo), bq.size(),
+                  send.begin() + offsets[static_cast<std::size_t>(q)] +
+                      static_cast<std::ptrdiff_t>(i * bq.size()));
+  }
+  MPI_Alltoallv(send.data(), counts.data(), offsets.data(), MPI_DOUBLE, b.data(), rcounts.data(),
+                roffsets.data(), MPI_DOUBLE, MPI_COMM_WORLD);
+  double seconds = MPI_Wtime() - start;
+  MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
   return seconds;
 }
 
@@ -185,6 +222,29 @@ void apps(const options& o) {
   if (me == 0)
     print_line(group, "heat2d", h.n, "MLUP/s", median(crown_rate), "mpi_sendrecv",
                median(mpi_rate));
+
+  // Redistribution, shard(0) -> shard(1): Crown's one-sided pulls against MPI_Alltoallv.
+  const std::size_t order = o.smoke ? 256 : 2048;
+  const double matrix = sizeof(double) * static_cast<double>(order) * order;
+  const crown::mesh line = crown::world().reshape({{"x", crown::world().size()}});
+  crown_rate.clear();
+  mpi_rate.clear();
+  for (int b = 0; b < o.batches; ++b) {
+    crown::dist_tensor<double, 2> rows(line, {order, order}, {crown::shard(0)});
+    rows.fill(1.0);
+    crown::sync_all(line);
+    double start = MPI_Wtime();
+    const auto columns = rows.redistribute({crown::shard(1)});
+    double seconds = MPI_Wtime() - start;
+    crown::co_max(line, seconds);
+    if (columns.sum() != static_cast<double>(order) * order)
+      throw crown::state_error("crown-bench apps", "redistribute lost elements");
+    crown_rate.push_back(matrix / seconds / 1e9);
+    mpi_rate.push_back(matrix / mpi_redistribute(order) / 1e9);
+  }
+  if (me == 0)
+    print_line(group, "redistribute", static_cast<std::size_t>(matrix), "GB/s", median(crown_rate),
+               "mpi_alltoallv", median(mpi_rate));
 
   transpose::options t;
   t.order = o.smoke ? 256 : 2048;

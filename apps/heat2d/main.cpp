@@ -57,8 +57,8 @@ int main(int argc, char** argv) {
   try {
     const heat2d::result r = heat2d::solve(crown::world(), o, !png.empty());
     if (crown::world().rank() == 0) {
-      const auto [rows, cols] = o.rows > 0 ? std::pair{o.rows, o.cols}
-                                           : heat2d::squarest(crown::world().size());
+      const auto [rows, cols] =
+          o.rows > 0 ? std::pair{o.rows, o.cols} : heat2d::squarest(crown::world().size());
       const double updates = static_cast<double>(o.n) * static_cast<double>(o.n) * o.iterations;
       std::printf("heat2d %zu x %zu, %d iterations on a %dx%d mesh%s\n", o.n, o.n, o.iterations,
                   rows, cols, o.overlap ? " (halo exchange overlapped)" : "");

@@ -17,9 +17,9 @@ struct options {
 };
 
 struct result {
-  double seconds = 0;         ///< the slowest rank's time for the iterations
-  double checksum = 0;        ///< on every rank
-  std::vector<double> field;  ///< the final field, row-major, on rank 0 (when asked for)
+  double seconds = 0;        ///< the slowest rank's time for the iterations
+  double checksum = 0;       ///< on every rank
+  std::vector<double> field; ///< the final field, row-major, on rank 0 (when asked for)
 };
 
 /// The squarest rows x cols with rows * cols = ranks (rows <= cols).

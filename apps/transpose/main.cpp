@@ -17,8 +17,10 @@ int main(int argc, char** argv) {
       (a == "--order" ? o.order = static_cast<std::size_t>(v) : o.iterations = static_cast<int>(v));
       ++i;
     } else {
-      std::fprintf(stderr, "transpose: bad option %s\nusage: mpirun -np P %s [--order N] "
-                           "[--iterations K]\n", argv[i], argv[0]);
+      std::fprintf(stderr,
+                   "transpose: bad option %s\nusage: mpirun -np P %s [--order N] "
+                   "[--iterations K]\n",
+                   argv[i], argv[0]);
       return 2;
     }
   }

@@ -16,7 +16,7 @@ struct options {
 };
 
 struct result {
-  double seconds = 0;  ///< the slowest rank's time per timed iteration
+  double seconds = 0;   ///< the slowest rank's time per timed iteration
   double abs_error = 0; ///< against the closed form, summed over the whole matrix
 };
 

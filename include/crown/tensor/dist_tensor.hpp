@@ -14,6 +14,7 @@
 #include <limits>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace crown {
@@ -199,16 +200,14 @@ public:
                            "the meshes must hold the same ranks");
     dist_tensor out(target, shape(), std::move(placements), halo);
     sync_all(mesh()); // every old block is complete
-    std::vector<T> buffer(out.own_.size());
-    read(out.own_, buffer);
-    detail::copy_box(buffer.data(), extents_of(out.own_), index_type{}, out.store_.data(),
-                     out.store_.extents(), out.storage_at(out.own_.lo), extents_of(out.own_));
+    read_into(out.own_, out.store_.data(), out.store_.extents(), out.storage_at(out.own_.lo));
     sync_all(mesh()); // nobody changes the old blocks while others read them
     return out;
   }
   /// Any region of the global array, row-major into `out` (region.size() elements),
-  /// read with one-sided gets from the nearest copy of every block it touches. Not
-  /// collective and not synchronised: the blocks must be complete (e.g. sync_all).
+  /// read from the nearest copy of every block it touches: straight from memory for
+  /// images on this host, with one-sided gets otherwise. Not collective and not
+  /// synchronised: the blocks must be complete (e.g. after sync_all).
   void read(const box<N>& region, std::span<T> out) const {
     for (std::size_t d = 0; d < N; ++d)
       if (region.hi[d] > shape()[d] || region.lo[d] > region.hi[d])
@@ -219,22 +218,7 @@ public:
       throw argument_error("dist_tensor::read", std::to_string(out.size()) + " elements for a " +
                                                     std::to_string(region.size()) +
                                                     "-element region");
-    std::vector<T> buffer;
-    index_type at;
-    for (int j = 0; j < mesh().size(); ++j) {
-      const box<N> b = layout_.block_of(j);
-      if (b.empty() || layout_.owner(b.lo, image_) != j) continue;
-      const box<N> piece = b.intersect(region);
-      if (piece.empty()) continue;
-      for (std::size_t d = 0; d < N; ++d) at[d] = piece.lo[d] - region.lo[d];
-      if (piece.size() == region.size()) { // the whole region in one block: no staging
-        store_.on(j).get(section_of(b, piece), out);
-        return;
-      }
-      fetch(j, b, piece, buffer);
-      detail::copy_box(buffer.data(), extents_of(piece), index_type{}, out.data(),
-                       extents_of(region), at, extents_of(piece));
-    }
+    read_into(region, out.data(), extents_of(region), index_type{});
   }
   /// The whole array, row-major, on `image` (an empty vector elsewhere).
   [[nodiscard]] std::vector<T> gather(int image = 0) const {
@@ -281,8 +265,17 @@ public:
       throw state_error("dist_tensor::exchange_halos_start", "the previous exchange is not "
                                                              "finished (exchange_halos_finish)");
     sync_images(mesh(), neighbours_); // their blocks are complete
-    for (halo_transfer& t : transfers_)
+    for (halo_transfer& t : transfers_) {
+      if (const T* peer = peer_storage(t.source)) { // same host: straight into the halo
+        index_type from;
+        for (std::size_t d = 0; d < N; ++d) from[d] = t.from[d].begin;
+        detail::copy_box(peer, store_.extents(), from, store_.data(), store_.extents(), t.to,
+                         t.extent);
+        continue;
+      }
       t.done = store_.on(t.source).get_async(t.from, std::span<T>(t.buffer));
+      t.staged = true;
+    }
     halos_in_flight_ = true;
   }
   /// Waits for the halos and fills them in.
@@ -290,6 +283,7 @@ public:
     if (!halos_in_flight_)
       throw state_error("dist_tensor::exchange_halos_finish", "no exchange was started");
     for (halo_transfer& t : transfers_) {
+      if (!std::exchange(t.staged, false)) continue;
       t.done.wait();
       detail::copy_box(t.buffer.data(), t.extent, index_type{}, store_.data(), store_.extents(),
                        t.to, t.extent);
@@ -308,8 +302,9 @@ private:
     section<N> from;       ///< in the source's padded block
     index_type to{};       ///< where it goes in this padded block
     index_type extent{};   ///< its size
-    std::vector<T> buffer; ///< packed
+    std::vector<T> buffer; ///< packed, for a neighbour on another host
     completion done;
+    bool staged = false; ///< a get into `buffer` is in flight
   };
 
   static halo_spec<N> checked(const tensor_layout<N>& l, const halo_spec<N>& h) {
@@ -406,6 +401,33 @@ private:
     return v;
   }
 
+  /// Copies `region` into the block `to` (extents `to_ext`), placing region.lo at `at`.
+  void read_into(const box<N>& region, T* to, const index_type& to_ext,
+                 const index_type& at) const {
+    std::vector<T> buffer;
+    for (int j = 0; j < mesh().size(); ++j) {
+      const box<N> b = layout_.block_of(j);
+      if (b.empty() || layout_.owner(b.lo, image_) != j) continue; // the nearest copy only
+      const box<N> piece = b.intersect(region);
+      if (piece.empty()) continue;
+      index_type place;
+      for (std::size_t d = 0; d < N; ++d) place[d] = at[d] + piece.lo[d] - region.lo[d];
+      if (const T* peer = peer_storage(j)) { // same host: one copy, no staging
+        detail::copy_box(peer, store_.extents(), padded_index(piece.lo, b), to, to_ext, place,
+                         extents_of(piece));
+        continue;
+      }
+      fetch(j, b, piece, buffer);
+      detail::copy_box(buffer.data(), extents_of(piece), index_type{}, to, to_ext, place,
+                       extents_of(piece));
+    }
+  }
+  /// Image j's stored block when this rank reaches it with loads, else nullptr.
+  const T* peer_storage(int j) const {
+    return reinterpret_cast<const T*>(detail::heap_peer_address(
+        mesh().ranks()[static_cast<std::size_t>(j)], store_.block().offset));
+  }
+
   /// Works out once which piece of which neighbour fills each part of the halo.
   void plan_halos() {
     bool any = false;
@@ -449,7 +471,7 @@ private:
     if (centre) return;
     t.source = layout_.owner(wrapped.lo, image_);
     t.from = section_of(layout_.block_of(t.source), wrapped);
-    t.buffer.resize(wrapped.size());
+    if (!peer_storage(t.source)) t.buffer.resize(wrapped.size());
     if (t.source != image_) neighbours_.push_back(t.source);
     transfers_.push_back(std::move(t));
   }
