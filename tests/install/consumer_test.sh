@@ -25,4 +25,21 @@ flags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs crown)
 out=$("$mpiexec" -np 2 --oversubscribe "$work/consumer_pc")
 echo "$out"
 grep -Eq "$expect" <<< "$out"
-echo "both consumers built and ran against the installed tree"
+if [ -f "$work/prefix/include/crown/fortran/crown.mod" ]; then
+  fexpect='fortran consumer: 2 images, sum 3.0'
+  echo "== find_package(crown) from Fortran: crown::fortran"
+  cmake -S "$source/../fortran_consumer" -B "$work/fortran" -DCMAKE_PREFIX_PATH="$work/prefix" \
+    -DCMAKE_CXX_COMPILER="$cxx" > "$work/fconfigure.log" || { cat "$work/fconfigure.log"; exit 1; }
+  cmake --build "$work/fortran" > "$work/fbuild.log" || { cat "$work/fbuild.log"; exit 1; }
+  out=$("$mpiexec" -np 2 --oversubscribe "$work/fortran/fortran_consumer")
+  echo "$out"
+  grep -Eq "$fexpect" <<< "$out"
+  echo "== plain gfortran"
+  lib=$(dirname "$(find "$work/prefix" -name 'libcrown_fortran.*' | head -1)")
+  gfortran $cxxflags "$source/../fortran_consumer/main.f90" -I"$work/prefix/include/crown/fortran" \
+    -L"$lib" -lcrown_fortran -lcrown -Wl,-rpath,"$lib" -o "$work/fortran_plain"
+  out=$("$mpiexec" -np 2 --oversubscribe "$work/fortran_plain")
+  echo "$out"
+  grep -Eq "$fexpect" <<< "$out"
+fi
+echo "every consumer built and ran against the installed tree"

@@ -1,0 +1,450 @@
+// Crown's C API (include/crown/crown.h) over the C++ library: type-erased coarrays on
+// the heap ABI, every exception turned into a status code and a thread-local message.
+#include <complex>
+#include <crown/collectives.hpp>
+#include <crown/crown.h>
+#include <crown/detail/heap.hpp>
+#include <crown/detail/types.hpp>
+#include <crown/event.hpp>
+#include <crown/lock.hpp>
+#include <crown/runtime.hpp>
+#include <crown/section.hpp>
+#include <crown/sync.hpp>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+struct crown_coarray {
+  crown::mesh team;
+  crown_type type;
+  int rank;
+  std::array<std::size_t, 3> extents;
+  std::size_t elements;
+  crown::detail::heap_block block;
+};
+struct crown_event {
+  crown::event e;
+};
+struct crown_lock {
+  crown::image_lock l;
+};
+
+namespace {
+
+template <typename T>
+constexpr bool is_complex_v = false;
+template <typename T>
+constexpr bool is_complex_v<std::complex<T>> = true;
+
+thread_local std::string t_error;
+std::unique_ptr<crown::runtime> g_runtime;
+std::mutex g_locals_mutex;
+std::map<const void*, crown_coarray*> g_locals; // local block -> coarray (crown_coarray_of)
+
+/// Runs f, turning what it throws into a status and the thread's error message.
+template <typename F>
+int guarded(F&& f) {
+  try {
+    t_error.clear();
+    f();
+    return CROWN_OK;
+  } catch (const crown::argument_error& e) {
+    t_error = e.what();
+    return CROWN_ERR_ARGUMENT;
+  } catch (const crown::mpi_error& e) {
+    t_error = e.what();
+    return CROWN_ERR_MPI;
+  } catch (const crown::error& e) {
+    t_error = e.what();
+    return CROWN_ERR_STATE;
+  } catch (const std::exception& e) {
+    t_error = e.what();
+    return CROWN_ERR_OTHER;
+  } catch (...) {
+    t_error = "unknown exception";
+    return CROWN_ERR_OTHER;
+  }
+}
+
+const crown::mesh& world(const char* what) {
+  if (!g_runtime) throw crown::state_error(what, "crown_init has not been called");
+  return g_runtime->world();
+}
+
+/// Calls f with a value of the C++ type for `type` (for dispatch).
+template <typename F>
+void with_type(crown_type type, const char* what, F&& f) {
+  switch (type) {
+  case CROWN_INT32:
+    return f(std::int32_t{});
+  case CROWN_INT64:
+    return f(std::int64_t{});
+  case CROWN_FLOAT:
+    return f(float{});
+  case CROWN_DOUBLE:
+    return f(double{});
+  case CROWN_COMPLEX_FLOAT:
+    return f(std::complex<float>{});
+  case CROWN_COMPLEX_DOUBLE:
+    return f(std::complex<double>{});
+  }
+  throw crown::argument_error(what, "unknown element type " + std::to_string(type));
+}
+
+const crown_coarray& live(const crown_coarray* a, const char* what) {
+  if (!a) throw crown::argument_error(what, "a null coarray handle");
+  return *a;
+}
+
+std::string describe(const crown_coarray& a, const char* op, int image) {
+  std::string text = op;
+  text += " on coarray(";
+  for (int d = 0; d < a.rank; ++d) {
+    if (d) text += ',';
+    text += std::to_string(a.extents[static_cast<std::size_t>(d)]);
+  }
+  text += ") of image ";
+  text += std::to_string(image);
+  return text;
+}
+
+int world_rank_of(const crown_coarray& a, int image, const char* op) {
+  if (image < 0 || image >= a.team.size())
+    throw crown::argument_error(describe(a, op, image),
+                                "image out of range [0, " + std::to_string(a.team.size()) + ")");
+  return a.team.ranks()[static_cast<std::size_t>(image)];
+}
+
+template <std::size_t N>
+crown::detail::strided section_of(const crown_coarray& a, const size_t* begin, const size_t* end,
+                                  const size_t* stride, const std::string& what) {
+  crown::section<N> s;
+  std::array<std::size_t, N> extents;
+  for (std::size_t d = 0; d < N; ++d) {
+    s[d] = {begin[d], end[d], stride ? stride[d] : 1};
+    extents[d] = a.extents[d];
+  }
+  return crown::detail::section_layout(s, extents, crown_type_size(a.type), a.block.offset, what);
+}
+
+crown::detail::strided section(const crown_coarray& a, int image, const size_t* begin,
+                               const size_t* end, const size_t* stride, const char* op) {
+  if (!begin || !end) throw crown::argument_error(describe(a, op, image), "null section bounds");
+  const std::string what = describe(a, op, image);
+  switch (a.rank) {
+  case 1:
+    return section_of<1>(a, begin, end, stride, what);
+  case 2:
+    return section_of<2>(a, begin, end, stride, what);
+  default:
+    return section_of<3>(a, begin, end, stride, what);
+  }
+}
+
+template <typename Reduce>
+int reduction(crown_type type, void* data, size_t count, int image, const char* what,
+              Reduce reduce) {
+  return guarded([&] {
+    const crown::mesh& m = world(what);
+    if (!data && count) throw crown::argument_error(what, "null data");
+    if (image < -1 || image >= m.size())
+      throw crown::argument_error(what, "result image " + std::to_string(image) +
+                                            " out of range [0, " + std::to_string(m.size()) + ")");
+    with_type(type, what, [&](auto zero) {
+      using T = decltype(zero);
+      reduce(m, std::span<T>(static_cast<T*>(data), count), image);
+    });
+  });
+}
+
+} // namespace
+
+extern "C" {
+
+const char* crown_last_error(void) { return t_error.c_str(); }
+
+size_t crown_type_size(crown_type type) {
+  std::size_t bytes = 0;
+  try {
+    with_type(type, "crown_type_size", [&](auto zero) { bytes = sizeof(zero); });
+  } catch (...) {}
+  return bytes;
+}
+
+int crown_init(int* argc, char*** argv) {
+  return guarded([&] {
+    if (g_runtime) throw crown::state_error("crown_init", "Crown is already initialised");
+    int initialised = 0;
+    MPI_Initialized(&initialised);
+    if (initialised) {
+      g_runtime = std::make_unique<crown::runtime>(MPI_COMM_WORLD);
+    } else if (argc && argv) {
+      g_runtime = std::make_unique<crown::runtime>(*argc, *argv);
+    } else {
+      g_runtime = std::make_unique<crown::runtime>();
+    }
+  });
+}
+
+int crown_finalize(void) {
+  return guarded([] {
+    if (!g_runtime) throw crown::state_error("crown_finalize", "crown_init has not been called");
+    crown::sync_all(g_runtime->world());
+    g_runtime.reset();
+  });
+}
+
+int crown_initialized(void) { return g_runtime ? 1 : 0; }
+int crown_this_image(void) { return g_runtime ? g_runtime->rank() : -1; }
+int crown_num_images(void) { return g_runtime ? g_runtime->size() : 0; }
+
+int crown_coarray_allocate(crown_type type, int rank, const size_t* extents, crown_coarray** out,
+                           void** local) {
+  return guarded([&] {
+    const char* what = "crown_coarray_allocate";
+    const crown::mesh& m = world(what);
+    if (!out || !local || !extents) throw crown::argument_error(what, "null argument");
+    if (rank < 1 || rank > 3)
+      throw crown::argument_error(what, "rank " + std::to_string(rank) + " (allowed: 1 to 3)");
+    const std::size_t elem = crown_type_size(type);
+    if (!elem) throw crown::argument_error(what, "unknown element type " + std::to_string(type));
+    auto a = std::make_unique<crown_coarray>(
+        crown_coarray{m, type, rank, {1, 1, 1}, 1, crown::detail::heap_block{}});
+    for (int d = 0; d < rank; ++d) {
+      a->extents[static_cast<std::size_t>(d)] = extents[d];
+      a->elements *= extents[d];
+    }
+    // The tag makes a mismatch of type or rank between images an error on all of them.
+    const std::uint64_t tag = static_cast<std::uint64_t>(type) * 16 + static_cast<unsigned>(rank);
+    a->block =
+        crown::detail::heap_allocate(m, a->elements * elem, tag, describe(*a, what, m.rank()));
+    *local = crown::detail::heap_address(a->block.offset);
+    *out = a.get();
+    const std::lock_guard lock(g_locals_mutex);
+    g_locals[*local] = a.release();
+  });
+}
+
+int crown_coarray_free(crown_coarray* a) {
+  return guarded([&] {
+    const crown_coarray& c = live(a, "crown_coarray_free");
+    crown::detail::heap_release(c.team, c.block);
+    {
+      const std::lock_guard lock(g_locals_mutex);
+      g_locals.erase(crown::detail::heap_address(c.block.offset));
+    }
+    delete a;
+  });
+}
+
+crown_coarray* crown_coarray_of(const void* local) {
+  const std::lock_guard lock(g_locals_mutex);
+  const auto it = g_locals.find(local);
+  return it == g_locals.end() ? nullptr : it->second;
+}
+
+size_t crown_coarray_elements(const crown_coarray* a) { return a ? a->elements : 0; }
+
+int crown_put(const crown_coarray* a, int image, const void* src) {
+  return guarded([&] {
+    const crown_coarray& c = live(a, "crown_put");
+    const int rank = world_rank_of(c, image, "put");
+    crown::detail::remote_put(rank, c.block.offset, src, c.elements * crown_type_size(c.type));
+  });
+}
+
+int crown_get(const crown_coarray* a, int image, void* dst) {
+  return guarded([&] {
+    const crown_coarray& c = live(a, "crown_get");
+    const int rank = world_rank_of(c, image, "get");
+    crown::detail::remote_get(rank, c.block.offset, dst, c.elements * crown_type_size(c.type));
+  });
+}
+
+int crown_put_section(const crown_coarray* a, int image, const size_t* begin, const size_t* end,
+                      const size_t* stride, const void* packed) {
+  return guarded([&] {
+    const crown_coarray& c = live(a, "crown_put_section");
+    const int rank = world_rank_of(c, image, "put");
+    crown::detail::remote_put_strided(rank, section(c, image, begin, end, stride, "put"), packed);
+  });
+}
+
+int crown_get_section(const crown_coarray* a, int image, const size_t* begin, const size_t* end,
+                      const size_t* stride, void* packed) {
+  return guarded([&] {
+    const crown_coarray& c = live(a, "crown_get_section");
+    const int rank = world_rank_of(c, image, "get");
+    crown::detail::remote_get_strided(rank, section(c, image, begin, end, stride, "get"), packed);
+  });
+}
+
+int crown_sync_all(void) {
+  return guarded([] { crown::sync_all(world("crown_sync_all")); });
+}
+
+int crown_sync_images(const int* images, int count) {
+  return guarded([&] {
+    const crown::mesh& m = world("crown_sync_images");
+    if (count < 0 || (count > 0 && !images))
+      throw crown::argument_error("crown_sync_images", "a bad image list");
+    crown::sync_images(m, std::span<const int>(images, static_cast<std::size_t>(count)));
+  });
+}
+
+int crown_sync_memory(void) {
+  return guarded([] {
+    (void)world("crown_sync_memory");
+    crown::sync_memory();
+  });
+}
+
+int crown_event_create(crown_event** out) {
+  return guarded([&] {
+    if (!out) throw crown::argument_error("crown_event_create", "null argument");
+    *out = new crown_event{crown::event(world("crown_event_create"))};
+  });
+}
+int crown_event_free(crown_event* e) {
+  return guarded([&] {
+    if (!e) throw crown::argument_error("crown_event_free", "a null event");
+    crown::sync_all(e->e.team()); // nobody posts to a freed event
+    delete e;
+  });
+}
+int crown_event_post(crown_event* e, int image) {
+  return guarded([&] {
+    if (!e) throw crown::argument_error("crown_event_post", "a null event");
+    e->e.post(image);
+  });
+}
+int crown_event_wait(crown_event* e, int64_t until) {
+  return guarded([&] {
+    if (!e) throw crown::argument_error("crown_event_wait", "a null event");
+    e->e.wait(until);
+  });
+}
+int crown_event_query(crown_event* e, int64_t* count) {
+  return guarded([&] {
+    if (!e || !count) throw crown::argument_error("crown_event_query", "null argument");
+    *count = e->e.query();
+  });
+}
+
+int crown_lock_create(crown_lock** out) {
+  return guarded([&] {
+    if (!out) throw crown::argument_error("crown_lock_create", "null argument");
+    *out = new crown_lock{crown::image_lock(world("crown_lock_create"))};
+  });
+}
+int crown_lock_free(crown_lock* l) {
+  return guarded([&] {
+    if (!l) throw crown::argument_error("crown_lock_free", "a null lock");
+    crown::sync_all(world("crown_lock_free"));
+    delete l;
+  });
+}
+int crown_lock_acquire(crown_lock* l, int image) {
+  return guarded([&] {
+    if (!l) throw crown::argument_error("crown_lock_acquire", "a null lock");
+    l->l.lock(image);
+  });
+}
+int crown_lock_release(crown_lock* l, int image) {
+  return guarded([&] {
+    if (!l) throw crown::argument_error("crown_lock_release", "a null lock");
+    l->l.unlock(image);
+  });
+}
+
+int crown_atomic(const crown_coarray* a, int image, size_t element, crown_atomic_op op,
+                 int64_t value, int64_t compare, int64_t* old) {
+  return guarded([&] {
+    const crown_coarray& c = live(a, "crown_atomic");
+    const int rank = world_rank_of(c, image, "atomic");
+    if (c.type != CROWN_INT32 && c.type != CROWN_INT64)
+      throw crown::argument_error(describe(c, "atomic", image),
+                                  "atomics need an int32 or int64 coarray");
+    if (element >= c.elements)
+      throw crown::argument_error(describe(c, "atomic", image),
+                                  "element " + std::to_string(element) + " out of range [0, " +
+                                      std::to_string(c.elements) + ")");
+    using crown::detail::atomic_op;
+    atomic_op o{};
+    switch (op) {
+    case CROWN_ATOMIC_DEFINE:
+      o = atomic_op::store;
+      break;
+    case CROWN_ATOMIC_REF:
+      o = atomic_op::load;
+      break;
+    case CROWN_ATOMIC_ADD:
+      o = atomic_op::add;
+      break;
+    case CROWN_ATOMIC_AND:
+      o = atomic_op::bit_and;
+      break;
+    case CROWN_ATOMIC_OR:
+      o = atomic_op::bit_or;
+      break;
+    case CROWN_ATOMIC_XOR:
+      o = atomic_op::bit_xor;
+      break;
+    case CROWN_ATOMIC_CAS:
+      o = atomic_op::compare_swap;
+      break;
+    default:
+      throw crown::argument_error(describe(c, "atomic", image),
+                                  "unknown operation " + std::to_string(op));
+    }
+    const int width = c.type == CROWN_INT32 ? 4 : 8;
+    const std::uint64_t result = crown::detail::remote_atomic(
+        rank, c.block.offset + element * static_cast<std::size_t>(width), o, width, false,
+        static_cast<std::uint64_t>(value), static_cast<std::uint64_t>(compare),
+        c.block.cpu_atomics);
+    if (old)
+      *old = width == 4 ? static_cast<std::int32_t>(static_cast<std::uint32_t>(result))
+                        : static_cast<std::int64_t>(result);
+  });
+}
+
+int crown_co_sum(crown_type type, void* data, size_t count, int result_image) {
+  return reduction(
+      type, data, count, result_image, "crown_co_sum",
+      [](const crown::mesh& m, auto span, int image) { crown::co_sum(m, span, image); });
+}
+int crown_co_min(crown_type type, void* data, size_t count, int result_image) {
+  return reduction(type, data, count, result_image, "crown_co_min",
+                   [](const crown::mesh& m, auto span, int image) {
+                     using T = typename decltype(span)::value_type;
+                     if constexpr (is_complex_v<T>)
+                       throw crown::argument_error("crown_co_min", "complex numbers are unordered");
+                     else
+                       crown::co_min(m, span, image);
+                   });
+}
+int crown_co_max(crown_type type, void* data, size_t count, int result_image) {
+  return reduction(type, data, count, result_image, "crown_co_max",
+                   [](const crown::mesh& m, auto span, int image) {
+                     using T = typename decltype(span)::value_type;
+                     if constexpr (is_complex_v<T>)
+                       throw crown::argument_error("crown_co_max", "complex numbers are unordered");
+                     else
+                       crown::co_max(m, span, image);
+                   });
+}
+int crown_co_broadcast(crown_type type, void* data, size_t count, int source_image) {
+  return guarded([&] {
+    const crown::mesh& m = world("crown_co_broadcast");
+    if (source_image < 0 || source_image >= m.size())
+      throw crown::argument_error("crown_co_broadcast",
+                                  "source image " + std::to_string(source_image) +
+                                      " out of range [0, " + std::to_string(m.size()) + ")");
+    crown::detail::co_broadcast_bytes(m, data, count * crown_type_size(type), source_image,
+                                      "crown_co_broadcast");
+  });
+}
+
+} // extern "C"
