@@ -24,3 +24,8 @@ install(FILES ${PROJECT_BINARY_DIR}/crownConfig.cmake ${PROJECT_BINARY_DIR}/crow
 file(RELATIVE_PATH CROWN_PC_TO_PREFIX /${CMAKE_INSTALL_LIBDIR}/pkgconfig /)
 configure_file(${PROJECT_SOURCE_DIR}/cmake/crown.pc.in ${PROJECT_BINARY_DIR}/crown.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/crown.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+if(TARGET crown_fortran) # gfortran builds: gfortran prog.f90 $(pkg-config --cflags --libs crown-fortran)
+  configure_file(${PROJECT_SOURCE_DIR}/cmake/crown-fortran.pc.in ${PROJECT_BINARY_DIR}/crown-fortran.pc
+                 @ONLY)
+  install(FILES ${PROJECT_BINARY_DIR}/crown-fortran.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)
+endif()

@@ -34,10 +34,9 @@ if [ -f "$work/prefix/include/crown/fortran/crown.mod" ]; then
   out=$("$mpiexec" -np 2 --oversubscribe "$work/fortran/fortran_consumer")
   echo "$out"
   grep -Eq "$fexpect" <<< "$out"
-  echo "== plain gfortran"
-  lib=$(dirname "$(find "$work/prefix" -name 'libcrown_fortran.*' | head -1)")
-  gfortran $cxxflags "$source/../fortran_consumer/main.f90" -I"$work/prefix/include/crown/fortran" \
-    -L"$lib" -lcrown_fortran -lcrown -Wl,-rpath,"$lib" -o "$work/fortran_plain"
+  echo "== plain gfortran with pkg-config crown-fortran"
+  fflags=$(PKG_CONFIG_PATH="$pc_dir" pkg-config --cflags --libs crown-fortran)
+  gfortran $cxxflags "$source/../fortran_consumer/main.f90" $fflags -o "$work/fortran_plain"
   out=$("$mpiexec" -np 2 --oversubscribe "$work/fortran_plain")
   echo "$out"
   grep -Eq "$fexpect" <<< "$out"
