@@ -6,6 +6,7 @@
 // the sum of all cells in global order: bitwise the same for any rank count and mesh.
 #include "heatmap_png.hpp"
 #include "solver.hpp"
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -24,7 +25,8 @@ namespace {
 std::size_t number(const char* program, const char* flag, const char* text) {
   char* end = nullptr;
   const unsigned long long v = std::strtoull(text, &end, 10);
-  if (!*text || *end || v == 0) usage(program, std::string(flag) + " needs a positive number");
+  if (!*text || *end || v == 0 || v > INT_MAX)
+    usage(program, std::string(flag) + " needs a number from 1 to " + std::to_string(INT_MAX));
   return static_cast<std::size_t>(v);
 }
 

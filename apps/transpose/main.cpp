@@ -3,6 +3,7 @@
 // Validates B against the closed form and reports MB/s with 2 x 8 x order^2 bytes per
 // iteration (the PRK's count); the first iteration is not timed.
 #include "solver.hpp"
+#include <climits>
 #include <cstdio>
 #include <cstdlib>
 #include <string_view>
@@ -12,8 +13,9 @@ int main(int argc, char** argv) {
   transpose::options o;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
-    const long v = i + 1 < argc ? std::strtol(argv[i + 1], nullptr, 10) : 0;
-    if ((a == "--order" || a == "--iterations") && v > 0) {
+    char* end = nullptr;
+    const long v = i + 1 < argc ? std::strtol(argv[i + 1], &end, 10) : 0;
+    if ((a == "--order" || a == "--iterations") && v > 0 && v <= INT_MAX && *end == '\0') {
       (a == "--order" ? o.order = static_cast<std::size_t>(v) : o.iterations = static_cast<int>(v));
       ++i;
     } else {

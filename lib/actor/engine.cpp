@@ -30,6 +30,8 @@ namespace detail {
 namespace {
 
 std::mutex g_registry_mutex;
+std::atomic<std::uint64_t> g_session{0}; ///< the running control session, 0 outside
+std::uint64_t g_sessions = 0;            ///< control sessions so far
 std::map<std::string, actor_type>& registry() {
   static std::map<std::string, actor_type> types;
   return types;
@@ -66,6 +68,8 @@ struct actor_scope {
 };
 
 } // namespace
+
+std::uint64_t control_session() noexcept { return g_session.load(std::memory_order_relaxed); }
 
 std::string demangle(const char* mangled) {
   int status = 0;
@@ -759,8 +763,15 @@ std::string detail::call_site::what() const {
 std::shared_ptr<const detail::actor_mesh_ref>
 detail::make_actor_mesh_ref(controller* owner, std::uint32_t id, std::string name, crown::mesh full,
                             crown::mesh view) {
-  auto r = std::make_shared<actor_mesh_ref>(
-      actor_mesh_ref{owner, id, std::move(name), std::move(full), std::move(view), {}, {}, {}});
+  auto r = std::make_shared<actor_mesh_ref>(actor_mesh_ref{owner,
+                                                           owner ? control_session() : 0,
+                                                           id,
+                                                           std::move(name),
+                                                           std::move(full),
+                                                           std::move(view),
+                                                           {},
+                                                           {},
+                                                           {}});
   r->view_index.assign(static_cast<std::size_t>(r->full.size()), -1);
   for (int i = 0; i < r->view.size(); ++i) {
     const int rank = r->view.ranks()[static_cast<std::size_t>(i)];
@@ -831,11 +842,18 @@ int runtime::control(const std::function<void(controller&)>& fn) {
                               detail::watchdog(watched ? counters : nullptr, state_->size, timeout),
                               setting);
     controller c(core);
+    struct session_scope { // futures and handles from this session die with it
+      session_scope() { detail::g_session = ++detail::g_sessions; }
+      ~session_scope() { detail::g_session = 0; }
+    } session;
     try {
       fn(c);
       c.flush();
     } catch (const std::exception& e) {
       log(log_level::error, "the controller failed: ", e.what());
+      code = 1;
+    } catch (...) { // whatever it was, the serving ranks must still be stopped
+      log(log_level::error, "the controller failed: ", detail::exception_type());
       code = 1;
     }
     try { // every serving rank leaves its loop with the same exit code
@@ -860,6 +878,9 @@ int runtime::control(const std::function<void(controller&)>& fn) {
     } catch (const std::exception& e) {
       log(log_level::error, "stopping the serving ranks failed: ", e.what());
       code = 1;
+    } catch (...) {
+      log(log_level::error, "stopping the serving ranks failed: ", detail::exception_type());
+      code = 1;
     }
   } else {
     std::jthread heartbeat;
@@ -874,8 +895,13 @@ int runtime::control(const std::function<void(controller&)>& fn) {
           detail::remote_atomic(0, word, detail::atomic_op::add, 8, false, 1, 0, beats.cpu_atomics);
         while (!wake.wait_for(lock, stop, period, [&] { return stop.stop_requested(); }));
       });
-    detail::server s(comm, state_->rank, state_->size, cfg.actor_stdout);
-    code = s.serve();
+    try {
+      detail::server s(comm, state_->rank, state_->size, cfg.actor_stdout);
+      code = s.serve();
+    } catch (const std::exception& e) { // the controller would wait for this rank forever
+      log(log_level::error, "serving actors failed: ", e.what(), ". Aborting the job.");
+      MPI_Abort(MPI_COMM_WORLD, 1);
+    }
   }
   detail::heap_release(*state_->world, beats); // a barrier: the heartbeat threads are gone
   MPI_Comm_free(&comm);

@@ -6,7 +6,9 @@
 #include <cstring>
 #include <iostream>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
+#include <utility>
 
 namespace crown::detail {
 namespace {
@@ -48,15 +50,31 @@ stdout_capture::~stdout_capture() {
 
 void stdout_capture::collect(const std::function<void(std::string_view)>& line) {
   flush_stdout();
-  const off_t written = lseek(STDOUT_FILENO, 0, SEEK_CUR); // shared with memory_
-  if (written <= 0) return;
-  const std::size_t before = partial_.size();
-  partial_.resize(before + static_cast<std::size_t>(written));
-  const ssize_t got =
-      pread(memory_, partial_.data() + before, static_cast<std::size_t>(written), 0);
-  partial_.resize(before + static_cast<std::size_t>(got > 0 ? got : 0));
-  // Empty the file for the next endpoint (stdout's offset goes back to its start).
-  if (ftruncate(memory_, 0) != 0 || lseek(STDOUT_FILENO, 0, SEEK_SET) != 0) fail("ftruncate");
+  struct stat st {};
+  if (fstat(memory_, &st) != 0) fail("fstat");
+  if (st.st_size == 0) return;
+  // A fresh file takes stdout's place before the old one is read: what other threads
+  // print meanwhile lands in the new file, nothing is lost or overwritten.
+  const int fresh = memfd_create("crown-actor-stdout", MFD_CLOEXEC);
+  if (fresh < 0) fail("memfd_create");
+  if (dup2(fresh, STDOUT_FILENO) < 0) {
+    close(fresh);
+    fail("dup2");
+  }
+  const int old = std::exchange(memory_, fresh);
+  if (fstat(old, &st) == 0 && st.st_size > 0) {
+    const std::size_t before = partial_.size();
+    partial_.resize(before + static_cast<std::size_t>(st.st_size));
+    std::size_t got = 0;
+    while (got < static_cast<std::size_t>(st.st_size)) {
+      const ssize_t n = pread(old, partial_.data() + before + got,
+                              static_cast<std::size_t>(st.st_size) - got, static_cast<off_t>(got));
+      if (n <= 0) break;
+      got += static_cast<std::size_t>(n);
+    }
+    partial_.resize(before + got);
+  }
+  close(old);
   std::size_t start = 0;
   for (std::size_t end; (end = partial_.find('\n', start)) != std::string::npos; start = end + 1)
     line(std::string_view(partial_).substr(start, end - start));

@@ -8,6 +8,7 @@
 #include <harness/crown_test.hpp>
 #include <iostream>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
 #include <thread>
 
@@ -258,6 +259,22 @@ BOOST_AUTO_TEST_CASE(get_with_a_timeout) {
 
 BOOST_AUTO_TEST_CASE(a_failing_controller_fails_every_rank) {
   control([](crown::controller&) { throw std::runtime_error("controller gives up"); }, 1);
+  control([](crown::controller&) { throw 42; }, 1); // not a std::exception: still stops all
+}
+
+BOOST_AUTO_TEST_CASE(futures_and_handles_kept_past_their_session_fail_cleanly) {
+  std::optional<crown::future<int>> kept;
+  std::optional<crown::actor_mesh<counter>> handle;
+  control([&](crown::controller& c) {
+    handle = c.workers().spawn<counter>("counters", 0);
+    kept = handle->call_one({0}, &counter::get);
+  });
+  if (me() != 0) return;
+  auto m = what_of<crown::state_error>([&] { (void)kept->get(); });
+  BOOST_TEST(m.find("its control session has ended") != std::string::npos, m);
+  m = what_of<crown::state_error>([&] { (void)handle->call(&counter::get); });
+  BOOST_TEST(m.find("its control session has ended") != std::string::npos, m);
+  kept.reset(); // destroying it touches nothing of the ended session
 }
 
 BOOST_AUTO_TEST_CASE(actor_logs_reach_the_controller_tagged_and_collapsed) {

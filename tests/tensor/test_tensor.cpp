@@ -155,6 +155,10 @@ BOOST_AUTO_TEST_CASE(scatter_then_gather_and_global_access) {
   auto m = what_of<crown::argument_error>([&] { (void)t.get({6, 0}); });
   BOOST_TEST(m.find("global index [6, 0] is out of range along dimension 0") != std::string::npos,
              m);
+  m = what_of<crown::argument_error>([&] { // wrong size on image 0: every image throws
+    t.scatter(me() == 0 ? std::span<const double>(all).first(41) : std::span<const double>{}, 0);
+  });
+  BOOST_TEST(m.find("41 elements given for shape [6, 7] (42 elements)") != std::string::npos, m);
   m = what_of<crown::argument_error>([&] { t.read({{0, 0}, {7, 1}}, region); });
   BOOST_TEST(m.find("region [0, 0] to [7, 1] is not inside the array") != std::string::npos, m);
   m = what_of<crown::argument_error>([&] { (void)t.gather(n()); });

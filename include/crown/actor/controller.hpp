@@ -57,6 +57,7 @@ void note_mesh(control_core& core, std::uint32_t mesh_id, const std::string& nam
 
 struct actor_mesh_ref {
   controller* owner = nullptr; ///< null on a serving rank (a handle passed as an argument)
+  std::uint64_t session = 0;   ///< the control session `owner` lives in
   std::uint32_t id = 0;
   std::string name;
   crown::mesh full;                     ///< the mesh the actors were spawned on
@@ -325,6 +326,10 @@ detail::control_core* actor_mesh<A>::core() const {
     throw state_error(detail::call_site{"a call", ref_}.what(),
                       "actors are called by the controller (rank 0) only; this handle arrived "
                       "on a serving rank as an argument");
+  if (r.session != detail::control_session())
+    throw state_error(detail::call_site{"a call", ref_}.what(),
+                      "its control session has ended (actor meshes live only inside "
+                      "runtime::control)");
   return &r.owner->core();
 }
 

@@ -26,6 +26,9 @@ bool request_ready(control_core& core, std::uint64_t request); ///< drives progr
 call_result take_result(control_core& core, std::uint64_t request);
 /// The result is not wanted: failures go to the controller's supervision.
 void forget_request(control_core& core, std::uint64_t request);
+/// The running control session's number (0 outside runtime::control): futures and
+/// actor-mesh handles check it, so one kept past its session fails cleanly.
+std::uint64_t control_session() noexcept;
 
 /// An actor mesh as the controller addresses it (controller.hpp); shared by a handle,
 /// its copies and the futures of its calls.
@@ -51,15 +54,17 @@ public:
   using finish_fn = T (*)(detail::call_result&&, const detail::call_site&);
   future(detail::control_core* core, std::uint64_t request, detail::call_site site,
          finish_fn finish)
-      : core_(core), request_(request), site_(std::move(site)), finish_(finish) {}
+      : core_(core), request_(request), session_(detail::control_session()), site_(std::move(site)),
+        finish_(finish) {}
   future(future&& o) noexcept
-      : core_(std::exchange(o.core_, nullptr)), request_(o.request_), site_(std::move(o.site_)),
-        finish_(o.finish_) {}
+      : core_(std::exchange(o.core_, nullptr)), request_(o.request_), session_(o.session_),
+        site_(std::move(o.site_)), finish_(o.finish_) {}
   future& operator=(future&& o) noexcept {
     if (this != &o) {
       drop();
       core_ = std::exchange(o.core_, nullptr);
       request_ = o.request_;
+      session_ = o.session_;
       site_ = std::move(o.site_);
       finish_ = o.finish_;
     }
@@ -73,6 +78,9 @@ public:
   [[nodiscard]] bool ready() {
     if (!core_)
       throw state_error(site_.what(), "this future's result was already taken (or moved)");
+    if (session_ != detail::control_session())
+      throw state_error(site_.what(), "its control session has ended (futures live only "
+                                      "inside runtime::control)");
     return detail::request_ready(*core_, request_);
   }
   /// Waits for every answer. Throws actor_error listing every failed point.
@@ -99,7 +107,7 @@ public:
 private:
   /// An unwanted result: the call still completes, and its failures go to supervision.
   void drop() noexcept {
-    if (!core_) return;
+    if (!core_ || session_ != detail::control_session()) return; // the core is gone
     try {
       detail::forget_request(*core_, request_);
     } catch (...) { // a destructor must not throw; the controller logs MPI failures
@@ -109,6 +117,7 @@ private:
 
   detail::control_core* core_;
   std::uint64_t request_;
+  std::uint64_t session_;
   detail::call_site site_;
   finish_fn finish_;
 };

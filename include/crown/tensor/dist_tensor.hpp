@@ -236,9 +236,12 @@ public:
   /// argument is ignored on the other images.
   void scatter(std::span<const T> all, int image = 0) {
     check_image(image, "scatter");
-    if (image_ == image && all.size() != layout_.elements())
+    // Only `image` knows the size: every image learns it, so all throw or none does.
+    std::uint64_t given = image_ == image ? all.size() : 0;
+    co_broadcast(mesh(), given, image);
+    if (given != layout_.elements())
       throw argument_error("dist_tensor::scatter from image " + std::to_string(image),
-                           std::to_string(all.size()) + " elements given for shape " +
+                           std::to_string(given) + " elements given for shape " +
                                detail::index_text(shape()) + " (" +
                                std::to_string(layout_.elements()) + " elements)");
     sync_all(mesh()); // nobody still reads its block

@@ -75,7 +75,8 @@ inline std::string placements_text(const std::vector<placement>& p) {
 /// The block distribution of a global shape over a mesh. Along tensor dimension d the
 /// mesh dimensions that shard it (in mesh order) form p parts; part k holds indices
 /// [k*b, min(n, (k+1)*b)) with b = ceil(n/p): equal blocks, the last one short, and
-/// trailing ones empty when n < (p-1)*b. Replicated mesh dimensions hold copies.
+/// the last one empty when n <= (p-1)*b (9 over 4 parts: 3, 3, 3, 0; a halo along such
+/// a dimension is refused). Replicated mesh dimensions hold copies.
 template <std::size_t N>
 class tensor_layout {
 public:
