@@ -1,5 +1,6 @@
 // Crown's C API (include/crown/crown.h) over the C++ library: type-erased coarrays on
 // the heap ABI, every exception turned into a status code and a thread-local message.
+#include <array>
 #include <complex>
 #include <crown/collectives.hpp>
 #include <crown/crown.h>
@@ -372,33 +373,13 @@ int crown_atomic(const crown_coarray* a, int image, size_t element, crown_atomic
                                   "element " + std::to_string(element) + " out of range [0, " +
                                       std::to_string(c.elements) + ")");
     using crown::detail::atomic_op;
-    atomic_op o{};
-    switch (op) {
-    case CROWN_ATOMIC_DEFINE:
-      o = atomic_op::store;
-      break;
-    case CROWN_ATOMIC_REF:
-      o = atomic_op::load;
-      break;
-    case CROWN_ATOMIC_ADD:
-      o = atomic_op::add;
-      break;
-    case CROWN_ATOMIC_AND:
-      o = atomic_op::bit_and;
-      break;
-    case CROWN_ATOMIC_OR:
-      o = atomic_op::bit_or;
-      break;
-    case CROWN_ATOMIC_XOR:
-      o = atomic_op::bit_xor;
-      break;
-    case CROWN_ATOMIC_CAS:
-      o = atomic_op::compare_swap;
-      break;
-    default:
+    constexpr std::array<atomic_op, 8> ops{{atomic_op::load, atomic_op::store, atomic_op::load,
+                                            atomic_op::add, atomic_op::bit_and, atomic_op::bit_or,
+                                            atomic_op::bit_xor, atomic_op::compare_swap}};
+    if (op < CROWN_ATOMIC_DEFINE || op > CROWN_ATOMIC_CAS)
       throw crown::argument_error(describe(c, "atomic", image),
                                   "unknown operation " + std::to_string(op));
-    }
+    const atomic_op o = ops[static_cast<std::size_t>(op)]; // indexed by crown_atomic_op
     const int width = c.type == CROWN_INT32 ? 4 : 8;
     const std::uint64_t result = crown::detail::remote_atomic(
         rank, c.block.offset + element * static_cast<std::size_t>(width), o, width, false,

@@ -277,27 +277,41 @@ BOOST_AUTO_TEST_CASE(futures_and_handles_kept_past_their_session_fail_cleanly) {
   kept.reset(); // destroying it touches nothing of the ended session
 }
 
-BOOST_AUTO_TEST_CASE(actor_logs_reach_the_controller_tagged_and_collapsed) {
+namespace {
+
+/// What the controller printed (log lines and actors' output) while `fn` ran on it.
+struct printed {
   std::vector<std::string> lines;
-  if (me() == 0)
-    crown::detail::set_log_sink([&](std::string_view line) { lines.emplace_back(line); });
-  control([](crown::controller& c) {
+  explicit printed(const std::function<void(crown::controller&)>& fn) {
+    if (me() == 0)
+      crown::detail::set_log_sink([this](std::string_view line) { lines.emplace_back(line); });
+    control(fn);
+    crown::detail::set_log_sink({});
+  }
+  [[nodiscard]] bool has(const std::string& text) const {
+    return std::any_of(lines.begin(), lines.end(),
+                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
+  }
+  /// How a line that every worker printed ends once collapsed.
+  static std::string from_every_worker() {
+    const std::string workers = std::to_string(n() - 1);
+    return n() > 2 ? " (" + workers + " lines from " + workers + " actors)" : "\n";
+  }
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(actor_logs_reach_the_controller_tagged_and_collapsed) {
+  const printed out([](crown::controller& c) {
     auto chatty = c.workers().spawn<counter>("chatty", 0);
     chatty.call(&counter::chatter, 1).get();
     chatty.broadcast(&counter::chatter, 2);
   });
   if (me() != 0) return;
-  crown::detail::set_log_sink({});
-  auto has = [&](const std::string& text) {
-    return std::any_of(lines.begin(), lines.end(),
-                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
-  };
-  const std::string workers = std::to_string(n() - 1);
-  const std::string many = n() > 2 ? " (" + workers + " lines from " + workers + " actors)" : "\n";
-  BOOST_TEST(has("] round 1" + many));
-  BOOST_TEST(has("] round 2" + many));
-  BOOST_TEST(has("[chatty{workers=0}] only me")); // once, or twice collapsed into one line
-  BOOST_TEST(!has("[chatty{workers=1}] only me"));
+  BOOST_TEST(out.has("] round 1" + printed::from_every_worker()));
+  BOOST_TEST(out.has("] round 2" + printed::from_every_worker()));
+  BOOST_TEST(out.has("[chatty{workers=0}] only me")); // once, or twice collapsed into one line
+  BOOST_TEST(!out.has("[chatty{workers=1}] only me"));
 }
 
 BOOST_AUTO_TEST_CASE(meshes_and_actor_mesh_handles_travel_as_arguments) {
@@ -322,27 +336,17 @@ BOOST_AUTO_TEST_CASE(meshes_and_actor_mesh_handles_travel_as_arguments) {
 
 BOOST_AUTO_TEST_CASE(actor_stdout_reaches_the_controller_when_asked) {
   // Run with CROWN_ACTOR_STDOUT=1 (the ctest variant "stdout") and without.
-  std::vector<std::string> lines;
-  if (me() == 0)
-    crown::detail::set_log_sink([&](std::string_view line) { lines.emplace_back(line); });
-  control([](crown::controller& c) {
+  const printed out([](crown::controller& c) {
     auto loud = c.workers().spawn<counter>("loud", 0);
     loud.call(&counter::shout, 1).get();
     loud.broadcast(&counter::shout, 2);
   });
   if (me() != 0) return;
-  crown::detail::set_log_sink({});
-  auto has = [&](const std::string& text) {
-    return std::any_of(lines.begin(), lines.end(),
-                       [&](const std::string& l) { return l.find(text) != std::string::npos; });
-  };
-  const std::string workers = std::to_string(n() - 1);
-  const std::string many = n() > 2 ? " (" + workers + " lines from " + workers + " actors)" : "\n";
   const bool captured = crown::this_runtime().config().actor_stdout;
-  BOOST_TEST(has("] shout 1" + many) == captured);
+  BOOST_TEST(out.has("] shout 1" + printed::from_every_worker()) == captured);
   // The unfinished line waits for the next output and then ends at the next newline
   // ("first 1 without newlineshout 2"); at the stop it is sent as it is.
-  BOOST_TEST(has("] shout 2") == (captured && n() > 2));
-  BOOST_TEST(has("[loud{workers=0}] first 1 without newlineshout 2") == captured);
-  BOOST_TEST(has("[loud{workers=0}] first 2 without newline") == captured);
+  BOOST_TEST(out.has("] shout 2") == (captured && n() > 2));
+  BOOST_TEST(out.has("[loud{workers=0}] first 1 without newlineshout 2") == captured);
+  BOOST_TEST(out.has("[loud{workers=0}] first 2 without newline") == captured);
 }

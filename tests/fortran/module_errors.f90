@@ -7,7 +7,7 @@ program module_errors
   implicit none
   real(real64), pointer :: a(:,:), odd(:)
   real(real64) :: buf(2, 3), small(4), plain(6)
-  character(len=200) :: msg
+  character(len=200) :: msg, expected
   integer :: me, n, stat
   call crown_init()
   me = crown_this_image()
@@ -17,8 +17,8 @@ program module_errors
   msg = ""
   call crown_put(a, n + 1, buf, stat=stat, errmsg=msg)
   call expect(stat == CROWN_ERR_ARGUMENT, "image out of range: stat")
-  call expect(index(msg, "crown_put on image " // str(n + 1) // ": image out of range 1:" // &
-                    str(n)) > 0, "image out of range: " // trim(msg))
+  write (expected, '(a,i0,a,i0)') "crown_put on image ", n + 1, ": image out of range 1:", n
+  call expect(index(msg, trim(expected)) > 0, "image out of range: " // trim(msg))
   call crown_get(a, 0, buf, stat=stat, errmsg=msg)
   call expect(stat /= 0 .and. index(msg, "crown_get on image 0: image out of range") > 0, &
               "image 0: " // trim(msg))
@@ -46,12 +46,4 @@ program module_errors
   call crown_sync_all()
   call crown_deallocate(a)
   call finish("module_errors")
-contains
-  function str(i) result(text)
-    integer, intent(in) :: i
-    character(len=:), allocatable :: text
-    character(len=12) :: buffer
-    write (buffer, '(i0)') i
-    text = trim(buffer)
-  end function
 end program
