@@ -5,7 +5,7 @@ target_compile_options(crown_build_flags INTERFACE
   $<$<AND:$<BOOL:${CROWN_WARNINGS_AS_ERRORS}>,$<COMPILE_LANGUAGE:C,CXX>>:-Werror>)
 if(CROWN_SANITIZE)
   target_compile_options(crown_build_flags INTERFACE
-    $<$<COMPILE_LANGUAGE:C,CXX>:-fsanitize=${CROWN_SANITIZE} -fno-sanitize-recover=all
+    $<$<COMPILE_LANGUAGE:C,CXX,Fortran>:-fsanitize=${CROWN_SANITIZE} -fno-sanitize-recover=all
     -fno-omit-frame-pointer>)
   target_link_options(crown_build_flags INTERFACE -fsanitize=${CROWN_SANITIZE})
 endif()

@@ -39,12 +39,22 @@ module crown
   public :: crown_atomic, crown_co_sum, crown_co_min, crown_co_max, crown_co_broadcast
 
   interface crown_allocate
-    module procedure crown_allocate_i4, crown_allocate_i8, crown_allocate_r4, crown_allocate_r8, &
-                     crown_allocate_c4, crown_allocate_c8
+    module procedure &
+      crown_allocate_i4_1, crown_allocate_i4_2, crown_allocate_i4_3,&
+      crown_allocate_i8_1, crown_allocate_i8_2, crown_allocate_i8_3,&
+      crown_allocate_r4_1, crown_allocate_r4_2, crown_allocate_r4_3,&
+      crown_allocate_r8_1, crown_allocate_r8_2, crown_allocate_r8_3,&
+      crown_allocate_c4_1, crown_allocate_c4_2, crown_allocate_c4_3,&
+      crown_allocate_c8_1, crown_allocate_c8_2, crown_allocate_c8_3
   end interface
   interface crown_deallocate
-    module procedure crown_deallocate_i4, crown_deallocate_i8, crown_deallocate_r4, &
-                     crown_deallocate_r8, crown_deallocate_c4, crown_deallocate_c8
+    module procedure &
+      crown_deallocate_i4_1, crown_deallocate_i4_2, crown_deallocate_i4_3,&
+      crown_deallocate_i8_1, crown_deallocate_i8_2, crown_deallocate_i8_3,&
+      crown_deallocate_r4_1, crown_deallocate_r4_2, crown_deallocate_r4_3,&
+      crown_deallocate_r8_1, crown_deallocate_r8_2, crown_deallocate_r8_3,&
+      crown_deallocate_c4_1, crown_deallocate_c4_2, crown_deallocate_c4_3,&
+      crown_deallocate_c8_1, crown_deallocate_c8_2, crown_deallocate_c8_3
   end interface
   interface crown_put
     module procedure crown_put_i4, crown_put_i8, crown_put_r4, crown_put_r8, crown_put_c4, &
@@ -372,6 +382,20 @@ contains
     linear_index = .true.
   end function
 
+  !> Allocates a coarray block of `shape` (column-major: C gets the extents reversed).
+  integer function allocate_block(code, shape, local) result(rc)
+    integer(c_int), intent(in) :: code
+    integer, intent(in) :: shape(:)
+    type(c_ptr), intent(out) :: local
+    integer(c_size_t) :: extents(3)
+    type(c_ptr) :: handle
+    integer :: d
+    do d = 1, size(shape)
+      extents(size(shape) - d + 1) = int(shape(d), c_size_t)
+    end do
+    rc = int(c_coarray_allocate(code, int(size(shape), c_int), extents, handle, local))
+  end function
+
   !> Fortran image numbers run from 1 to num_images.
   logical function valid_image(image, what, stat, errmsg)
     integer, intent(in) :: image
@@ -514,6 +538,27 @@ contains
 #define ELEM integer(int32)
 #define CODE 1_c_int
 #include "crown_typed.inc"
+#define DIMS (:)
+#define RANK 1
+#define NR(name) name/**/i4/**/_1
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
+#define DIMS (:,:)
+#define RANK 2
+#define NR(name) name/**/i4/**/_2
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
+#define DIMS (:,:,:)
+#define RANK 3
+#define NR(name) name/**/i4/**/_3
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
 #include "crown_ordered.inc"
 #include "crown_atomic.inc"
 #undef N
@@ -523,6 +568,27 @@ contains
 #define ELEM integer(int64)
 #define CODE 2_c_int
 #include "crown_typed.inc"
+#define DIMS (:)
+#define RANK 1
+#define NR(name) name/**/i8/**/_1
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
+#define DIMS (:,:)
+#define RANK 2
+#define NR(name) name/**/i8/**/_2
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
+#define DIMS (:,:,:)
+#define RANK 3
+#define NR(name) name/**/i8/**/_3
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
 #include "crown_ordered.inc"
 #include "crown_atomic.inc"
 #undef N
@@ -532,6 +598,27 @@ contains
 #define ELEM real(real32)
 #define CODE 3_c_int
 #include "crown_typed.inc"
+#define DIMS (:)
+#define RANK 1
+#define NR(name) name/**/r4/**/_1
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
+#define DIMS (:,:)
+#define RANK 2
+#define NR(name) name/**/r4/**/_2
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
+#define DIMS (:,:,:)
+#define RANK 3
+#define NR(name) name/**/r4/**/_3
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
 #include "crown_ordered.inc"
 #undef N
 #undef ELEM
@@ -540,6 +627,27 @@ contains
 #define ELEM real(real64)
 #define CODE 4_c_int
 #include "crown_typed.inc"
+#define DIMS (:)
+#define RANK 1
+#define NR(name) name/**/r8/**/_1
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
+#define DIMS (:,:)
+#define RANK 2
+#define NR(name) name/**/r8/**/_2
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
+#define DIMS (:,:,:)
+#define RANK 3
+#define NR(name) name/**/r8/**/_3
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
 #include "crown_ordered.inc"
 #undef N
 #undef ELEM
@@ -548,6 +656,27 @@ contains
 #define ELEM complex(real32)
 #define CODE 5_c_int
 #include "crown_typed.inc"
+#define DIMS (:)
+#define RANK 1
+#define NR(name) name/**/c4/**/_1
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
+#define DIMS (:,:)
+#define RANK 2
+#define NR(name) name/**/c4/**/_2
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
+#define DIMS (:,:,:)
+#define RANK 3
+#define NR(name) name/**/c4/**/_3
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
 #undef N
 #undef ELEM
 #undef CODE
@@ -555,6 +684,27 @@ contains
 #define ELEM complex(real64)
 #define CODE 6_c_int
 #include "crown_typed.inc"
+#define DIMS (:)
+#define RANK 1
+#define NR(name) name/**/c8/**/_1
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
+#define DIMS (:,:)
+#define RANK 2
+#define NR(name) name/**/c8/**/_2
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
+#define DIMS (:,:,:)
+#define RANK 3
+#define NR(name) name/**/c8/**/_3
+#include "crown_rank.inc"
+#undef DIMS
+#undef RANK
+#undef NR
 #undef N
 #undef ELEM
 #undef CODE

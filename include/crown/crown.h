@@ -24,7 +24,9 @@ enum crown_status {
   CROWN_ERR_OTHER = 4
 };
 
-/* Element types (Fortran: int32, int64, real32, real64, complex of real32 and real64). */
+/* Element types (Fortran: int32, int64, real32, real64, complex of real32 and real64).
+ * Functions take them as int, so that any value a caller passes is defined behaviour
+ * (and an unknown one an error). */
 typedef enum crown_type {
   CROWN_INT32 = 1,
   CROWN_INT64 = 2,
@@ -37,7 +39,7 @@ typedef enum crown_type {
 /* The message of the last error on this thread ("" when none). */
 const char* crown_last_error(void);
 /* Bytes of one element of `type`, 0 for an unknown type. */
-size_t crown_type_size(crown_type type);
+size_t crown_type_size(int type);
 
 /* Starts Crown, initialising MPI when it is not yet (argc/argv may be NULL), or
  * attaching to the MPI the program already initialised, over all its ranks. */
@@ -53,7 +55,7 @@ int crown_num_images(void);
 typedef struct crown_coarray crown_coarray;
 /* Collective: every image gives the same type and extents (checked; a mismatch is an
  * error on every image). `*local` receives this image's block. */
-int crown_coarray_allocate(crown_type type, int rank, const size_t* extents, crown_coarray** out,
+int crown_coarray_allocate(int type, int rank, const size_t* extents, crown_coarray** out,
                            void** local);
 /* Collective. */
 int crown_coarray_free(crown_coarray* a);
@@ -102,15 +104,15 @@ typedef enum crown_atomic_op {
   CROWN_ATOMIC_XOR = 6,
   CROWN_ATOMIC_CAS = 7 /* swaps in `value` when the element equals `compare` */
 } crown_atomic_op;
-int crown_atomic(const crown_coarray* a, int image, size_t element, crown_atomic_op op,
-                 int64_t value, int64_t compare, int64_t* old);
+int crown_atomic(const crown_coarray* a, int image, size_t element, int op, int64_t value,
+                 int64_t compare, int64_t* old);
 
 /* Collectives over all images, element-wise and in place, into every image or only
  * into `result_image` (-1: every image). Results are bitwise the same on every image. */
-int crown_co_sum(crown_type type, void* data, size_t count, int result_image);
-int crown_co_min(crown_type type, void* data, size_t count, int result_image);
-int crown_co_max(crown_type type, void* data, size_t count, int result_image);
-int crown_co_broadcast(crown_type type, void* data, size_t count, int source_image);
+int crown_co_sum(int type, void* data, size_t count, int result_image);
+int crown_co_min(int type, void* data, size_t count, int result_image);
+int crown_co_max(int type, void* data, size_t count, int result_image);
+int crown_co_broadcast(int type, void* data, size_t count, int source_image);
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,7 @@
 
 struct crown_coarray {
   crown::mesh team;
-  crown_type type;
+  int type;
   int rank;
   std::array<std::size_t, 3> extents;
   std::size_t elements;
@@ -76,7 +76,7 @@ const crown::mesh& world(const char* what) {
 
 /// Calls f with a value of the C++ type for `type` (for dispatch).
 template <typename F>
-void with_type(crown_type type, const char* what, F&& f) {
+void with_type(int type, const char* what, F&& f) {
   switch (type) {
   case CROWN_INT32:
     return f(std::int32_t{});
@@ -145,8 +145,7 @@ crown::detail::strided section(const crown_coarray& a, int image, const size_t* 
 }
 
 template <typename Reduce>
-int reduction(crown_type type, void* data, size_t count, int image, const char* what,
-              Reduce reduce) {
+int reduction(int type, void* data, size_t count, int image, const char* what, Reduce reduce) {
   return guarded([&] {
     const crown::mesh& m = world(what);
     if (!data && count) throw crown::argument_error(what, "null data");
@@ -166,7 +165,7 @@ extern "C" {
 
 const char* crown_last_error(void) { return t_error.c_str(); }
 
-size_t crown_type_size(crown_type type) {
+size_t crown_type_size(int type) {
   std::size_t bytes = 0;
   try {
     with_type(type, "crown_type_size", [&](auto zero) { bytes = sizeof(zero); });
@@ -193,6 +192,11 @@ int crown_finalize(void) {
   return guarded([] {
     if (!g_runtime) throw crown::state_error("crown_finalize", "crown_init has not been called");
     crown::sync_all(g_runtime->world());
+    { // coarrays never freed die with the runtime (their memory goes with its heap)
+      const std::lock_guard lock(g_locals_mutex);
+      for (auto& [local, a] : g_locals) delete a;
+      g_locals.clear();
+    }
     g_runtime.reset();
   });
 }
@@ -201,7 +205,7 @@ int crown_initialized(void) { return g_runtime ? 1 : 0; }
 int crown_this_image(void) { return g_runtime ? g_runtime->rank() : -1; }
 int crown_num_images(void) { return g_runtime ? g_runtime->size() : 0; }
 
-int crown_coarray_allocate(crown_type type, int rank, const size_t* extents, crown_coarray** out,
+int crown_coarray_allocate(int type, int rank, const size_t* extents, crown_coarray** out,
                            void** local) {
   return guarded([&] {
     const char* what = "crown_coarray_allocate";
@@ -360,8 +364,8 @@ int crown_lock_release(crown_lock* l, int image) {
   });
 }
 
-int crown_atomic(const crown_coarray* a, int image, size_t element, crown_atomic_op op,
-                 int64_t value, int64_t compare, int64_t* old) {
+int crown_atomic(const crown_coarray* a, int image, size_t element, int op, int64_t value,
+                 int64_t compare, int64_t* old) {
   return guarded([&] {
     const crown_coarray& c = live(a, "crown_atomic");
     const int rank = world_rank_of(c, image, "atomic");
@@ -391,12 +395,12 @@ int crown_atomic(const crown_coarray* a, int image, size_t element, crown_atomic
   });
 }
 
-int crown_co_sum(crown_type type, void* data, size_t count, int result_image) {
+int crown_co_sum(int type, void* data, size_t count, int result_image) {
   return reduction(
       type, data, count, result_image, "crown_co_sum",
       [](const crown::mesh& m, auto span, int image) { crown::co_sum(m, span, image); });
 }
-int crown_co_min(crown_type type, void* data, size_t count, int result_image) {
+int crown_co_min(int type, void* data, size_t count, int result_image) {
   return reduction(type, data, count, result_image, "crown_co_min",
                    [](const crown::mesh& m, auto span, int image) {
                      using T = typename decltype(span)::value_type;
@@ -406,7 +410,7 @@ int crown_co_min(crown_type type, void* data, size_t count, int result_image) {
                        crown::co_min(m, span, image);
                    });
 }
-int crown_co_max(crown_type type, void* data, size_t count, int result_image) {
+int crown_co_max(int type, void* data, size_t count, int result_image) {
   return reduction(type, data, count, result_image, "crown_co_max",
                    [](const crown::mesh& m, auto span, int image) {
                      using T = typename decltype(span)::value_type;
@@ -416,7 +420,7 @@ int crown_co_max(crown_type type, void* data, size_t count, int result_image) {
                        crown::co_max(m, span, image);
                    });
 }
-int crown_co_broadcast(crown_type type, void* data, size_t count, int source_image) {
+int crown_co_broadcast(int type, void* data, size_t count, int source_image) {
   return guarded([&] {
     const crown::mesh& m = world("crown_co_broadcast");
     if (source_image < 0 || source_image >= m.size())

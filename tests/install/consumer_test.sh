@@ -29,7 +29,8 @@ if [ -f "$work/prefix/include/crown/fortran/crown.mod" ]; then
   fexpect='fortran consumer: 2 images, sum 3.0'
   echo "== find_package(crown) from Fortran: crown::fortran"
   cmake -S "$source/../fortran_consumer" -B "$work/fortran" -DCMAKE_PREFIX_PATH="$work/prefix" \
-    -DCMAKE_CXX_COMPILER="$cxx" > "$work/fconfigure.log" || { cat "$work/fconfigure.log"; exit 1; }
+    -DCMAKE_CXX_COMPILER="$cxx" -DCMAKE_Fortran_FLAGS="$cxxflags" -DCMAKE_EXE_LINKER_FLAGS="$cxxflags" \
+    > "$work/fconfigure.log" || { cat "$work/fconfigure.log"; exit 1; }
   cmake --build "$work/fortran" > "$work/fbuild.log" || { cat "$work/fbuild.log"; exit 1; }
   out=$("$mpiexec" -np 2 --oversubscribe "$work/fortran/fortran_consumer")
   echo "$out"
