@@ -129,49 +129,51 @@ void channel::drain_sends() {
 }
 
 bool channel::receive(incoming& m) {
-  if (holding_) { // the caller is done with the slot handed out last time
-    holding_ = false;
-    post(ring_[head_]);
-    head_ = (head_ + 1) % slots;
-  }
-  for (std::size_t i = 0; i < large_.size(); ++i) {
+  for (;;) {        // notices are consumed here until a whole message is ready, or none is
+    if (holding_) { // the caller is done with the slot handed out last time
+      holding_ = false;
+      post(ring_[head_]);
+      head_ = (head_ + 1) % slots;
+    }
+    for (std::size_t i = 0; i < large_.size(); ++i) {
+      int done = 0;
+      check(MPI_Test(&large_[i].request, &done, MPI_STATUS_IGNORE), "MPI_Test", large_[i].source);
+      if (!done) continue;
+      m.owned = std::move(large_[i].body);
+      m.bytes = *m.owned;
+      m.source = large_[i].source;
+      large_.erase(large_.begin() + static_cast<std::ptrdiff_t>(i));
+      return true;
+    }
+    slot& s = ring_[head_];
     int done = 0;
-    check(MPI_Test(&large_[i].request, &done, MPI_STATUS_IGNORE), "MPI_Test", large_[i].source);
-    if (!done) continue;
-    m.owned = std::move(large_[i].body);
-    m.bytes = *m.owned;
-    m.source = large_[i].source;
-    large_.erase(large_.begin() + static_cast<std::ptrdiff_t>(i));
-    return true;
-  }
-  slot& s = ring_[head_];
-  int done = 0;
-  MPI_Status status;
-  check(MPI_Test(&s.request, &done, &status), "MPI_Test", -1);
-  if (!done) return false;
-  int count = 0;
-  MPI_Get_count(&status, MPI_BYTE, &count);
-  holding_ = true;
-  notice n;
-  if (static_cast<std::size_t>(count) == sizeof n &&
-      (std::memcpy(&n, s.bytes.data(), sizeof n), n.magic == notice{}.magic)) {
+    MPI_Status status;
+    check(MPI_Test(&s.request, &done, &status), "MPI_Test", -1);
+    if (!done) return false;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    holding_ = true;
+    notice n;
+    const bool is_notice = static_cast<std::size_t>(count) == sizeof n &&
+                           (std::memcpy(&n, s.bytes.data(), sizeof n), n.magic == notice{}.magic);
+    if (!is_notice) {
+      m.bytes = std::span<const std::byte>(s.bytes.data(), static_cast<std::size_t>(count));
+      m.source = status.MPI_SOURCE;
+      m.owned.reset();
+      return true;
+    }
     if (n.bytes > static_cast<std::uint64_t>(INT32_MAX) || n.bytes <= slot_bytes) {
       log(log_level::error, "controller channel: dropped a bad notice of ", n.bytes,
           " bytes from rank ", status.MPI_SOURCE);
-      return receive(m);
+      continue;
     }
     large_receive l{acquire(n.bytes), status.MPI_SOURCE, MPI_REQUEST_NULL};
     l.body->resize(n.bytes);
     check(MPI_Irecv(l.body->data(), static_cast<int>(n.bytes), MPI_BYTE, l.source, large_tag, comm_,
                     &l.request),
           "MPI_Irecv", l.source);
-    large_.push_back(std::move(l));
-    return receive(m); // the body may be there already; the next slot may hold more
+    large_.push_back(std::move(l)); // the body may be there already: look again
   }
-  m.bytes = std::span<const std::byte>(s.bytes.data(), static_cast<std::size_t>(count));
-  m.source = status.MPI_SOURCE;
-  m.owned.reset();
-  return true;
 }
 
 } // namespace crown::detail
