@@ -41,5 +41,13 @@ if [ -f "$work/prefix/include/crown/fortran/crown.mod" ]; then
   out=$("$mpiexec" -np 2 --oversubscribe "$work/fortran_plain")
   echo "$out"
   grep -Eq "$fexpect" <<< "$out"
+  if [ -x "$work/prefix/bin/crown-fortran" ]; then
+    echo "== crown-fortran (native coarrays on libcrown_caf)"
+    FC="gfortran $cxxflags" "$work/prefix/bin/crown-fortran" \
+      "$source/../../fortran/caf_basics.f90" -o "$work/caf_basics"
+    out=$("$mpiexec" -np 2 --oversubscribe "$work/caf_basics")
+    echo "$out"
+    grep -q "PASS caf_basics" <<< "$out"
+  fi
 fi
 echo "every consumer built and ran against the installed tree"

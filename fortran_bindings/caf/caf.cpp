@@ -1,0 +1,364 @@
+// libcrown_caf: the gfortran -fcoarray=lib runtime (the _gfortran_caf_* ABI of
+// gfortran 12) on Crown's heap. Only what README's table marks as done is here; the
+// rest does not link yet, rather than misbehave.
+//
+// Coarrays are collective heap blocks on the world mesh; a transfer is described by
+// gfortran as a descriptor plus a byte offset into the coarray, its elements walked in
+// Fortran (column-major) order.
+#include "caf_abi.hpp"
+#include <crown/collectives.hpp>
+#include <crown/crown.h>
+#include <crown/detail/heap.hpp>
+#include <crown/detail/types.hpp>
+#include <crown/runtime.hpp>
+#include <crown/sync.hpp>
+#include <complex>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using namespace crown::caf;
+
+struct token_data {
+  crown::detail::heap_block block;
+};
+
+/// Starts Crown on first use: gfortran registers static coarrays before it calls
+/// _gfortran_caf_init.
+void start(int* argc, char*** argv) {
+  if (crown_initialized()) return;
+  if (crown_init(argc, argv) != CROWN_OK) {
+    std::fprintf(stderr, "crown caf: %s\n", crown_last_error());
+    std::exit(1);
+  }
+}
+
+const crown::mesh& world() {
+  start(nullptr, nullptr);
+  return crown::this_runtime().world();
+}
+
+/// Reports a failure: into stat/errmsg when the program gave them, else it stops the
+/// job with the message (Fortran's rule for statements without stat=).
+void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& message) {
+  if (stat) {
+    *stat = 1;
+    if (errmsg && errmsg_len) {
+      const std::size_t n = std::min(errmsg_len, message.size());
+      std::memcpy(errmsg, message.data(), n);
+      std::memset(errmsg + n, ' ', errmsg_len - n); // Fortran strings are blank-padded
+    }
+    return;
+  }
+  std::fprintf(stderr, "ERROR STOP crown caf: image %d: %s\n", crown_this_image() + 1,
+               message.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+template <typename F>
+void guarded(int* stat, char* errmsg, std::size_t errmsg_len, F&& f) {
+  try {
+    if (stat) *stat = 0;
+    f();
+  } catch (const std::exception& e) {
+    fail(stat, errmsg, errmsg_len, e.what());
+  }
+}
+
+int world_rank_of(int image, const char* what) {
+  const crown::mesh& w = world();
+  if (image < 1 || image > w.size())
+    throw crown::argument_error(what, "image " + std::to_string(image) + " out of range 1:" +
+                                          std::to_string(w.size()));
+  return w.ranks()[static_cast<std::size_t>(image - 1)];
+}
+
+/// A numeric value read from / written to memory of a gfortran type and kind.
+double load_real(const void* p, const element& e) {
+  if (e.type == bt_real) return e.size == 4 ? *static_cast<const float*>(p) : *static_cast<const double*>(p);
+  switch (e.size) {
+  case 1: return *static_cast<const std::int8_t*>(p);
+  case 2: return *static_cast<const std::int16_t*>(p);
+  case 4: return *static_cast<const std::int32_t*>(p);
+  default: return static_cast<double>(*static_cast<const std::int64_t*>(p));
+  }
+}
+void store_real(void* p, const element& e, double v) {
+  if (e.type == bt_real) {
+    if (e.size == 4)
+      *static_cast<float*>(p) = static_cast<float>(v);
+    else
+      *static_cast<double*>(p) = v;
+    return;
+  }
+  switch (e.size) { // Fortran converts real to integer by truncation
+  case 1: *static_cast<std::int8_t*>(p) = static_cast<std::int8_t>(v); break;
+  case 2: *static_cast<std::int16_t*>(p) = static_cast<std::int16_t>(v); break;
+  case 4: *static_cast<std::int32_t*>(p) = static_cast<std::int32_t>(v); break;
+  default: *static_cast<std::int64_t*>(p) = static_cast<std::int64_t>(v); break;
+  }
+}
+
+/// `count` packed elements of type `from` as packed elements of type `to` (integer and
+/// real kinds; anything else must match exactly).
+std::vector<std::byte> convert(const std::byte* in, std::size_t count, const element& from,
+                               const element& to) {
+  std::vector<std::byte> out(count * to.size);
+  if (from == to) {
+    std::memcpy(out.data(), in, out.size());
+    return out;
+  }
+  const auto numeric = [](const element& e) {
+    return (e.type == bt_integer && (e.size == 1 || e.size == 2 || e.size == 4 || e.size == 8)) ||
+           (e.type == bt_real && (e.size == 4 || e.size == 8));
+  };
+  if (!numeric(from) || !numeric(to))
+    throw crown::argument_error("coarray transfer", "no conversion from " + from.text() + " to " +
+                                                        to.text());
+  for (std::size_t i = 0; i < count; ++i)
+    store_real(out.data() + i * to.size, to, load_real(in + i * from.size, from));
+  return out;
+}
+
+/// Copies between a packed buffer and the elements a descriptor walks in local memory.
+void pack(const descriptor& d, std::byte* to) {
+  const element e = d.elem();
+  const auto offsets = d.element_offsets();
+  for (std::size_t i = 0; i < offsets.size(); ++i)
+    std::memcpy(to + i * e.size, static_cast<const std::byte*>(d.base_addr) + offsets[i] * static_cast<std::ptrdiff_t>(e.size), e.size);
+}
+void unpack(const std::byte* from, const descriptor& d) {
+  const element e = d.elem();
+  const auto offsets = d.element_offsets();
+  for (std::size_t i = 0; i < offsets.size(); ++i)
+    std::memcpy(static_cast<std::byte*>(d.base_addr) + offsets[i] * static_cast<std::ptrdiff_t>(e.size), from + i * e.size, e.size);
+}
+
+/// Moves `count` elements between a packed buffer here and the elements of a remote
+/// coarray that `remote` walks (its strides; base = coarray start + offset).
+void transfer(bool put, int rank, std::uint64_t base, const descriptor& remote, std::byte* packed) {
+  const element e = remote.elem();
+  crown::detail::strided s;
+  if (remote.as_strided(base, s)) {
+    if (put)
+      crown::detail::remote_put_strided(rank, s, packed);
+    else
+      crown::detail::remote_get_strided(rank, s, packed);
+    return;
+  }
+  const auto offsets = remote.element_offsets(); // negative strides, rank > 3
+  for (std::size_t i = 0; i < offsets.size(); ++i) {
+    const auto at = static_cast<std::uint64_t>(static_cast<std::int64_t>(base) +
+                                               offsets[i] * static_cast<std::int64_t>(e.size));
+    if (put)
+      crown::detail::remote_put(rank, at, packed + i * e.size, e.size);
+    else
+      crown::detail::remote_get(rank, at, packed + i * e.size, e.size);
+  }
+}
+
+template <typename F>
+void with_numeric(const element& e, const char* what, F&& f) {
+  if (e.type == bt_integer && e.size == 4) return f(std::int32_t{});
+  if (e.type == bt_integer && e.size == 8) return f(std::int64_t{});
+  if (e.type == bt_real && e.size == 4) return f(float{});
+  if (e.type == bt_real && e.size == 8) return f(double{});
+  if (e.type == bt_complex && e.size == 8) return f(std::complex<float>{});
+  if (e.type == bt_complex && e.size == 16) return f(std::complex<double>{});
+  throw crown::argument_error(what, "no reduction for " + e.text());
+}
+
+/// Runs a co_* collective over the whole data of `a` (packed if it is not contiguous).
+template <typename Reduce>
+void collective(descriptor* a, const char* what, Reduce&& reduce) {
+  const element e = a->elem();
+  const std::size_t n = a->elements();
+  std::vector<std::byte> buffer(n * e.size);
+  pack(*a, buffer.data());
+  with_numeric(e, what, [&](auto zero) {
+    using T = decltype(zero);
+    reduce(std::span<T>(reinterpret_cast<T*>(buffer.data()), n));
+  });
+  unpack(buffer.data(), *a);
+}
+
+[[noreturn]] void stop(int code, const char* text, std::size_t len, bool error, bool quiet) {
+  std::fflush(stdout);
+  if (!quiet) {
+    if (text)
+      std::fprintf(stderr, "%s %.*s\n", error ? "ERROR STOP" : "STOP", static_cast<int>(len), text);
+    else if (error || code)
+      std::fprintf(stderr, "%s %d\n", error ? "ERROR STOP" : "STOP", code);
+  }
+  std::fflush(stderr);
+  if (error) MPI_Abort(MPI_COMM_WORLD, code ? code : 1); // every image ends
+  crown_finalize(); // a normal stop: this image's part of finalisation
+  std::exit(code);
+}
+
+} // namespace
+
+extern "C" {
+
+void _gfortran_caf_init(int* argc, char*** argv) { start(argc, argv); }
+
+void _gfortran_caf_finalize(void) { crown_finalize(); }
+
+int _gfortran_caf_this_image(int /*distance*/) { return crown_this_image() + 1; }
+int _gfortran_caf_num_images(int /*distance*/, int /*failed*/) { return crown_num_images(); }
+
+void _gfortran_caf_register(std::size_t size, int type, void** token, descriptor* desc, int* stat,
+                            char* errmsg, std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [&] {
+    if (type != caf_register_static && type != caf_register_alloc)
+      throw crown::argument_error("coarray registration", "registration type " +
+                                                              std::to_string(type) +
+                                                              " (locks, events, components) "
+                                                              "is not supported yet");
+    auto* t = new token_data{crown::detail::heap_allocate(world(), std::max<std::size_t>(size, 1),
+                                                          0x63616600u, "coarray")};
+    *token = t;
+    if (desc) desc->base_addr = crown::detail::heap_address(t->block.offset);
+  });
+}
+
+void _gfortran_caf_deregister(void** token, int /*type*/, int* stat, char* errmsg,
+                              std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [&] {
+    auto* t = static_cast<token_data*>(*token);
+    if (!t) throw crown::state_error("coarray deallocation", "not allocated");
+    crown::detail::heap_release(world(), t->block);
+    delete t;
+    *token = nullptr;
+  });
+}
+
+void _gfortran_caf_send(void* token, std::size_t offset, int image, descriptor* dest,
+                        void* /*dst_vector*/, descriptor* src, int /*dst_kind*/, int /*src_kind*/,
+                        bool /*may_require_tmp*/, int* stat) {
+  guarded(stat, nullptr, 0, [&] {
+    const int rank = world_rank_of(image, "coarray put");
+    const std::size_t n = dest->elements();
+    if (!n) return;
+    std::vector<std::byte> packed(src->elements() * src->elem().size);
+    pack(*src, packed.data()); // a packed copy: source and target may overlap
+    if (src->rank() == 0 && n > 1) { // a scalar assigned to a section
+      std::vector<std::byte> many(n * packed.size());
+      for (std::size_t i = 0; i < n; ++i)
+        std::memcpy(many.data() + i * packed.size(), packed.data(), packed.size());
+      packed = std::move(many);
+    } else if (src->elements() != n) {
+      throw crown::argument_error("coarray put", std::to_string(src->elements()) +
+                                                     " elements for a section of " +
+                                                     std::to_string(n));
+    }
+    auto converted = convert(packed.data(), n, src->elem(), dest->elem());
+    const auto* t = static_cast<token_data*>(token);
+    transfer(true, rank, t->block.offset + offset, *dest, converted.data());
+  });
+}
+
+void _gfortran_caf_get(void* token, std::size_t offset, int image, descriptor* src,
+                       void* /*src_vector*/, descriptor* dest, int /*src_kind*/,
+                       int /*dst_kind*/, bool /*may_require_tmp*/, int* stat) {
+  guarded(stat, nullptr, 0, [&] {
+    const int rank = world_rank_of(image, "coarray get");
+    const std::size_t n = src->elements();
+    if (!n) return;
+    if (dest->elements() != n)
+      throw crown::argument_error("coarray get", std::to_string(n) + " elements into " +
+                                                     std::to_string(dest->elements()));
+    std::vector<std::byte> packed(n * src->elem().size);
+    const auto* t = static_cast<token_data*>(token);
+    transfer(false, rank, t->block.offset + offset, *src, packed.data());
+    const auto converted = convert(packed.data(), n, src->elem(), dest->elem());
+    unpack(converted.data(), *dest);
+  });
+}
+
+void _gfortran_caf_sync_all(int* stat, char* errmsg, std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [] { crown::sync_all(world()); });
+}
+
+void _gfortran_caf_sync_memory(int* stat, char* errmsg, std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [] { crown::sync_memory(); });
+}
+
+void _gfortran_caf_sync_images(int count, int images[], int* stat, char* errmsg,
+                               std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [&] {
+    const crown::mesh& w = world();
+    std::vector<int> zero_based;
+    if (count < 0) { // sync images (*)
+      for (int i = 0; i < w.size(); ++i)
+        if (i != w.rank()) zero_based.push_back(i);
+    } else {
+      for (int i = 0; i < count; ++i) {
+        (void)world_rank_of(images[i], "sync images");
+        if (images[i] - 1 != w.rank()) zero_based.push_back(images[i] - 1);
+      }
+    }
+    crown::sync_images(w, zero_based);
+  });
+}
+
+void _gfortran_caf_co_sum(descriptor* a, int result_image, int* stat, char* errmsg,
+                          std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [&] {
+    collective(a, "co_sum", [&](auto data) { crown::co_sum(world(), data, result_image - 1); });
+  });
+}
+
+void _gfortran_caf_co_min(descriptor* a, int result_image, int* stat, char* errmsg,
+                          int /*a_len*/, std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [&] {
+    collective(a, "co_min", [&](auto data) {
+      using T = typename decltype(data)::value_type;
+      if constexpr (crown::caf::is_complex<T>)
+        throw crown::argument_error("co_min", "complex numbers are unordered");
+      else
+        crown::co_min(world(), data, result_image - 1);
+    });
+  });
+}
+
+void _gfortran_caf_co_max(descriptor* a, int result_image, int* stat, char* errmsg,
+                          int /*a_len*/, std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [&] {
+    collective(a, "co_max", [&](auto data) {
+      using T = typename decltype(data)::value_type;
+      if constexpr (crown::caf::is_complex<T>)
+        throw crown::argument_error("co_max", "complex numbers are unordered");
+      else
+        crown::co_max(world(), data, result_image - 1);
+    });
+  });
+}
+
+void _gfortran_caf_co_broadcast(descriptor* a, int source_image, int* stat, char* errmsg,
+                                std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [&] {
+    (void)world_rank_of(source_image, "co_broadcast");
+    const element e = a->elem();
+    std::vector<std::byte> buffer(a->elements() * e.size);
+    pack(*a, buffer.data());
+    crown::co_broadcast(world(), std::span<std::byte>(buffer), source_image - 1);
+    unpack(buffer.data(), *a);
+  });
+}
+
+void _gfortran_caf_stop_numeric(int code, bool quiet) { stop(code, nullptr, 0, false, quiet); }
+void _gfortran_caf_stop_str(const char* text, std::size_t len, bool quiet) {
+  stop(0, text, len, false, quiet);
+}
+void _gfortran_caf_error_stop(int code, bool quiet) { stop(code, nullptr, 0, true, quiet); }
+void _gfortran_caf_error_stop_str(const char* text, std::size_t len, bool quiet) {
+  stop(1, text, len, true, quiet);
+}
+
+} // extern "C"

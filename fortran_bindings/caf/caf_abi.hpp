@@ -1,0 +1,107 @@
+// fortran_bindings/caf/caf_abi.hpp — the parts of gfortran 12's coarray ABI that
+// libcrown_caf reads: its array descriptor and the registration kinds. Layout as in
+// libgfortran (GFC_ARRAY_DESCRIPTOR, dtype_type) for GCC 12 to 14.
+#pragma once
+#include <complex>
+#include <crown/detail/heap.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace crown::caf {
+
+// gfortran's basic types (libgfortran's BT_*).
+inline constexpr int bt_integer = 1, bt_logical = 2, bt_real = 3, bt_complex = 4;
+// caf_register_t values handled here.
+inline constexpr int caf_register_static = 0, caf_register_alloc = 1;
+
+template <typename T>
+inline constexpr bool is_complex = false;
+template <typename T>
+inline constexpr bool is_complex<std::complex<T>> = true;
+
+/// An element type: gfortran type code and size in bytes.
+struct element {
+  int type = 0;
+  std::size_t size = 0;
+  friend bool operator==(const element&, const element&) = default;
+  [[nodiscard]] std::string text() const {
+    static const char* const names[] = {"unknown", "integer", "logical", "real", "complex"};
+    return std::string(type >= 0 && type <= 4 ? names[type] : "type " + std::to_string(type)) +
+           "(" + std::to_string(size) + " bytes)";
+  }
+};
+
+struct dtype_type {
+  std::size_t elem_len;
+  int version;
+  signed char rank;
+  signed char type;
+  signed short attribute;
+};
+struct dimension {
+  std::ptrdiff_t stride; ///< in elements
+  std::ptrdiff_t lower_bound;
+  std::ptrdiff_t ubound;
+};
+
+/// gfortran's array descriptor (a scalar has rank 0).
+struct descriptor {
+  void* base_addr;
+  std::size_t offset;
+  dtype_type dtype;
+  std::ptrdiff_t span;
+  dimension dim[15];
+
+  [[nodiscard]] int rank() const noexcept { return dtype.rank; }
+  [[nodiscard]] element elem() const noexcept { return {dtype.type, dtype.elem_len}; }
+  [[nodiscard]] std::size_t extent(int d) const noexcept {
+    const std::ptrdiff_t e = dim[d].ubound - dim[d].lower_bound + 1;
+    return e > 0 ? static_cast<std::size_t>(e) : 0;
+  }
+  [[nodiscard]] std::size_t elements() const noexcept {
+    std::size_t n = 1;
+    for (int d = 0; d < rank(); ++d) n *= extent(d);
+    return n;
+  }
+  /// Every element's offset from base_addr, in elements, in array element order.
+  [[nodiscard]] std::vector<std::ptrdiff_t> element_offsets() const {
+    std::vector<std::ptrdiff_t> out;
+    const std::size_t n = elements();
+    out.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      std::size_t rest = i;
+      std::ptrdiff_t at = 0;
+      for (int d = 0; d < rank(); ++d) { // dimension 0 varies fastest
+        at += static_cast<std::ptrdiff_t>(rest % extent(d)) * dim[d].stride;
+        rest /= extent(d);
+      }
+      out.push_back(at);
+    }
+    return out;
+  }
+  /// The same walk as Crown's strided layout starting at heap offset `base`, when it
+  /// fits one (at most 3 dimensions, strides not negative).
+  [[nodiscard]] bool as_strided(std::uint64_t base, detail::strided& s) const {
+    if (rank() > 3) return false;
+    s = detail::strided{};
+    s.offset = base;
+    s.elem = dtype.elem_len;
+    s.dims = static_cast<std::size_t>(rank() ? rank() : 1);
+    if (rank() == 0) {
+      s.count[0] = 1;
+      s.stride[0] = dtype.elem_len;
+      return true;
+    }
+    for (int d = 0; d < rank(); ++d) {
+      if (dim[d].stride < 0) return false;
+      const auto k = static_cast<std::size_t>(rank() - 1 - d); // Crown's layout is row-major
+      s.count[k] = extent(d);
+      s.stride[k] = static_cast<std::size_t>(dim[d].stride) * dtype.elem_len;
+    }
+    return true;
+  }
+};
+
+} // namespace crown::caf
