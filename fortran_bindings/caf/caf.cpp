@@ -6,13 +6,14 @@
 // gfortran as a descriptor plus a byte offset into the coarray, its elements walked in
 // Fortran (column-major) order.
 #include "caf_abi.hpp"
+#include <complex>
 #include <crown/collectives.hpp>
 #include <crown/crown.h>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
+#include <crown/detail/wait.hpp>
 #include <crown/runtime.hpp>
 #include <crown/sync.hpp>
-#include <complex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -26,6 +27,9 @@ using namespace crown::caf;
 struct token_data {
   crown::detail::heap_block block;
 };
+
+/// Locks, events and critical sections: one 8-byte word per element.
+constexpr std::size_t word = sizeof(std::int64_t);
 
 /// Starts Crown on first use: gfortran registers static coarrays before it calls
 /// _gfortran_caf_init.
@@ -73,19 +77,62 @@ void guarded(int* stat, char* errmsg, std::size_t errmsg_len, F&& f) {
 int world_rank_of(int image, const char* what) {
   const crown::mesh& w = world();
   if (image < 1 || image > w.size())
-    throw crown::argument_error(what, "image " + std::to_string(image) + " out of range 1:" +
-                                          std::to_string(w.size()));
+    throw crown::argument_error(what, "image " + std::to_string(image) +
+                                          " out of range 1:" + std::to_string(w.size()));
   return w.ranks()[static_cast<std::size_t>(image - 1)];
+}
+
+/// The world rank of a 1-based image; 0 means this image (atomics, locks, events
+/// without a coindex).
+int rank_or_self(int image, const char* what) {
+  return image == 0 ? world().rank() : world_rank_of(image, what);
+}
+
+std::int64_t atomic_word(const void* token, std::size_t byte_offset, int rank,
+                         crown::detail::atomic_op op, int width, std::int64_t value,
+                         std::int64_t compare = 0) {
+  const auto* t = static_cast<const token_data*>(token);
+  const std::uint64_t mask = width == 4 ? 0xffffffffu : ~std::uint64_t{0};
+  const std::uint64_t old = crown::detail::remote_atomic(
+      rank, t->block.offset + byte_offset, op, width, false,
+      static_cast<std::uint64_t>(value) & mask, static_cast<std::uint64_t>(compare) & mask,
+      t->block.cpu_atomics);
+  return width == 4 ? static_cast<std::int32_t>(static_cast<std::uint32_t>(old))
+                    : static_cast<std::int64_t>(old);
+}
+
+int atomic_width(int type, int kind) {
+  if (type != bt_integer && type != bt_logical)
+    throw crown::argument_error("atomic", "atomics need an integer or logical of "
+                                          "atomic_int_kind or atomic_logical_kind");
+  if (kind != 4 && kind != 8)
+    throw crown::argument_error("atomic", "kind " + std::to_string(kind) + " (4 or 8 allowed)");
+  return kind;
+}
+
+std::int64_t read_int(const void* p, int width) {
+  return width == 4 ? *static_cast<const std::int32_t*>(p) : *static_cast<const std::int64_t*>(p);
+}
+void write_int(void* p, int width, std::int64_t v) {
+  if (width == 4)
+    *static_cast<std::int32_t*>(p) = static_cast<std::int32_t>(v);
+  else
+    *static_cast<std::int64_t*>(p) = v;
 }
 
 /// A numeric value read from / written to memory of a gfortran type and kind.
 double load_real(const void* p, const element& e) {
-  if (e.type == bt_real) return e.size == 4 ? *static_cast<const float*>(p) : *static_cast<const double*>(p);
+  if (e.type == bt_real)
+    return e.size == 4 ? *static_cast<const float*>(p) : *static_cast<const double*>(p);
   switch (e.size) {
-  case 1: return *static_cast<const std::int8_t*>(p);
-  case 2: return *static_cast<const std::int16_t*>(p);
-  case 4: return *static_cast<const std::int32_t*>(p);
-  default: return static_cast<double>(*static_cast<const std::int64_t*>(p));
+  case 1:
+    return *static_cast<const std::int8_t*>(p);
+  case 2:
+    return *static_cast<const std::int16_t*>(p);
+  case 4:
+    return *static_cast<const std::int32_t*>(p);
+  default:
+    return static_cast<double>(*static_cast<const std::int64_t*>(p));
   }
 }
 void store_real(void* p, const element& e, double v) {
@@ -97,10 +144,18 @@ void store_real(void* p, const element& e, double v) {
     return;
   }
   switch (e.size) { // Fortran converts real to integer by truncation
-  case 1: *static_cast<std::int8_t*>(p) = static_cast<std::int8_t>(v); break;
-  case 2: *static_cast<std::int16_t*>(p) = static_cast<std::int16_t>(v); break;
-  case 4: *static_cast<std::int32_t*>(p) = static_cast<std::int32_t>(v); break;
-  default: *static_cast<std::int64_t*>(p) = static_cast<std::int64_t>(v); break;
+  case 1:
+    *static_cast<std::int8_t*>(p) = static_cast<std::int8_t>(v);
+    break;
+  case 2:
+    *static_cast<std::int16_t*>(p) = static_cast<std::int16_t>(v);
+    break;
+  case 4:
+    *static_cast<std::int32_t*>(p) = static_cast<std::int32_t>(v);
+    break;
+  default:
+    *static_cast<std::int64_t*>(p) = static_cast<std::int64_t>(v);
+    break;
   }
 }
 
@@ -118,8 +173,8 @@ std::vector<std::byte> convert(const std::byte* in, std::size_t count, const ele
            (e.type == bt_real && (e.size == 4 || e.size == 8));
   };
   if (!numeric(from) || !numeric(to))
-    throw crown::argument_error("coarray transfer", "no conversion from " + from.text() + " to " +
-                                                        to.text());
+    throw crown::argument_error("coarray transfer",
+                                "no conversion from " + from.text() + " to " + to.text());
   for (std::size_t i = 0; i < count; ++i)
     store_real(out.data() + i * to.size, to, load_real(in + i * from.size, from));
   return out;
@@ -130,13 +185,18 @@ void pack(const descriptor& d, std::byte* to) {
   const element e = d.elem();
   const auto offsets = d.element_offsets();
   for (std::size_t i = 0; i < offsets.size(); ++i)
-    std::memcpy(to + i * e.size, static_cast<const std::byte*>(d.base_addr) + offsets[i] * static_cast<std::ptrdiff_t>(e.size), e.size);
+    std::memcpy(to + i * e.size,
+                static_cast<const std::byte*>(d.base_addr) +
+                    offsets[i] * static_cast<std::ptrdiff_t>(e.size),
+                e.size);
 }
 void unpack(const std::byte* from, const descriptor& d) {
   const element e = d.elem();
   const auto offsets = d.element_offsets();
   for (std::size_t i = 0; i < offsets.size(); ++i)
-    std::memcpy(static_cast<std::byte*>(d.base_addr) + offsets[i] * static_cast<std::ptrdiff_t>(e.size), from + i * e.size, e.size);
+    std::memcpy(static_cast<std::byte*>(d.base_addr) +
+                    offsets[i] * static_cast<std::ptrdiff_t>(e.size),
+                from + i * e.size, e.size);
 }
 
 /// Moves `count` elements between a packed buffer here and the elements of a remote
@@ -215,13 +275,16 @@ int _gfortran_caf_num_images(int /*distance*/, int /*failed*/) { return crown_nu
 void _gfortran_caf_register(std::size_t size, int type, void** token, descriptor* desc, int* stat,
                             char* errmsg, std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
-    if (type != caf_register_static && type != caf_register_alloc)
-      throw crown::argument_error("coarray registration", "registration type " +
-                                                              std::to_string(type) +
-                                                              " (locks, events, components) "
-                                                              "is not supported yet");
-    auto* t = new token_data{crown::detail::heap_allocate(world(), std::max<std::size_t>(size, 1),
-                                                          0x63616600u, "coarray")};
+    // For locks, events and critical sections `size` counts elements.
+    const bool words = type >= caf_register_lock_static && type <= caf_register_event_alloc;
+    if (type != caf_register_static && type != caf_register_alloc && !words)
+      throw crown::argument_error("coarray registration",
+                                  "registration type " + std::to_string(type) +
+                                      " (coarray components) is not supported yet");
+    const std::size_t bytes = std::max<std::size_t>(size, 1) * (words ? word : 1);
+    auto* t = new token_data{
+        crown::detail::heap_allocate(world(), bytes, 0x63616600u + (words ? 1 : 0), "coarray")};
+    if (words) std::memset(crown::detail::heap_address(t->block.offset), 0, bytes);
     *token = t;
     if (desc) desc->base_addr = crown::detail::heap_address(t->block.offset);
   });
@@ -246,7 +309,7 @@ void _gfortran_caf_send(void* token, std::size_t offset, int image, descriptor* 
     const std::size_t n = dest->elements();
     if (!n) return;
     std::vector<std::byte> packed(src->elements() * src->elem().size);
-    pack(*src, packed.data()); // a packed copy: source and target may overlap
+    pack(*src, packed.data());       // a packed copy: source and target may overlap
     if (src->rank() == 0 && n > 1) { // a scalar assigned to a section
       std::vector<std::byte> many(n * packed.size());
       for (std::size_t i = 0; i < n; ++i)
@@ -264,8 +327,8 @@ void _gfortran_caf_send(void* token, std::size_t offset, int image, descriptor* 
 }
 
 void _gfortran_caf_get(void* token, std::size_t offset, int image, descriptor* src,
-                       void* /*src_vector*/, descriptor* dest, int /*src_kind*/,
-                       int /*dst_kind*/, bool /*may_require_tmp*/, int* stat) {
+                       void* /*src_vector*/, descriptor* dest, int /*src_kind*/, int /*dst_kind*/,
+                       bool /*may_require_tmp*/, int* stat) {
   guarded(stat, nullptr, 0, [&] {
     const int rank = world_rank_of(image, "coarray get");
     const std::size_t n = src->elements();
@@ -278,6 +341,156 @@ void _gfortran_caf_get(void* token, std::size_t offset, int image, descriptor* s
     transfer(false, rank, t->block.offset + offset, *src, packed.data());
     const auto converted = convert(packed.data(), n, src->elem(), dest->elem());
     unpack(converted.data(), *dest);
+  });
+}
+
+void _gfortran_caf_sendget(void* dst_token, std::size_t dst_offset, int dst_image, descriptor* dest,
+                           void* /*dst_vector*/, void* src_token, std::size_t src_offset,
+                           int src_image, descriptor* src, void* /*src_vector*/, int /*dst_kind*/,
+                           int /*src_kind*/, bool /*may_require_tmp*/, int* stat) {
+  guarded(stat, nullptr, 0, [&] { // through a buffer here: a(:)[i] = b(:)[j]
+    const int from = world_rank_of(src_image, "coarray get");
+    const int to = world_rank_of(dst_image, "coarray put");
+    const std::size_t n = src->elements();
+    if (dest->elements() != n)
+      throw crown::argument_error("coarray copy", std::to_string(n) + " elements into " +
+                                                      std::to_string(dest->elements()));
+    if (!n) return;
+    std::vector<std::byte> packed(n * src->elem().size);
+    transfer(false, from, static_cast<token_data*>(src_token)->block.offset + src_offset, *src,
+             packed.data());
+    auto converted = convert(packed.data(), n, src->elem(), dest->elem());
+    transfer(true, to, static_cast<token_data*>(dst_token)->block.offset + dst_offset, *dest,
+             converted.data());
+  });
+}
+
+void _gfortran_caf_lock(void* token, std::size_t index, int image, int* acquired, int* stat,
+                        char* errmsg, std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [&] {
+    const int rank = rank_or_self(image, "lock");
+    const std::int64_t me = world().rank() + 1; // the holder's image, 0 when free
+    crown::detail::backoff pause;
+    for (;;) {
+      const std::int64_t holder =
+          atomic_word(token, index * word, rank, crown::detail::atomic_op::compare_swap, 8, me, 0);
+      if (holder == 0) break;
+      if (holder == me) {
+        if (stat) {
+          *stat = stat_locked;
+          return;
+        }
+        throw crown::state_error("lock", "this image already holds the lock");
+      }
+      if (acquired) { // LOCK(..., ACQUIRED_LOCK=): one try
+        *acquired = 0;
+        return;
+      }
+      pause.pause();
+    }
+    if (acquired) *acquired = 1;
+    crown::detail::heap_sync_local(); // what the previous holder wrote is visible
+  });
+}
+
+void _gfortran_caf_unlock(void* token, std::size_t index, int image, int* stat, char* errmsg,
+                          std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [&] {
+    const int rank = rank_or_self(image, "unlock");
+    const std::int64_t me = world().rank() + 1;
+    crown::detail::heap_quiet(); // this image's writes land before the lock is free
+    const std::int64_t holder =
+        atomic_word(token, index * word, rank, crown::detail::atomic_op::compare_swap, 8, 0, me);
+    if (holder == me) return;
+    if (stat) {
+      *stat = holder == 0 ? stat_unlocked : stat_locked_other_image;
+      return;
+    }
+    throw crown::state_error("unlock", holder == 0
+                                           ? "the lock is not locked"
+                                           : "the lock is held by image " + std::to_string(holder));
+  });
+}
+
+void _gfortran_caf_event_post(void* token, std::size_t index, int image, int* stat, char* errmsg,
+                              std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [&] {
+    const int rank = rank_or_self(image, "event post");
+    crown::detail::heap_quiet(); // earlier transfers complete before the post is seen
+    (void)atomic_word(token, index * word, rank, crown::detail::atomic_op::add, 8, 1);
+  });
+}
+
+void _gfortran_caf_event_wait(void* token, std::size_t index, int until, int* stat, char* errmsg,
+                              std::size_t errmsg_len) {
+  guarded(stat, errmsg, errmsg_len, [&] {
+    const int me = world().rank();
+    const std::int64_t count = std::max(until, 1);
+    crown::detail::backoff pause;
+    while (atomic_word(token, index * word, me, crown::detail::atomic_op::load, 8, 0) < count)
+      pause.pause();
+    (void)atomic_word(token, index * word, me, crown::detail::atomic_op::add, 8, -count);
+    crown::detail::heap_sync_local();
+  });
+}
+
+void _gfortran_caf_event_query(void* token, std::size_t index, int image, int* count, int* stat) {
+  guarded(stat, nullptr, 0, [&] {
+    const int rank = rank_or_self(image, "event_query");
+    *count = static_cast<int>(
+        atomic_word(token, index * word, rank, crown::detail::atomic_op::load, 8, 0));
+  });
+}
+
+void _gfortran_caf_atomic_define(void* token, std::size_t offset, int image, void* value, int* stat,
+                                 int type, int kind) {
+  guarded(stat, nullptr, 0, [&] {
+    const int width = atomic_width(type, kind);
+    (void)atomic_word(token, offset, rank_or_self(image, "atomic_define"),
+                      crown::detail::atomic_op::store, width, read_int(value, width));
+  });
+}
+
+void _gfortran_caf_atomic_ref(void* token, std::size_t offset, int image, void* value, int* stat,
+                              int type, int kind) {
+  guarded(stat, nullptr, 0, [&] {
+    const int width = atomic_width(type, kind);
+    write_int(value, width,
+              atomic_word(token, offset, rank_or_self(image, "atomic_ref"),
+                          crown::detail::atomic_op::load, width, 0));
+  });
+}
+
+void _gfortran_caf_atomic_cas(void* token, std::size_t offset, int image, void* old, void* compare,
+                              void* new_value, int* stat, int type, int kind) {
+  guarded(stat, nullptr, 0, [&] {
+    const int width = atomic_width(type, kind);
+    write_int(old, width,
+              atomic_word(token, offset, rank_or_self(image, "atomic_cas"),
+                          crown::detail::atomic_op::compare_swap, width, read_int(new_value, width),
+                          read_int(compare, width)));
+  });
+}
+
+void _gfortran_caf_atomic_op(int op, void* token, std::size_t offset, int image, void* value,
+                             void* old, int* stat, int type, int kind) {
+  guarded(stat, nullptr, 0, [&] {
+    const int width = atomic_width(type, kind);
+    using crown::detail::atomic_op;
+    atomic_op o{};
+    if (op == caf_atomic_add)
+      o = atomic_op::add;
+    else if (op == caf_atomic_and)
+      o = atomic_op::bit_and;
+    else if (op == caf_atomic_or)
+      o = atomic_op::bit_or;
+    else if (op == caf_atomic_xor)
+      o = atomic_op::bit_xor;
+    else
+      throw crown::argument_error("atomic", "unknown operation " + std::to_string(op));
+    const std::int64_t before =
+        atomic_word(token, offset, rank_or_self(image, "atomic"), o, width, read_int(value, width));
+    if (old) write_int(old, width, before);
   });
 }
 
@@ -314,8 +527,8 @@ void _gfortran_caf_co_sum(descriptor* a, int result_image, int* stat, char* errm
   });
 }
 
-void _gfortran_caf_co_min(descriptor* a, int result_image, int* stat, char* errmsg,
-                          int /*a_len*/, std::size_t errmsg_len) {
+void _gfortran_caf_co_min(descriptor* a, int result_image, int* stat, char* errmsg, int /*a_len*/,
+                          std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
     collective(a, "co_min", [&](auto data) {
       using T = typename decltype(data)::value_type;
@@ -327,8 +540,8 @@ void _gfortran_caf_co_min(descriptor* a, int result_image, int* stat, char* errm
   });
 }
 
-void _gfortran_caf_co_max(descriptor* a, int result_image, int* stat, char* errmsg,
-                          int /*a_len*/, std::size_t errmsg_len) {
+void _gfortran_caf_co_max(descriptor* a, int result_image, int* stat, char* errmsg, int /*a_len*/,
+                          std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
     collective(a, "co_max", [&](auto data) {
       using T = typename decltype(data)::value_type;
