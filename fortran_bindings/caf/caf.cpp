@@ -26,6 +26,7 @@ using namespace crown::caf;
 
 struct token_data {
   crown::detail::heap_block block;
+  const descriptor* desc = nullptr; ///< an allocatable coarray's (same bounds everywhere)
 };
 
 /// Locks, events and critical sections: one 8-byte word per element.
@@ -261,6 +262,70 @@ void collective(descriptor* a, const char* what, Reduce&& reduce) {
   std::exit(code);
 }
 
+/// What a reference chain selects in the coarray: a walk (as a descriptor whose
+/// strides are in elements, base_addr unused) starting `first` elements in.
+struct selection {
+  descriptor walk{};
+  std::ptrdiff_t first = 0;
+};
+
+selection select(const token_data& t, const reference* ref, const char* what) {
+  if (!ref || ref->next || (ref->type != caf_ref_array && ref->type != caf_ref_static_array))
+    throw crown::argument_error(what, "only a single array reference is supported yet (no "
+                                      "derived-type components)");
+  selection out;
+  int rank = 0;
+  for (int d = 0; d < 15 && ref->u.a.mode[d] != caf_arr_none; ++d) {
+    const unsigned char mode = ref->u.a.mode[d];
+    const auto& s = ref->u.a.dim[d].s;
+    if (mode == caf_arr_vector)
+      throw crown::argument_error(what, "vector subscripts are not supported yet");
+    std::ptrdiff_t start = s.start, end = s.end, step = s.stride, scale = 1, lower = 0;
+    if (ref->type == caf_ref_array) { // Fortran indices, within the descriptor's bounds
+      if (!t.desc || d >= t.desc->rank())
+        throw crown::argument_error(what, "an array reference beyond the coarray's rank");
+      lower = t.desc->dim[d].lower_bound;
+      scale = t.desc->dim[d].stride;
+      if (mode == caf_arr_full || mode == caf_arr_open_start) start = lower;
+      if (mode == caf_arr_full || mode == caf_arr_open_end) end = t.desc->dim[d].ubound;
+      if (mode == caf_arr_full) step = 1;
+      if (mode == caf_arr_open_end || mode == caf_arr_open_start) step = s.stride ? s.stride : 1;
+    }
+    if (mode == caf_arr_single) {
+      out.first += (start - lower) * scale;
+      continue;
+    }
+    if (step == 0) throw crown::argument_error(what, "a zero stride");
+    const std::ptrdiff_t count = (end - start) / step + 1;
+    out.first += (start - lower) * scale;
+    out.walk.dim[rank] = {step * scale, 0, count > 0 ? count - 1 : -1};
+    ++rank;
+  }
+  out.walk.dtype.rank = static_cast<signed char>(rank);
+  out.walk.dtype.elem_len = ref->item_size;
+  return out;
+}
+
+/// Makes an allocatable destination fit `extents` (gfortran allocates with malloc).
+void fit(descriptor& d, const descriptor& shape) {
+  bool same = d.base_addr && d.rank() == shape.rank();
+  for (int i = 0; same && i < shape.rank(); ++i) same = d.extent(i) == shape.extent(i);
+  if (same) return;
+  std::free(d.base_addr);
+  const std::size_t elem = d.dtype.elem_len;
+  d.base_addr = std::malloc(std::max<std::size_t>(shape.elements() * elem, 1));
+  if (!d.base_addr) throw std::bad_alloc();
+  std::ptrdiff_t stride = 1, offset = 0;
+  for (int i = 0; i < shape.rank(); ++i) { // lower bounds 1, as for c = a(:)[i]
+    const auto extent = static_cast<std::ptrdiff_t>(shape.extent(i));
+    d.dim[i] = {stride, 1, extent};
+    offset -= stride;
+    stride *= extent;
+  }
+  d.offset = static_cast<std::size_t>(offset);
+  d.span = static_cast<std::ptrdiff_t>(elem);
+}
+
 } // namespace
 
 extern "C" {
@@ -287,6 +352,7 @@ void _gfortran_caf_register(std::size_t size, int type, void** token, descriptor
     if (words) std::memset(crown::detail::heap_address(t->block.offset), 0, bytes);
     *token = t;
     if (desc) desc->base_addr = crown::detail::heap_address(t->block.offset);
+    if (type == caf_register_alloc) t->desc = desc;
   });
 }
 
@@ -362,6 +428,56 @@ void _gfortran_caf_sendget(void* dst_token, std::size_t dst_offset, int dst_imag
     auto converted = convert(packed.data(), n, src->elem(), dest->elem());
     transfer(true, to, static_cast<token_data*>(dst_token)->block.offset + dst_offset, *dest,
              converted.data());
+  });
+}
+
+void _gfortran_caf_get_by_ref(void* token, int image, descriptor* dst, reference* refs,
+                              int /*dst_kind*/, int /*src_kind*/, bool /*may_require_tmp*/,
+                              bool dst_reallocatable, int* stat, int src_type) {
+  guarded(stat, nullptr, 0, [&] {
+    const int rank = world_rank_of(image, "coarray get");
+    const auto& t = *static_cast<const token_data*>(token);
+    selection sel = select(t, refs, "coarray get");
+    sel.walk.dtype.type = static_cast<signed char>(src_type);
+    const std::size_t n = sel.walk.elements();
+    if (dst_reallocatable) fit(*dst, sel.walk);
+    if (dst->elements() != n)
+      throw crown::argument_error("coarray get", std::to_string(n) + " elements into " +
+                                                     std::to_string(dst->elements()));
+    if (!n) return;
+    std::vector<std::byte> packed(n * sel.walk.elem().size);
+    transfer(false, rank, t.block.offset + static_cast<std::uint64_t>(sel.first) * refs->item_size,
+             sel.walk, packed.data());
+    const auto converted = convert(packed.data(), n, sel.walk.elem(), dst->elem());
+    unpack(converted.data(), *dst);
+  });
+}
+
+void _gfortran_caf_send_by_ref(void* token, int image, descriptor* src, reference* refs,
+                               int /*dst_kind*/, int /*src_kind*/, bool /*may_require_tmp*/,
+                               bool /*dst_reallocatable*/, int* stat, int dst_type) {
+  guarded(stat, nullptr, 0, [&] {
+    const int rank = world_rank_of(image, "coarray put");
+    const auto& t = *static_cast<const token_data*>(token);
+    selection sel = select(t, refs, "coarray put");
+    sel.walk.dtype.type = static_cast<signed char>(dst_type);
+    const std::size_t n = sel.walk.elements();
+    if (!n) return;
+    std::vector<std::byte> packed(src->elements() * src->elem().size);
+    pack(*src, packed.data());
+    if (src->elements() == 1 && n > 1) { // a scalar into a section
+      std::vector<std::byte> many(n * packed.size());
+      for (std::size_t i = 0; i < n; ++i)
+        std::memcpy(many.data() + i * packed.size(), packed.data(), packed.size());
+      packed = std::move(many);
+    } else if (src->elements() != n) {
+      throw crown::argument_error("coarray put", std::to_string(src->elements()) +
+                                                     " elements for a section of " +
+                                                     std::to_string(n));
+    }
+    auto converted = convert(packed.data(), n, src->elem(), sel.walk.elem());
+    transfer(true, rank, t.block.offset + static_cast<std::uint64_t>(sel.first) * refs->item_size,
+             sel.walk, converted.data());
   });
 }
 

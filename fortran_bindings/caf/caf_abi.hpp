@@ -25,6 +25,38 @@ inline constexpr bool is_complex = false;
 template <typename T>
 inline constexpr bool is_complex<std::complex<T>> = true;
 
+/// caf_reference_t: one step of a reference chain (`*_by_ref`). Array references of a
+/// static array give start, end (inclusive) and stride per dimension as element offsets;
+/// those of an allocatable array give Fortran indices, bounded by its descriptor.
+inline constexpr int caf_ref_component = 0, caf_ref_array = 1, caf_ref_static_array = 2;
+inline constexpr unsigned char caf_arr_none = 0, caf_arr_vector = 1, caf_arr_full = 2,
+                               caf_arr_range = 3, caf_arr_single = 4, caf_arr_open_end = 5,
+                               caf_arr_open_start = 6;
+struct reference {
+  reference* next;
+  int type;
+  std::size_t item_size;
+  union {
+    struct {
+      std::ptrdiff_t offset, caf_token_offset;
+    } c;
+    struct {
+      unsigned char mode[15];
+      int static_array_type;
+      union {
+        struct {
+          std::ptrdiff_t start, end, stride;
+        } s;
+        struct {
+          void* vector;
+          std::size_t nvec;
+          int kind;
+        } v;
+      } dim[15];
+    } a;
+  } u;
+};
+
 /// An element type: gfortran type code and size in bytes.
 struct element {
   int type = 0;

@@ -1,0 +1,46 @@
+! Coindexed reads into allocatable variables (gfortran's get_by_ref): sections of a
+! static coarray, of an allocatable coarray with open bounds, a whole rank-2 block, and
+! the reallocation of the left-hand side. Prints "PASS caf_by_ref" on image 1.
+program caf_by_ref
+  implicit none
+  real :: a(10, 4)[*]
+  real, allocatable :: b(:)[:], c(:), d(:, :)
+  integer :: me, n, right, i, j, failures, all_failures
+  failures = 0
+  me = this_image()
+  n = num_images()
+  right = modulo(me, n) + 1
+  allocate(b(7)[*])
+  do j = 1, 4
+    do i = 1, 10
+      a(i, j) = me * 1000 + i + 10 * j
+    end do
+  end do
+  b = [(me * 100 + i, i = 1, 7)]
+  sync all
+  c = a(2:9:3, 2)[right]
+  call check(size(c) == 3 .and. all(c == [(right * 1000 + i + 20, i = 2, 8, 3)]), "static section")
+  d = a(:, :)[right]
+  call check(all(shape(d) == [10, 4]) .and. d(10, 4) == right * 1000 + 50 .and. &
+             d(1, 1) == right * 1000 + 11, "whole rank-2 block, reallocated")
+  c = b(:)[right]
+  call check(size(c) == 7 .and. all(c == [(right * 100 + i, i = 1, 7)]), "allocatable coarray")
+  c = b(3:)[right]
+  call check(size(c) == 5 .and. c(1) == right * 100 + 3 .and. lbound(c, 1) == 1, "open end")
+  c = b(:4:2)[right]
+  call check(size(c) == 2 .and. all(c == [right * 100 + 1, right * 100 + 3]), "open start, strided")
+  sync all
+  all_failures = failures
+  call co_sum(all_failures)
+  if (me == 1 .and. all_failures == 0) print '(a)', "PASS caf_by_ref"
+  if (all_failures /= 0) error stop 1
+contains
+  subroutine check(ok, what)
+    logical, intent(in) :: ok
+    character(len=*), intent(in) :: what
+    if (.not. ok) then
+      failures = failures + 1
+      print '(a,i0,a,a)', "image ", this_image(), ": FAILED ", what
+    end if
+  end subroutine
+end program
