@@ -17,8 +17,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <set>
 #include <string>
 #include <vector>
+
+extern "C" void _gfortran_caf_finalize(void);
 
 namespace {
 
@@ -28,6 +31,10 @@ struct token_data {
   crown::detail::heap_block block;
   const descriptor* desc = nullptr; ///< an allocatable coarray's (same bounds everywhere)
 };
+
+/// Every registered coarray (freed at the end if the program did not: static
+/// coarrays never are).
+std::set<token_data*> g_tokens;
 
 /// Locks, events and critical sections: one 8-byte word per element.
 constexpr std::size_t word = sizeof(std::int64_t);
@@ -258,7 +265,7 @@ void collective(descriptor* a, const char* what, Reduce&& reduce) {
   }
   std::fflush(stderr);
   if (error) MPI_Abort(MPI_COMM_WORLD, code ? code : 1); // every image ends
-  crown_finalize(); // a normal stop: this image's part of finalisation
+  _gfortran_caf_finalize(); // a normal stop: this image's part of finalisation
   std::exit(code);
 }
 
@@ -332,7 +339,11 @@ extern "C" {
 
 void _gfortran_caf_init(int* argc, char*** argv) { start(argc, argv); }
 
-void _gfortran_caf_finalize(void) { crown_finalize(); }
+void _gfortran_caf_finalize(void) {
+  for (token_data* t : g_tokens) delete t; // their memory goes with the heap
+  g_tokens.clear();
+  crown_finalize();
+}
 
 int _gfortran_caf_this_image(int /*distance*/) { return crown_this_image() + 1; }
 int _gfortran_caf_num_images(int /*distance*/, int /*failed*/) { return crown_num_images(); }
@@ -353,6 +364,7 @@ void _gfortran_caf_register(std::size_t size, int type, void** token, descriptor
     *token = t;
     if (desc) desc->base_addr = crown::detail::heap_address(t->block.offset);
     if (type == caf_register_alloc) t->desc = desc;
+    g_tokens.insert(t);
   });
 }
 
@@ -362,6 +374,7 @@ void _gfortran_caf_deregister(void** token, int /*type*/, int* stat, char* errms
     auto* t = static_cast<token_data*>(*token);
     if (!t) throw crown::state_error("coarray deallocation", "not allocated");
     crown::detail::heap_release(world(), t->block);
+    g_tokens.erase(t);
     delete t;
     *token = nullptr;
   });

@@ -30,6 +30,7 @@ program caf_by_ref
   c = b(:4:2)[right]
   call check(size(c) == 2 .and. all(c == [right * 100 + 1, right * 100 + 3]), "open start, strided")
   sync all
+  deallocate(b, c, d)
   all_failures = failures
   call co_sum(all_failures)
   if (me == 1 .and. all_failures == 0) print '(a)', "PASS caf_by_ref"
