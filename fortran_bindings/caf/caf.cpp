@@ -255,6 +255,18 @@ void collective(descriptor* a, const char* what, Reduce&& reduce) {
   unpack(buffer.data(), *a);
 }
 
+/// co_min and co_max: ordered types only.
+void ordered(descriptor* a, int result_image, crown::detail::reduction op) {
+  const char* what = op == crown::detail::reduction::min ? "co_min" : "co_max";
+  collective(a, what, [&](auto data) {
+    using T = typename decltype(data)::value_type;
+    if constexpr (crown::caf::is_complex<T>)
+      throw crown::argument_error(what, "complex numbers are unordered");
+    else
+      crown::detail::co_builtin(world(), data, op, result_image - 1, what);
+  });
+}
+
 [[noreturn]] void stop(int code, const char* text, std::size_t len, bool error, bool quiet) {
   std::fflush(stdout);
   if (!quiet) {
@@ -658,28 +670,14 @@ void _gfortran_caf_co_sum(descriptor* a, int result_image, int* stat, char* errm
 
 void _gfortran_caf_co_min(descriptor* a, int result_image, int* stat, char* errmsg, int /*a_len*/,
                           std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len, [&] {
-    collective(a, "co_min", [&](auto data) {
-      using T = typename decltype(data)::value_type;
-      if constexpr (crown::caf::is_complex<T>)
-        throw crown::argument_error("co_min", "complex numbers are unordered");
-      else
-        crown::co_min(world(), data, result_image - 1);
-    });
-  });
+  guarded(stat, errmsg, errmsg_len,
+          [&] { ordered(a, result_image, crown::detail::reduction::min); });
 }
 
 void _gfortran_caf_co_max(descriptor* a, int result_image, int* stat, char* errmsg, int /*a_len*/,
                           std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len, [&] {
-    collective(a, "co_max", [&](auto data) {
-      using T = typename decltype(data)::value_type;
-      if constexpr (crown::caf::is_complex<T>)
-        throw crown::argument_error("co_max", "complex numbers are unordered");
-      else
-        crown::co_max(world(), data, result_image - 1);
-    });
-  });
+  guarded(stat, errmsg, errmsg_len,
+          [&] { ordered(a, result_image, crown::detail::reduction::max); });
 }
 
 void _gfortran_caf_co_broadcast(descriptor* a, int source_image, int* stat, char* errmsg,

@@ -3,14 +3,14 @@
 ! a scalar into a section, kind conversion, sync all / sync images, co_sum, co_min,
 ! co_max, co_broadcast. Prints "PASS caf_basics" on image 1.
 program caf_basics
+  use caf_checks
   implicit none
   real(8) :: a(6, 5)[*]
   integer :: k(10)[*]
   real(8), allocatable :: c(:, :, :)[:]
   real(8) :: part(3, 2), expected(6, 5), cube(2, 2, 2)
-  integer :: me, n, right, left, i, failures, total(3)
+  integer :: me, n, right, left, i, total(3)
   real :: r(10)
-  failures = 0
   me = this_image()
   n = num_images()
   right = modulo(me, n) + 1
@@ -70,17 +70,5 @@ program caf_basics
   call check(all(cube == real(n, 8)), "co_broadcast")
   deallocate(c)
 
-  total(1) = failures
-  call co_sum(total(1))
-  if (me == 1 .and. total(1) == 0) print '(a)', "PASS caf_basics"
-  if (total(1) /= 0) error stop 1
-contains
-  subroutine check(ok, what)
-    logical, intent(in) :: ok
-    character(len=*), intent(in) :: what
-    if (.not. ok) then
-      failures = failures + 1
-      print '(a,i0,a,a)', "image ", this_image(), ": FAILED ", what
-    end if
-  end subroutine
+  call finish("caf_basics")
 end program

@@ -2,11 +2,11 @@
 ! static coarray, of an allocatable coarray with open bounds, a whole rank-2 block, and
 ! the reallocation of the left-hand side. Prints "PASS caf_by_ref" on image 1.
 program caf_by_ref
+  use caf_checks
   implicit none
   real :: a(10, 4)[*]
   real, allocatable :: b(:)[:], c(:), d(:, :)
-  integer :: me, n, right, i, j, failures, all_failures
-  failures = 0
+  integer :: me, n, right, i, j
   me = this_image()
   n = num_images()
   right = modulo(me, n) + 1
@@ -31,17 +31,5 @@ program caf_by_ref
   call check(size(c) == 2 .and. all(c == [right * 100 + 1, right * 100 + 3]), "open start, strided")
   sync all
   deallocate(b, c, d)
-  all_failures = failures
-  call co_sum(all_failures)
-  if (me == 1 .and. all_failures == 0) print '(a)', "PASS caf_by_ref"
-  if (all_failures /= 0) error stop 1
-contains
-  subroutine check(ok, what)
-    logical, intent(in) :: ok
-    character(len=*), intent(in) :: what
-    if (.not. ok) then
-      failures = failures + 1
-      print '(a,i0,a,a)', "image ", this_image(), ": FAILED ", what
-    end if
-  end subroutine
+  call finish("caf_by_ref")
 end program

@@ -3,14 +3,14 @@
 ! copy between two images (sendget). Prints "PASS caf_sync" on image 1.
 program caf_sync
   use iso_fortran_env
+  use caf_checks
   implicit none
-  integer :: counter[*], total[*], got, failures, all_failures, me, n, i, st
+  integer :: counter[*], total[*], got, me, n, i, st
   integer(atomic_int_kind) :: word[*], flags[*], old
   type(lock_type) :: guard[*]
   type(event_type) :: ready[*]
   real :: a(6)[*]
   logical :: acquired
-  failures = 0
   me = this_image()
   n = num_images()
   counter = 0
@@ -76,17 +76,5 @@ program caf_sync
   sync all
   if (me == 1) call check(all(a(2:3) == real(n)) .and. a(1) == 1.0, "coindexed copy")
 
-  all_failures = failures
-  call co_sum(all_failures)
-  if (me == 1 .and. all_failures == 0) print '(a)', "PASS caf_sync"
-  if (all_failures /= 0) error stop 1
-contains
-  subroutine check(ok, what)
-    logical, intent(in) :: ok
-    character(len=*), intent(in) :: what
-    if (.not. ok) then
-      failures = failures + 1
-      print '(a,i0,a,a)', "image ", this_image(), ": FAILED ", what
-    end if
-  end subroutine
+  call finish("caf_sync")
 end program

@@ -44,7 +44,8 @@ if [ -f "$work/prefix/include/crown/fortran/crown.mod" ]; then
   if [ -x "$work/prefix/bin/crown-fortran" ]; then
     echo "== crown-fortran (native coarrays on libcrown_caf)"
     FC="gfortran $cxxflags" "$work/prefix/bin/crown-fortran" \
-      "$source/../../fortran/caf_basics.f90" -o "$work/caf_basics"
+      "$source/../../fortran/caf_checks.f90" "$source/../../fortran/caf_basics.f90" \
+      -J "$work" -o "$work/caf_basics"
     out=$("$mpiexec" -np 2 --oversubscribe "$work/caf_basics")
     echo "$out"
     grep -q "PASS caf_basics" <<< "$out"
