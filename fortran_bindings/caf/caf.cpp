@@ -207,6 +207,24 @@ void unpack(const std::byte* from, const descriptor& d) {
                 from + i * e.size, e.size);
 }
 
+/// What a put sends into `n` target elements of type `to`: the source packed (a copy,
+/// so that source and target may overlap), a scalar repeated, converted.
+std::vector<std::byte> source_for(const descriptor& src, std::size_t n, const element& to) {
+  std::vector<std::byte> packed(src.elements() * src.elem().size);
+  pack(src, packed.data());
+  if (src.elements() == 1 && n > 1) { // a scalar assigned to a section
+    std::vector<std::byte> many(n * packed.size());
+    for (std::size_t i = 0; i < n; ++i)
+      std::memcpy(many.data() + i * packed.size(), packed.data(), packed.size());
+    packed = std::move(many);
+  } else if (src.elements() != n) {
+    throw crown::argument_error("coarray put", std::to_string(src.elements()) +
+                                                   " elements for a section of " +
+                                                   std::to_string(n));
+  }
+  return convert(packed.data(), n, src.elem(), to);
+}
+
 /// Moves `count` elements between a packed buffer here and the elements of a remote
 /// coarray that `remote` walks (its strides; base = coarray start + offset).
 void transfer(bool put, int rank, std::uint64_t base, const descriptor& remote, std::byte* packed) {
@@ -399,19 +417,7 @@ void _gfortran_caf_send(void* token, std::size_t offset, int image, descriptor* 
     const int rank = world_rank_of(image, "coarray put");
     const std::size_t n = dest->elements();
     if (!n) return;
-    std::vector<std::byte> packed(src->elements() * src->elem().size);
-    pack(*src, packed.data());       // a packed copy: source and target may overlap
-    if (src->rank() == 0 && n > 1) { // a scalar assigned to a section
-      std::vector<std::byte> many(n * packed.size());
-      for (std::size_t i = 0; i < n; ++i)
-        std::memcpy(many.data() + i * packed.size(), packed.data(), packed.size());
-      packed = std::move(many);
-    } else if (src->elements() != n) {
-      throw crown::argument_error("coarray put", std::to_string(src->elements()) +
-                                                     " elements for a section of " +
-                                                     std::to_string(n));
-    }
-    auto converted = convert(packed.data(), n, src->elem(), dest->elem());
+    auto converted = source_for(*src, n, dest->elem());
     const auto* t = static_cast<token_data*>(token);
     transfer(true, rank, t->block.offset + offset, *dest, converted.data());
   });
@@ -488,19 +494,7 @@ void _gfortran_caf_send_by_ref(void* token, int image, descriptor* src, referenc
     sel.walk.dtype.type = static_cast<signed char>(dst_type);
     const std::size_t n = sel.walk.elements();
     if (!n) return;
-    std::vector<std::byte> packed(src->elements() * src->elem().size);
-    pack(*src, packed.data());
-    if (src->elements() == 1 && n > 1) { // a scalar into a section
-      std::vector<std::byte> many(n * packed.size());
-      for (std::size_t i = 0; i < n; ++i)
-        std::memcpy(many.data() + i * packed.size(), packed.data(), packed.size());
-      packed = std::move(many);
-    } else if (src->elements() != n) {
-      throw crown::argument_error("coarray put", std::to_string(src->elements()) +
-                                                     " elements for a section of " +
-                                                     std::to_string(n));
-    }
-    auto converted = convert(packed.data(), n, src->elem(), sel.walk.elem());
+    auto converted = source_for(*src, n, sel.walk.elem());
     transfer(true, rank, t.block.offset + static_cast<std::uint64_t>(sel.first) * refs->item_size,
              sel.walk, converted.data());
   });
