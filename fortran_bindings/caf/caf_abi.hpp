@@ -2,7 +2,6 @@
 // libcrown_caf reads: its array descriptor and the registration kinds. Layout as in
 // libgfortran (GFC_ARRAY_DESCRIPTOR, dtype_type) for GCC 12 to 14.
 #pragma once
-#include <complex>
 #include <crown/detail/heap.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -19,11 +18,6 @@ inline constexpr int caf_register_static = 0, caf_register_alloc = 1, caf_regist
 // Atomic operations (GFC_CAF_ATOMIC_*) and the STAT_* values of LOCK/UNLOCK.
 inline constexpr int caf_atomic_add = 1, caf_atomic_and = 2, caf_atomic_or = 3, caf_atomic_xor = 4;
 inline constexpr int stat_unlocked = 0, stat_locked = 1, stat_locked_other_image = 2; // gfortran's
-
-template <typename T>
-inline constexpr bool is_complex = false;
-template <typename T>
-inline constexpr bool is_complex<std::complex<T>> = true;
 
 /// caf_reference_t: one step of a reference chain (`*_by_ref`). Array references of a
 /// static array give start, end (inclusive) and stride per dimension as element offsets;

@@ -60,6 +60,8 @@ void co_builtin(const mesh& m, std::span<T> data, reduction op, int result_image
   const MPI_Datatype type = mpi_datatype<T>();
   if (type == MPI_DATATYPE_NULL)
     throw argument_error(name, "no built-in reduction for " + type_name<T>() + "; use co_reduce");
+  if constexpr (is_complex_v<T>) // MPI would fail on MPI_MIN/MPI_MAX of complex numbers
+    if (op != reduction::sum) throw argument_error(name, "complex numbers are unordered");
   co_reduce_builtin(m, data.data(), data.size(), type, sizeof(T), !std::is_integral_v<T>, op,
                     result_image, type_tag<T, 1>(), name);
 }

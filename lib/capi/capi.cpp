@@ -34,11 +34,6 @@ struct crown_lock {
 
 namespace {
 
-template <typename T>
-constexpr bool is_complex_v = false;
-template <typename T>
-constexpr bool is_complex_v<std::complex<T>> = true;
-
 thread_local std::string t_error;
 std::unique_ptr<crown::runtime> g_runtime;
 std::mutex g_locals_mutex;
@@ -401,24 +396,14 @@ int crown_co_sum(int type, void* data, size_t count, int result_image) {
       [](const crown::mesh& m, auto span, int image) { crown::co_sum(m, span, image); });
 }
 int crown_co_min(int type, void* data, size_t count, int result_image) {
-  return reduction(type, data, count, result_image, "crown_co_min",
-                   [](const crown::mesh& m, auto span, int image) {
-                     using T = typename decltype(span)::value_type;
-                     if constexpr (is_complex_v<T>)
-                       throw crown::argument_error("crown_co_min", "complex numbers are unordered");
-                     else
-                       crown::co_min(m, span, image);
-                   });
+  return reduction(
+      type, data, count, result_image, "crown_co_min",
+      [](const crown::mesh& m, auto span, int image) { crown::co_min(m, span, image); });
 }
 int crown_co_max(int type, void* data, size_t count, int result_image) {
-  return reduction(type, data, count, result_image, "crown_co_max",
-                   [](const crown::mesh& m, auto span, int image) {
-                     using T = typename decltype(span)::value_type;
-                     if constexpr (is_complex_v<T>)
-                       throw crown::argument_error("crown_co_max", "complex numbers are unordered");
-                     else
-                       crown::co_max(m, span, image);
-                   });
+  return reduction(
+      type, data, count, result_image, "crown_co_max",
+      [](const crown::mesh& m, auto span, int image) { crown::co_max(m, span, image); });
 }
 int crown_co_broadcast(int type, void* data, size_t count, int source_image) {
   return guarded([&] {

@@ -9,6 +9,11 @@
 namespace crown::detail {
 
 template <typename T>
+inline constexpr bool is_complex_v = false;
+template <typename T>
+inline constexpr bool is_complex_v<std::complex<T>> = true;
+
+template <typename T>
 std::string type_name() {
   if constexpr (std::is_same_v<T, float>)
     return "float";
