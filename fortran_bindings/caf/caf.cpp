@@ -1,100 +1,37 @@
 // libcrown_caf: the gfortran -fcoarray=lib runtime (the _gfortran_caf_* ABI of
-// gfortran 12) on Crown's heap. Only what README's table marks as done is here; the
-// rest does not link yet, rather than misbehave.
+// gfortran 12 to 14) on Crown's heap. README's table lists every symbol's status; those
+// not here do not link, rather than misbehave.
 //
-// Coarrays are collective heap blocks on the world mesh; a transfer is described by
-// gfortran as a descriptor plus a byte offset into the coarray, its elements walked in
-// Fortran (column-major) order.
+// Coarrays are collective heap blocks of the current team. gfortran describes a
+// transfer by a descriptor plus a byte offset into the coarray (with vector subscripts
+// beside it) or by a reference chain; both become walks (caf_walk.hpp).
 #include "caf_abi.hpp"
-#include <complex>
-#include <crown/collectives.hpp>
+#include "caf_runtime.hpp"
+#include "caf_walk.hpp"
 #include <crown/crown.h>
 #include <crown/detail/heap.hpp>
-#include <crown/detail/types.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/runtime.hpp>
 #include <crown/sync.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <set>
 #include <string>
 #include <vector>
 
-extern "C" void _gfortran_caf_finalize(void);
+extern "C" {
+void _gfortran_caf_finalize(void);
+void _gfortran_random_init(int repeatable, int image_distinct, int image); // libgfortran
+}
 
 namespace {
 
 using namespace crown::caf;
 
-struct token_data {
-  crown::detail::heap_block block;
-  const descriptor* desc = nullptr; ///< an allocatable coarray's (same bounds everywhere)
-};
-
-/// Every registered coarray (freed at the end if the program did not: static
-/// coarrays never are).
-std::set<token_data*> g_tokens;
-
 /// Locks, events and critical sections: one 8-byte word per element.
 constexpr std::size_t word = sizeof(std::int64_t);
 
-/// Starts Crown on first use: gfortran registers static coarrays before it calls
-/// _gfortran_caf_init.
-void start(int* argc, char*** argv) {
-  if (crown_initialized()) return;
-  if (crown_init(argc, argv) != CROWN_OK) {
-    std::fprintf(stderr, "crown caf: %s\n", crown_last_error());
-    std::exit(1);
-  }
-}
-
-const crown::mesh& world() {
-  start(nullptr, nullptr);
-  return crown::this_runtime().world();
-}
-
-/// Reports a failure: into stat/errmsg when the program gave them, else it stops the
-/// job with the message (Fortran's rule for statements without stat=).
-void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& message) {
-  if (stat) {
-    *stat = 1;
-    if (errmsg && errmsg_len) {
-      const std::size_t n = std::min(errmsg_len, message.size());
-      std::memcpy(errmsg, message.data(), n);
-      std::memset(errmsg + n, ' ', errmsg_len - n); // Fortran strings are blank-padded
-    }
-    return;
-  }
-  std::fprintf(stderr, "ERROR STOP crown caf: image %d: %s\n", crown_this_image() + 1,
-               message.c_str());
-  std::fflush(stderr);
-  MPI_Abort(MPI_COMM_WORLD, 1);
-}
-
-template <typename F>
-void guarded(int* stat, char* errmsg, std::size_t errmsg_len, F&& f) {
-  try {
-    if (stat) *stat = 0;
-    f();
-  } catch (const std::exception& e) {
-    fail(stat, errmsg, errmsg_len, e.what());
-  }
-}
-
-int world_rank_of(int image, const char* what) {
-  const crown::mesh& w = world();
-  if (image < 1 || image > w.size())
-    throw crown::argument_error(what, "image " + std::to_string(image) +
-                                          " out of range 1:" + std::to_string(w.size()));
-  return w.ranks()[static_cast<std::size_t>(image - 1)];
-}
-
-/// The world rank of a 1-based image; 0 means this image (atomics, locks, events
-/// without a coindex).
-int rank_or_self(int image, const char* what) {
-  return image == 0 ? world().rank() : world_rank_of(image, what);
-}
+bool is_me(int image, const char* what) { return rank_of(image, what) == crown::this_runtime().rank(); }
 
 std::int64_t atomic_word(const void* token, std::size_t byte_offset, int rank,
                          crown::detail::atomic_op op, int width, std::int64_t value,
@@ -128,157 +65,92 @@ void write_int(void* p, int width, std::int64_t v) {
     *static_cast<std::int64_t*>(p) = v;
 }
 
-/// A numeric value read from / written to memory of a gfortran type and kind.
-double load_real(const void* p, const element& e) {
-  if (e.type == bt_real)
-    return e.size == 4 ? *static_cast<const float*>(p) : *static_cast<const double*>(p);
-  switch (e.size) {
-  case 1:
-    return *static_cast<const std::int8_t*>(p);
-  case 2:
-    return *static_cast<const std::int16_t*>(p);
-  case 4:
-    return *static_cast<const std::int32_t*>(p);
-  default:
-    return static_cast<double>(*static_cast<const std::int64_t*>(p));
-  }
-}
-void store_real(void* p, const element& e, double v) {
-  if (e.type == bt_real) {
-    if (e.size == 4)
-      *static_cast<float*>(p) = static_cast<float>(v);
-    else
-      *static_cast<double*>(p) = v;
-    return;
-  }
-  switch (e.size) { // Fortran converts real to integer by truncation
-  case 1:
-    *static_cast<std::int8_t*>(p) = static_cast<std::int8_t>(v);
-    break;
-  case 2:
-    *static_cast<std::int16_t*>(p) = static_cast<std::int16_t>(v);
-    break;
-  case 4:
-    *static_cast<std::int32_t*>(p) = static_cast<std::int32_t>(v);
-    break;
-  default:
-    *static_cast<std::int64_t*>(p) = static_cast<std::int64_t>(v);
-    break;
-  }
-}
-
-/// `count` packed elements of type `from` as packed elements of type `to` (integer and
-/// real kinds; anything else must match exactly).
-std::vector<std::byte> convert(const std::byte* in, std::size_t count, const element& from,
-                               const element& to) {
-  std::vector<std::byte> out(count * to.size);
-  if (from == to) {
-    std::memcpy(out.data(), in, out.size());
-    return out;
-  }
-  const auto numeric = [](const element& e) {
-    return (e.type == bt_integer && (e.size == 1 || e.size == 2 || e.size == 4 || e.size == 8)) ||
-           (e.type == bt_real && (e.size == 4 || e.size == 8));
-  };
-  if (!numeric(from) || !numeric(to))
-    throw crown::argument_error("coarray transfer",
-                                "no conversion from " + from.text() + " to " + to.text());
-  for (std::size_t i = 0; i < count; ++i)
-    store_real(out.data() + i * to.size, to, load_real(in + i * from.size, from));
-  return out;
-}
-
-/// Copies between a packed buffer and the elements a descriptor walks in local memory.
-void pack(const descriptor& d, std::byte* to) {
-  const element e = d.elem();
-  const auto offsets = d.element_offsets();
-  for (std::size_t i = 0; i < offsets.size(); ++i)
-    std::memcpy(to + i * e.size,
-                static_cast<const std::byte*>(d.base_addr) +
-                    offsets[i] * static_cast<std::ptrdiff_t>(e.size),
-                e.size);
-}
-void unpack(const std::byte* from, const descriptor& d) {
-  const element e = d.elem();
-  const auto offsets = d.element_offsets();
-  for (std::size_t i = 0; i < offsets.size(); ++i)
-    std::memcpy(static_cast<std::byte*>(d.base_addr) +
-                    offsets[i] * static_cast<std::ptrdiff_t>(e.size),
-                from + i * e.size, e.size);
-}
-
-/// What a put sends into `n` target elements of type `to`: the source packed (a copy,
-/// so that source and target may overlap), a scalar repeated, converted.
-std::vector<std::byte> source_for(const descriptor& src, std::size_t n, const element& to) {
-  std::vector<std::byte> packed(src.elements() * src.elem().size);
-  pack(src, packed.data());
-  if (src.elements() == 1 && n > 1) { // a scalar assigned to a section
+/// `count` packed elements of type `from` made ready for `n` target elements of type
+/// `to`: a scalar is repeated, then converted.
+std::vector<std::byte> fit_source(std::vector<std::byte> packed, std::size_t count,
+                                  const element& from, std::size_t n, const element& to,
+                                  const char* what) {
+  if (count == 1 && n > 1) { // a scalar assigned to a section
     std::vector<std::byte> many(n * packed.size());
     for (std::size_t i = 0; i < n; ++i)
       std::memcpy(many.data() + i * packed.size(), packed.data(), packed.size());
     packed = std::move(many);
-  } else if (src.elements() != n) {
-    throw crown::argument_error("coarray put", std::to_string(src.elements()) +
-                                                   " elements for a section of " +
-                                                   std::to_string(n));
+  } else if (count != n) {
+    throw crown::argument_error(what, std::to_string(count) + " elements for a section of " +
+                                          std::to_string(n));
   }
-  return convert(packed.data(), n, src.elem(), to);
+  return convert(packed.data(), n, from, to);
 }
 
-/// Moves `count` elements between a packed buffer here and the elements of a remote
-/// coarray that `remote` walks (its strides; base = coarray start + offset).
-void transfer(bool put, int rank, std::uint64_t base, const descriptor& remote, std::byte* packed) {
-  const element e = remote.elem();
-  crown::detail::strided s;
-  if (remote.as_strided(base, s)) {
-    if (put)
-      crown::detail::remote_put_strided(rank, s, packed);
-    else
-      crown::detail::remote_get_strided(rank, s, packed);
+/// Puts local `src` into the elements `remote` selects on `image`: straight from the
+/// source's memory when it is packed, of the target's type and cannot overlap the
+/// target; otherwise through a copy (so that source and target may overlap).
+void put(const token_data& t, int image, const walk& remote, const descriptor& src,
+         bool may_overlap, const char* what) {
+  const std::size_t n = remote.elements();
+  (void)rank_of(image, what);
+  if (!n) return;
+  const walk from = walk_of(src);
+  if (from.elements() == n && from.elem == remote.elem && from.contiguous() &&
+      !(may_overlap && is_me(image, what))) {
+    transfer(true, image, t, remote, static_cast<std::byte*>(src.base_addr) + from.first, what);
     return;
   }
-  const auto offsets = remote.element_offsets(); // negative strides, rank > 3
-  for (std::size_t i = 0; i < offsets.size(); ++i) {
-    const auto at = static_cast<std::uint64_t>(static_cast<std::int64_t>(base) +
-                                               offsets[i] * static_cast<std::int64_t>(e.size));
-    if (put)
-      crown::detail::remote_put(rank, at, packed + i * e.size, e.size);
-    else
-      crown::detail::remote_get(rank, at, packed + i * e.size, e.size);
+  std::vector<std::byte> packed(from.elements() * from.elem.size);
+  pack(from, src.base_addr, packed.data());
+  auto ready = fit_source(std::move(packed), from.elements(), from.elem, n, remote.elem, what);
+  transfer(true, image, t, remote, ready.data(), what);
+}
+
+/// Gets the elements `remote` selects on `image` into local `dst` (same count).
+void get(const token_data& t, int image, const walk& remote, const descriptor& dst,
+         bool may_overlap, const char* what) {
+  const std::size_t n = remote.elements();
+  (void)rank_of(image, what);
+  const walk to = walk_of(dst);
+  if (to.elements() != n)
+    throw crown::argument_error(what, std::to_string(n) + " elements into " +
+                                          std::to_string(to.elements()));
+  if (!n) return;
+  if (to.elem == remote.elem && to.contiguous() && !(may_overlap && is_me(image, what))) {
+    transfer(false, image, t, remote, static_cast<std::byte*>(dst.base_addr) + to.first, what);
+    return;
   }
+  std::vector<std::byte> packed(n * remote.elem.size);
+  transfer(false, image, t, remote, packed.data(), what);
+  const auto converted = convert(packed.data(), n, remote.elem, to.elem);
+  unpack(converted.data(), to, dst.base_addr);
 }
 
-template <typename F>
-void with_numeric(const element& e, const char* what, F&& f) {
-  if (e.type == bt_integer && e.size == 4) return f(std::int32_t{});
-  if (e.type == bt_integer && e.size == 8) return f(std::int64_t{});
-  if (e.type == bt_real && e.size == 4) return f(float{});
-  if (e.type == bt_real && e.size == 8) return f(double{});
-  if (e.type == bt_complex && e.size == 8) return f(std::complex<float>{});
-  if (e.type == bt_complex && e.size == 16) return f(std::complex<double>{});
-  throw crown::argument_error(what, "no reduction for " + e.text());
+/// a(...)[i] = b(...)[j]: through a buffer here.
+void copy(const token_data& to_t, int to_image, const walk& to, const token_data& from_t,
+          int from_image, const walk& from) {
+  const std::size_t n = to.elements(), count = from.elements();
+  (void)rank_of(to_image, "coarray put");
+  if (!n) return;
+  std::vector<std::byte> packed(count * from.elem.size);
+  transfer(false, from_image, from_t, from, packed.data(), "coarray get");
+  auto ready = fit_source(std::move(packed), count, from.elem, n, to.elem, "coarray copy");
+  transfer(true, to_image, to_t, to, ready.data(), "coarray put");
 }
 
-/// Runs a co_* collective over the whole data of `a` (packed if it is not contiguous).
-template <typename Reduce>
-void collective(descriptor* a, const char* what, Reduce&& reduce) {
-  const element e = a->elem();
-  const std::size_t n = a->elements();
-  std::vector<std::byte> buffer(n * e.size);
-  pack(*a, buffer.data());
-  with_numeric(e, what, [&](auto zero) {
-    using T = decltype(zero);
-    reduce(std::span<T>(reinterpret_cast<T*>(buffer.data()), n));
-  });
-  unpack(buffer.data(), *a);
-}
-
-/// co_min and co_max (complex numbers are refused by co_builtin).
-void ordered(descriptor* a, int result_image, crown::detail::reduction op) {
-  const char* what = op == crown::detail::reduction::min ? "co_min" : "co_max";
-  collective(a, what, [&](auto data) {
-    crown::detail::co_builtin(world(), data, op, result_image - 1, what);
-  });
+/// An INTEGER array of `kind` for FAILED_IMAGES and STOPPED_IMAGES (allocated here, as
+/// gfortran expects of an allocatable function result).
+void return_images(descriptor* out, const int* kind, const std::vector<int>& list) {
+  const int k = kind ? *kind : 4;
+  if (k != 1 && k != 2 && k != 4 && k != 8)
+    throw crown::argument_error("failed_images/stopped_images", "kind " + std::to_string(k));
+  const auto n = static_cast<std::ptrdiff_t>(list.size());
+  out->base_addr = std::malloc(std::max<std::size_t>(list.size(), 1) * static_cast<std::size_t>(k));
+  if (!out->base_addr) throw std::bad_alloc();
+  for (std::size_t i = 0; i < list.size(); ++i) {
+    const auto v = static_cast<std::int64_t>(list[i]);
+    std::memcpy(static_cast<std::byte*>(out->base_addr) + i * static_cast<std::size_t>(k), &v, static_cast<std::size_t>(k)); // little-endian
+  }
+  out->dtype = {static_cast<std::size_t>(k), 0, 1, bt_integer, 0};
+  out->dim[0] = {1, 1, n};
+  out->offset = static_cast<std::size_t>(-1);
+  out->span = k;
 }
 
 [[noreturn]] void stop(int code, const char* text, std::size_t len, bool error, bool quiet) {
@@ -291,72 +163,9 @@ void ordered(descriptor* a, int result_image, crown::detail::reduction op) {
   }
   std::fflush(stderr);
   if (error) MPI_Abort(MPI_COMM_WORLD, code ? code : 1); // every image ends
+  mark_stopped();
   _gfortran_caf_finalize(); // a normal stop: this image's part of finalisation
   std::exit(code);
-}
-
-/// What a reference chain selects in the coarray: a walk (as a descriptor whose
-/// strides are in elements, base_addr unused) starting `first` elements in.
-struct selection {
-  descriptor walk{};
-  std::ptrdiff_t first = 0;
-};
-
-selection select(const token_data& t, const reference* ref, const char* what) {
-  if (!ref || ref->next || (ref->type != caf_ref_array && ref->type != caf_ref_static_array))
-    throw crown::argument_error(what, "only a single array reference is supported yet (no "
-                                      "derived-type components)");
-  selection out;
-  int rank = 0;
-  for (int d = 0; d < 15 && ref->u.a.mode[d] != caf_arr_none; ++d) {
-    const unsigned char mode = ref->u.a.mode[d];
-    const auto& s = ref->u.a.dim[d].s;
-    if (mode == caf_arr_vector)
-      throw crown::argument_error(what, "vector subscripts are not supported yet");
-    std::ptrdiff_t start = s.start, end = s.end, step = s.stride, scale = 1, lower = 0;
-    if (ref->type == caf_ref_array) { // Fortran indices, within the descriptor's bounds
-      if (!t.desc || d >= t.desc->rank())
-        throw crown::argument_error(what, "an array reference beyond the coarray's rank");
-      lower = t.desc->dim[d].lower_bound;
-      scale = t.desc->dim[d].stride;
-      if (mode == caf_arr_full || mode == caf_arr_open_start) start = lower;
-      if (mode == caf_arr_full || mode == caf_arr_open_end) end = t.desc->dim[d].ubound;
-      if (mode == caf_arr_full) step = 1;
-      if (mode == caf_arr_open_end || mode == caf_arr_open_start) step = s.stride ? s.stride : 1;
-    }
-    if (mode == caf_arr_single) {
-      out.first += (start - lower) * scale;
-      continue;
-    }
-    if (step == 0) throw crown::argument_error(what, "a zero stride");
-    const std::ptrdiff_t count = (end - start) / step + 1;
-    out.first += (start - lower) * scale;
-    out.walk.dim[rank] = {step * scale, 0, count > 0 ? count - 1 : -1};
-    ++rank;
-  }
-  out.walk.dtype.rank = static_cast<signed char>(rank);
-  out.walk.dtype.elem_len = ref->item_size;
-  return out;
-}
-
-/// Makes an allocatable destination fit `extents` (gfortran allocates with malloc).
-void fit(descriptor& d, const descriptor& shape) {
-  bool same = d.base_addr && d.rank() == shape.rank();
-  for (int i = 0; same && i < shape.rank(); ++i) same = d.extent(i) == shape.extent(i);
-  if (same) return;
-  std::free(d.base_addr);
-  const std::size_t elem = d.dtype.elem_len;
-  d.base_addr = std::malloc(std::max<std::size_t>(shape.elements() * elem, 1));
-  if (!d.base_addr) throw std::bad_alloc();
-  std::ptrdiff_t stride = 1, offset = 0;
-  for (int i = 0; i < shape.rank(); ++i) { // lower bounds 1, as for c = a(:)[i]
-    const auto extent = static_cast<std::ptrdiff_t>(shape.extent(i));
-    d.dim[i] = {stride, 1, extent};
-    offset -= stride;
-    stride *= extent;
-  }
-  d.offset = static_cast<std::size_t>(offset);
-  d.span = static_cast<std::ptrdiff_t>(elem);
 }
 
 } // namespace
@@ -366,13 +175,17 @@ extern "C" {
 void _gfortran_caf_init(int* argc, char*** argv) { start(argc, argv); }
 
 void _gfortran_caf_finalize(void) {
-  for (token_data* t : g_tokens) delete t; // their memory goes with the heap
-  g_tokens.clear();
+  release_all();
   crown_finalize();
 }
 
-int _gfortran_caf_this_image(int /*distance*/) { return crown_this_image() + 1; }
-int _gfortran_caf_num_images(int /*distance*/, int /*failed*/) { return crown_num_images(); }
+int _gfortran_caf_this_image(int /*distance*/) { return images().rank() + 1; }
+
+int _gfortran_caf_num_images(int distance, int failed) {
+  const team* t = &current_team();
+  for (int d = 0; d < distance && t->parent; ++d) t = t->parent;
+  return failed == 1 ? 0 : t->images.size(); // no image fails and leaves the job running
+}
 
 void _gfortran_caf_register(std::size_t size, int type, void** token, descriptor* desc, int* stat,
                             char* errmsg, std::size_t errmsg_len) {
@@ -382,15 +195,13 @@ void _gfortran_caf_register(std::size_t size, int type, void** token, descriptor
     if (type != caf_register_static && type != caf_register_alloc && !words)
       throw crown::argument_error("coarray registration",
                                   "registration type " + std::to_string(type) +
-                                      " (coarray components) is not supported yet");
+                                      " (allocatable components of coarrays) is not supported");
     const std::size_t bytes = std::max<std::size_t>(size, 1) * (words ? word : 1);
-    auto* t = new token_data{
-        crown::detail::heap_allocate(world(), bytes, 0x63616600u + (words ? 1 : 0), "coarray")};
+    token_data* t = new_token(images(), bytes, words);
     if (words) std::memset(crown::detail::heap_address(t->block.offset), 0, bytes);
     *token = t;
     if (desc) desc->base_addr = crown::detail::heap_address(t->block.offset);
     if (type == caf_register_alloc) t->desc = desc;
-    g_tokens.insert(t);
   });
 }
 
@@ -399,100 +210,73 @@ void _gfortran_caf_deregister(void** token, int /*type*/, int* stat, char* errms
   guarded(stat, errmsg, errmsg_len, [&] {
     auto* t = static_cast<token_data*>(*token);
     if (!t) throw crown::state_error("coarray deallocation", "not allocated");
-    crown::detail::heap_release(world(), t->block);
-    g_tokens.erase(t);
-    delete t;
+    delete_token(t);
     *token = nullptr;
   });
 }
 
 void _gfortran_caf_send(void* token, std::size_t offset, int image, descriptor* dest,
-                        void* /*dst_vector*/, descriptor* src, int /*dst_kind*/, int /*src_kind*/,
-                        bool /*may_require_tmp*/, int* stat) {
+                        vector_subscript* dst_vector, descriptor* src, int /*dst_kind*/,
+                        int /*src_kind*/, bool may_require_tmp, int* stat) {
   guarded(stat, nullptr, 0, [&] {
-    const int rank = world_rank_of(image, "coarray put");
-    const std::size_t n = dest->elements();
-    if (!n) return;
-    auto converted = source_for(*src, n, dest->elem());
-    const auto* t = static_cast<token_data*>(token);
-    transfer(true, rank, t->block.offset + offset, *dest, converted.data());
+    const walk remote = walk_of(*dest, static_cast<std::ptrdiff_t>(offset), dst_vector);
+    put(*static_cast<token_data*>(token), image, remote, *src, may_require_tmp, "coarray put");
   });
 }
 
 void _gfortran_caf_get(void* token, std::size_t offset, int image, descriptor* src,
-                       void* /*src_vector*/, descriptor* dest, int /*src_kind*/, int /*dst_kind*/,
-                       bool /*may_require_tmp*/, int* stat) {
+                       vector_subscript* src_vector, descriptor* dest, int /*src_kind*/,
+                       int /*dst_kind*/, bool may_require_tmp, int* stat) {
   guarded(stat, nullptr, 0, [&] {
-    const int rank = world_rank_of(image, "coarray get");
-    const std::size_t n = src->elements();
-    if (!n) return;
-    if (dest->elements() != n)
-      throw crown::argument_error("coarray get", std::to_string(n) + " elements into " +
-                                                     std::to_string(dest->elements()));
-    std::vector<std::byte> packed(n * src->elem().size);
-    const auto* t = static_cast<token_data*>(token);
-    transfer(false, rank, t->block.offset + offset, *src, packed.data());
-    const auto converted = convert(packed.data(), n, src->elem(), dest->elem());
-    unpack(converted.data(), *dest);
+    const walk remote = walk_of(*src, static_cast<std::ptrdiff_t>(offset), src_vector);
+    get(*static_cast<token_data*>(token), image, remote, *dest, may_require_tmp, "coarray get");
   });
 }
 
 void _gfortran_caf_sendget(void* dst_token, std::size_t dst_offset, int dst_image, descriptor* dest,
-                           void* /*dst_vector*/, void* src_token, std::size_t src_offset,
-                           int src_image, descriptor* src, void* /*src_vector*/, int /*dst_kind*/,
-                           int /*src_kind*/, bool /*may_require_tmp*/, int* stat) {
-  guarded(stat, nullptr, 0, [&] { // through a buffer here: a(:)[i] = b(:)[j]
-    const int from = world_rank_of(src_image, "coarray get");
-    const int to = world_rank_of(dst_image, "coarray put");
-    const std::size_t n = src->elements();
-    if (dest->elements() != n)
-      throw crown::argument_error("coarray copy", std::to_string(n) + " elements into " +
-                                                      std::to_string(dest->elements()));
-    if (!n) return;
-    std::vector<std::byte> packed(n * src->elem().size);
-    transfer(false, from, static_cast<token_data*>(src_token)->block.offset + src_offset, *src,
-             packed.data());
-    auto converted = convert(packed.data(), n, src->elem(), dest->elem());
-    transfer(true, to, static_cast<token_data*>(dst_token)->block.offset + dst_offset, *dest,
-             converted.data());
+                           vector_subscript* dst_vector, void* src_token, std::size_t src_offset,
+                           int src_image, descriptor* src, vector_subscript* src_vector,
+                           int /*dst_kind*/, int /*src_kind*/, bool /*may_require_tmp*/,
+                           int* stat) {
+  guarded(stat, nullptr, 0, [&] {
+    copy(*static_cast<token_data*>(dst_token), dst_image,
+         walk_of(*dest, static_cast<std::ptrdiff_t>(dst_offset), dst_vector),
+         *static_cast<token_data*>(src_token), src_image,
+         walk_of(*src, static_cast<std::ptrdiff_t>(src_offset), src_vector));
   });
 }
 
 void _gfortran_caf_get_by_ref(void* token, int image, descriptor* dst, reference* refs,
-                              int /*dst_kind*/, int /*src_kind*/, bool /*may_require_tmp*/,
+                              int /*dst_kind*/, int /*src_kind*/, bool may_require_tmp,
                               bool dst_reallocatable, int* stat, int src_type) {
   guarded(stat, nullptr, 0, [&] {
-    const int rank = world_rank_of(image, "coarray get");
     const auto& t = *static_cast<const token_data*>(token);
-    selection sel = select(t, refs, "coarray get");
-    sel.walk.dtype.type = static_cast<signed char>(src_type);
-    const std::size_t n = sel.walk.elements();
-    if (dst_reallocatable) fit(*dst, sel.walk);
-    if (dst->elements() != n)
-      throw crown::argument_error("coarray get", std::to_string(n) + " elements into " +
-                                                     std::to_string(dst->elements()));
-    if (!n) return;
-    std::vector<std::byte> packed(n * sel.walk.elem().size);
-    transfer(false, rank, t.block.offset + static_cast<std::uint64_t>(sel.first) * refs->item_size,
-             sel.walk, packed.data());
-    const auto converted = convert(packed.data(), n, sel.walk.elem(), dst->elem());
-    unpack(converted.data(), *dst);
+    const walk remote = walk_of(t, refs, src_type, "coarray get");
+    if (dst_reallocatable) fit(*dst, remote);
+    get(t, image, remote, *dst, may_require_tmp, "coarray get");
   });
 }
 
 void _gfortran_caf_send_by_ref(void* token, int image, descriptor* src, reference* refs,
-                               int /*dst_kind*/, int /*src_kind*/, bool /*may_require_tmp*/,
+                               int /*dst_kind*/, int /*src_kind*/, bool may_require_tmp,
                                bool /*dst_reallocatable*/, int* stat, int dst_type) {
   guarded(stat, nullptr, 0, [&] {
-    const int rank = world_rank_of(image, "coarray put");
     const auto& t = *static_cast<const token_data*>(token);
-    selection sel = select(t, refs, "coarray put");
-    sel.walk.dtype.type = static_cast<signed char>(dst_type);
-    const std::size_t n = sel.walk.elements();
-    if (!n) return;
-    auto converted = source_for(*src, n, sel.walk.elem());
-    transfer(true, rank, t.block.offset + static_cast<std::uint64_t>(sel.first) * refs->item_size,
-             sel.walk, converted.data());
+    put(t, image, walk_of(t, refs, dst_type, "coarray put"), *src, may_require_tmp,
+        "coarray put");
+  });
+}
+
+void _gfortran_caf_sendget_by_ref(void* dst_token, int dst_image, reference* dst_refs,
+                                  void* src_token, int src_image, reference* src_refs,
+                                  int /*dst_kind*/, int /*src_kind*/, bool /*may_require_tmp*/,
+                                  int* dst_stat, int* src_stat, int dst_type, int src_type) {
+  if (src_stat) *src_stat = 0;
+  guarded(dst_stat ? dst_stat : src_stat, nullptr, 0, [&] {
+    const auto& to = *static_cast<const token_data*>(dst_token);
+    const auto& from = *static_cast<const token_data*>(src_token);
+    copy(to, dst_image, walk_of(to, dst_refs, dst_type, "coarray put"), from, src_image,
+         walk_of(from, src_refs, src_type, "coarray get"));
   });
 }
 
@@ -500,7 +284,7 @@ void _gfortran_caf_lock(void* token, std::size_t index, int image, int* acquired
                         char* errmsg, std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
     const int rank = rank_or_self(image, "lock");
-    const std::int64_t me = world().rank() + 1; // the holder's image, 0 when free
+    const std::int64_t me = crown::this_runtime().rank() + 1; // the holder's image, 0 when free
     crown::detail::backoff pause;
     for (;;) {
       const std::int64_t holder =
@@ -528,7 +312,7 @@ void _gfortran_caf_unlock(void* token, std::size_t index, int image, int* stat, 
                           std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
     const int rank = rank_or_self(image, "unlock");
-    const std::int64_t me = world().rank() + 1;
+    const std::int64_t me = crown::this_runtime().rank() + 1;
     crown::detail::heap_quiet(); // this image's writes land before the lock is free
     const std::int64_t holder =
         atomic_word(token, index * word, rank, crown::detail::atomic_op::compare_swap, 8, 0, me);
@@ -555,7 +339,7 @@ void _gfortran_caf_event_post(void* token, std::size_t index, int image, int* st
 void _gfortran_caf_event_wait(void* token, std::size_t index, int until, int* stat, char* errmsg,
                               std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
-    const int me = world().rank();
+    const int me = crown::this_runtime().rank();
     const std::int64_t count = std::max(until, 1);
     crown::detail::backoff pause;
     while (atomic_word(token, index * word, me, crown::detail::atomic_op::load, 8, 0) < count)
@@ -626,7 +410,7 @@ void _gfortran_caf_atomic_op(int op, void* token, std::size_t offset, int image,
 }
 
 void _gfortran_caf_sync_all(int* stat, char* errmsg, std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len, [] { crown::sync_all(world()); });
+  guarded(stat, errmsg, errmsg_len, [] { crown::sync_all(images()); });
 }
 
 void _gfortran_caf_sync_memory(int* stat, char* errmsg, std::size_t errmsg_len) {
@@ -636,49 +420,18 @@ void _gfortran_caf_sync_memory(int* stat, char* errmsg, std::size_t errmsg_len) 
 void _gfortran_caf_sync_images(int count, int images[], int* stat, char* errmsg,
                                std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
-    const crown::mesh& w = world();
+    const crown::mesh& w = crown::caf::images();
     std::vector<int> zero_based;
     if (count < 0) { // sync images (*)
       for (int i = 0; i < w.size(); ++i)
         if (i != w.rank()) zero_based.push_back(i);
     } else {
       for (int i = 0; i < count; ++i) {
-        (void)world_rank_of(images[i], "sync images");
+        (void)rank_of(images[i], "sync images");
         if (images[i] - 1 != w.rank()) zero_based.push_back(images[i] - 1);
       }
     }
     crown::sync_images(w, zero_based);
-  });
-}
-
-void _gfortran_caf_co_sum(descriptor* a, int result_image, int* stat, char* errmsg,
-                          std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len, [&] {
-    collective(a, "co_sum", [&](auto data) { crown::co_sum(world(), data, result_image - 1); });
-  });
-}
-
-void _gfortran_caf_co_min(descriptor* a, int result_image, int* stat, char* errmsg, int /*a_len*/,
-                          std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len,
-          [&] { ordered(a, result_image, crown::detail::reduction::min); });
-}
-
-void _gfortran_caf_co_max(descriptor* a, int result_image, int* stat, char* errmsg, int /*a_len*/,
-                          std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len,
-          [&] { ordered(a, result_image, crown::detail::reduction::max); });
-}
-
-void _gfortran_caf_co_broadcast(descriptor* a, int source_image, int* stat, char* errmsg,
-                                std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len, [&] {
-    (void)world_rank_of(source_image, "co_broadcast");
-    const element e = a->elem();
-    std::vector<std::byte> buffer(a->elements() * e.size);
-    pack(*a, buffer.data());
-    crown::co_broadcast(world(), std::span<std::byte>(buffer), source_image - 1);
-    unpack(buffer.data(), *a);
   });
 }
 
@@ -689,6 +442,43 @@ void _gfortran_caf_stop_str(const char* text, std::size_t len, bool quiet) {
 void _gfortran_caf_error_stop(int code, bool quiet) { stop(code, nullptr, 0, true, quiet); }
 void _gfortran_caf_error_stop_str(const char* text, std::size_t len, bool quiet) {
   stop(1, text, len, true, quiet);
+}
+
+/// FAIL IMAGE: without fault-tolerant MPI the other images cannot go on, so the job ends.
+void _gfortran_caf_fail_image(void) {
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "ERROR STOP crown caf: image %d: FAIL IMAGE: Crown cannot continue without an "
+               "image (no fault-tolerant MPI); the job ends\n",
+               images().rank() + 1);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+int _gfortran_caf_image_status(int image, void* /*team*/) {
+  int status = 0;
+  guarded(nullptr, nullptr, 0, [&] {
+    status = has_stopped(rank_of(image, "image_status")) ? stat_stopped_image : 0;
+  });
+  return status;
+}
+
+void _gfortran_caf_failed_images(descriptor* out, void* /*team*/, int* kind) {
+  guarded(nullptr, nullptr, 0, [&] { return_images(out, kind, {}); });
+}
+
+void _gfortran_caf_stopped_images(descriptor* out, void* /*team*/, int* kind) {
+  guarded(nullptr, nullptr, 0, [&] {
+    std::vector<int> stopped;
+    const crown::mesh& m = images();
+    for (int i = 0; i < m.size(); ++i)
+      if (has_stopped(m.ranks()[static_cast<std::size_t>(i)])) stopped.push_back(i + 1);
+    return_images(out, kind, stopped);
+  });
+}
+
+void _gfortran_caf_random_init(bool repeatable, bool image_distinct) {
+  _gfortran_random_init(repeatable, image_distinct, images().rank() + 1);
 }
 
 } // extern "C"

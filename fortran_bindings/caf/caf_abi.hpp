@@ -2,22 +2,25 @@
 // libcrown_caf reads: its array descriptor and the registration kinds. Layout as in
 // libgfortran (GFC_ARRAY_DESCRIPTOR, dtype_type) for GCC 12 to 14.
 #pragma once
-#include <crown/detail/heap.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <string>
-#include <vector>
 
 namespace crown::caf {
 
 // gfortran's basic types (libgfortran's BT_*).
-inline constexpr int bt_integer = 1, bt_logical = 2, bt_real = 3, bt_complex = 4;
+inline constexpr int bt_integer = 1, bt_logical = 2, bt_real = 3, bt_complex = 4, bt_derived = 5,
+                     bt_character = 6;
 // caf_register_t values handled here (locks to events: one word per element).
 inline constexpr int caf_register_static = 0, caf_register_alloc = 1, caf_register_lock_static = 2,
                      caf_register_event_alloc = 6;
 // Atomic operations (GFC_CAF_ATOMIC_*) and the STAT_* values of LOCK/UNLOCK.
 inline constexpr int caf_atomic_add = 1, caf_atomic_and = 2, caf_atomic_or = 3, caf_atomic_xor = 4;
-inline constexpr int stat_unlocked = 0, stat_locked = 1, stat_locked_other_image = 2; // gfortran's
+inline constexpr int stat_unlocked = 0, stat_locked = 1, stat_locked_other_image = 2, // gfortran's
+                     stat_stopped_image = 6000;
+// co_reduce's opr_flags (GFC_CAF_*): the result comes by reference, hidden string
+// lengths follow, the arguments are passed by value.
+inline constexpr int caf_byref = 1, caf_hiddenlen = 2, caf_arg_value = 4, caf_arg_desc = 8;
 
 /// caf_reference_t: one step of a reference chain (`*_by_ref`). Array references of a
 /// static array give start, end (inclusive) and stride per dimension as element offsets;
@@ -51,14 +54,30 @@ struct reference {
   } u;
 };
 
+/// caf_vector_t: per dimension of a coarray, a vector subscript (nvec > 0) or a triplet
+/// of Fortran indices.
+struct vector_subscript {
+  std::size_t nvec;
+  union {
+    struct {
+      void* vector;
+      int kind;
+    } v;
+    struct {
+      std::ptrdiff_t lower_bound, upper_bound, stride;
+    } triplet;
+  } u;
+};
+
 /// An element type: gfortran type code and size in bytes.
 struct element {
   int type = 0;
   std::size_t size = 0;
   friend bool operator==(const element&, const element&) = default;
   [[nodiscard]] std::string text() const {
-    static const char* const names[] = {"unknown", "integer", "logical", "real", "complex"};
-    return std::string(type >= 0 && type <= 4 ? names[type] : "type " + std::to_string(type)) +
+    static const char* const names[] = {"unknown", "integer", "logical",  "real",
+                                        "complex", "derived", "character"};
+    return std::string(type >= 0 && type <= 6 ? names[type] : "type " + std::to_string(type)) +
            "(" + std::to_string(size) + " bytes)";
   }
 };
@@ -95,42 +114,10 @@ struct descriptor {
     for (int d = 0; d < rank(); ++d) n *= extent(d);
     return n;
   }
-  /// Every element's offset from base_addr, in elements, in array element order.
-  [[nodiscard]] std::vector<std::ptrdiff_t> element_offsets() const {
-    std::vector<std::ptrdiff_t> out;
-    const std::size_t n = elements();
-    out.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
-      std::size_t rest = i;
-      std::ptrdiff_t at = 0;
-      for (int d = 0; d < rank(); ++d) { // dimension 0 varies fastest
-        at += static_cast<std::ptrdiff_t>(rest % extent(d)) * dim[d].stride;
-        rest /= extent(d);
-      }
-      out.push_back(at);
-    }
-    return out;
-  }
-  /// The same walk as Crown's strided layout starting at heap offset `base`, when it
-  /// fits one (at most 3 dimensions, strides not negative).
-  [[nodiscard]] bool as_strided(std::uint64_t base, detail::strided& s) const {
-    if (rank() > 3) return false;
-    s = detail::strided{};
-    s.offset = base;
-    s.elem = dtype.elem_len;
-    s.dims = static_cast<std::size_t>(rank() ? rank() : 1);
-    if (rank() == 0) {
-      s.count[0] = 1;
-      s.stride[0] = dtype.elem_len;
-      return true;
-    }
-    for (int d = 0; d < rank(); ++d) {
-      if (dim[d].stride < 0) return false;
-      const auto k = static_cast<std::size_t>(rank() - 1 - d); // Crown's layout is row-major
-      s.count[k] = extent(d);
-      s.stride[k] = static_cast<std::size_t>(dim[d].stride) * dtype.elem_len;
-    }
-    return true;
+  /// Bytes between neighbours along dimension d (span is the element's distance when
+  /// the array is a component of an array of derived type).
+  [[nodiscard]] std::ptrdiff_t byte_stride(int d) const noexcept {
+    return dim[d].stride * (span > 0 ? span : static_cast<std::ptrdiff_t>(dtype.elem_len));
   }
 };
 

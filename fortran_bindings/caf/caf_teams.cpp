@@ -1,0 +1,80 @@
+// libcrown_caf's teams: FORM TEAM, CHANGE TEAM, END TEAM, SYNC TEAM and TEAM_NUMBER, as
+// gfortran 12 emits them (no STAT= on these statements, no team arguments to the
+// inquiry functions). A team variable holds a pointer to a team kept until the end.
+#include "caf_runtime.hpp"
+#include <algorithm>
+#include <crown/collectives.hpp>
+#include <vector>
+
+namespace {
+
+using namespace crown::caf;
+
+team* team_of(void** variable, const char* what) {
+  team* t = variable ? static_cast<team*>(*variable) : nullptr;
+  if (!t) throw crown::state_error(what, "the team variable was not set by FORM TEAM");
+  return t;
+}
+
+} // namespace
+
+extern "C" {
+
+void _gfortran_caf_form_team(int number, void** variable, int new_index) {
+  guarded(nullptr, nullptr, 0, [&] {
+    team& parent = current_team();
+    const crown::mesh& m = parent.images;
+    struct request {
+      int number, index;
+    } const mine{number, new_index};
+    const auto all = crown::detail::co_gather_bytes(m, &mine, sizeof mine, 0x63616603u << 1, -1,
+                                                    "form team");
+    std::vector<std::pair<int, int>> members; // (position in the new team, world rank)
+    for (int i = 0; i < m.size(); ++i) {
+      request r;
+      std::memcpy(&r, all.data() + static_cast<std::size_t>(i) * sizeof r, sizeof r);
+      if (r.number <= 0) // every image sees it, so every image throws
+        throw crown::argument_error("form team", "image " + std::to_string(i + 1) +
+                                                     " gave team number " +
+                                                     std::to_string(r.number) + " (positive "
+                                                                                "required)");
+      if (r.number == number)
+        members.emplace_back(r.index ? r.index : i + 1, m.ranks()[static_cast<std::size_t>(i)]);
+    }
+    std::sort(members.begin(), members.end());
+    std::vector<int> ranks;
+    for (const auto& [position, rank] : members) ranks.push_back(rank);
+    *variable = keep_team(
+        team{crown::mesh({crown::dim{"team", static_cast<int>(ranks.size())}}, ranks), number,
+             &parent});
+  });
+}
+
+void _gfortran_caf_change_team(void** variable, int /*coselectors*/) {
+  guarded(nullptr, nullptr, 0, [&] {
+    team* t = team_of(variable, "change team");
+    if (t->parent != &current_team())
+      throw crown::state_error("change team", "the team was not formed in the current team");
+    set_current_team(t);
+    crown::sync_all(t->images);
+  });
+}
+
+void _gfortran_caf_end_team(void** /*variable*/) {
+  guarded(nullptr, nullptr, 0, [&] {
+    team& t = current_team();
+    if (!t.parent) throw crown::state_error("end team", "the initial team has no end");
+    crown::sync_all(t.images);
+    set_current_team(t.parent);
+  });
+}
+
+void _gfortran_caf_sync_team(void** variable, int /*unused*/) {
+  guarded(nullptr, nullptr, 0, [&] { crown::sync_all(team_of(variable, "sync team")->images); });
+}
+
+int _gfortran_caf_team_number(void* value) {
+  return value ? static_cast<team*>(value)->number : current_team().number;
+}
+
+} // extern "C"

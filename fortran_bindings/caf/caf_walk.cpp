@@ -1,0 +1,293 @@
+// Walks: what a descriptor, vector subscripts or a reference chain select, and moving
+// those elements to and from the image that holds a coarray.
+#include "caf_walk.hpp"
+#include <algorithm>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+namespace crown::caf {
+namespace {
+
+std::int64_t read_index(const void* vector, std::size_t i, int kind) {
+  switch (kind) {
+  case 1:
+    return static_cast<const std::int8_t*>(vector)[i];
+  case 2:
+    return static_cast<const std::int16_t*>(vector)[i];
+  case 4:
+    return static_cast<const std::int32_t*>(vector)[i];
+  case 8:
+    return static_cast<const std::int64_t*>(vector)[i];
+  default:
+    throw crown::argument_error("vector subscript", "integer kind " + std::to_string(kind));
+  }
+}
+
+/// The elements lo..hi by step of a dimension whose index `lower` is at byte 0 and whose
+/// neighbours are `scale` bytes apart; adds the offset of `lo` to `first`.
+axis progression(std::ptrdiff_t lo, std::ptrdiff_t hi, std::ptrdiff_t step, std::ptrdiff_t lower,
+                 std::ptrdiff_t scale, std::ptrdiff_t& first, const char* what) {
+  if (step == 0) throw crown::argument_error(what, "a zero stride");
+  const std::ptrdiff_t count = (hi - lo) / step + 1;
+  first += (lo - lower) * scale;
+  return axis{step * scale, count > 0 ? static_cast<std::size_t>(count) : 0, {}};
+}
+
+double load_real(const void* p, const element& e) {
+  if (e.type == bt_real)
+    return e.size == 4 ? *static_cast<const float*>(p) : *static_cast<const double*>(p);
+  switch (e.size) {
+  case 1:
+    return *static_cast<const std::int8_t*>(p);
+  case 2:
+    return *static_cast<const std::int16_t*>(p);
+  case 4:
+    return *static_cast<const std::int32_t*>(p);
+  default:
+    return static_cast<double>(*static_cast<const std::int64_t*>(p));
+  }
+}
+
+template <typename T>
+void store_as(void* p, double v) {
+  const T x = static_cast<T>(v); // Fortran converts real to integer by truncation
+  std::memcpy(p, &x, sizeof x);
+}
+
+void store_real(void* p, const element& e, double v) {
+  if (e.type == bt_real) return e.size == 4 ? store_as<float>(p, v) : store_as<double>(p, v);
+  switch (e.size) {
+  case 1:
+    return store_as<std::int8_t>(p, v);
+  case 2:
+    return store_as<std::int16_t>(p, v);
+  case 4:
+    return store_as<std::int32_t>(p, v);
+  default:
+    return store_as<std::int64_t>(p, v);
+  }
+}
+
+/// Crown's strided layout for a walk that fits one (at most 3 dimensions with more
+/// than one element, no vector subscripts, no negative steps).
+bool as_strided(const walk& w, std::uint64_t base, detail::strided& s) {
+  std::vector<const axis*> used;
+  for (const axis& a : w.axes) {
+    if (!a.list.empty() || a.step < 0) return false;
+    if (a.count > 1) used.push_back(&a);
+  }
+  if (used.size() > 3) return false;
+  s = detail::strided{};
+  s.offset = base + static_cast<std::uint64_t>(w.first);
+  s.elem = w.elem.size;
+  s.dims = std::max<std::size_t>(used.size(), 1);
+  s.count[0] = 1;
+  s.stride[0] = w.elem.size;
+  for (std::size_t k = 0; k < used.size(); ++k) { // Crown's layout is row-major
+    s.count[used.size() - 1 - k] = used[k]->count;
+    s.stride[used.size() - 1 - k] = static_cast<std::size_t>(used[k]->step);
+  }
+  return true;
+}
+
+} // namespace
+
+std::size_t walk::elements() const noexcept {
+  std::size_t n = 1;
+  for (const axis& a : axes) n *= a.size();
+  return n;
+}
+
+bool walk::contiguous() const noexcept {
+  auto expected = static_cast<std::ptrdiff_t>(elem.size);
+  for (const axis& a : axes) {
+    if (a.size() == 1) continue;
+    if (!a.list.empty() || a.step != expected) return false;
+    expected *= static_cast<std::ptrdiff_t>(a.count);
+  }
+  return true;
+}
+
+walk walk_of(const descriptor& d, std::ptrdiff_t offset, const vector_subscript* vector) {
+  walk w;
+  w.first = offset;
+  w.elem = d.elem();
+  for (int k = 0; k < d.rank(); ++k) {
+    if (!vector) {
+      w.axes.push_back(axis{d.byte_stride(k), d.extent(k), {}});
+      continue;
+    }
+    // With vector subscripts the descriptor keeps the coarray's bounds and strides;
+    // the selection is in Fortran indices.
+    const vector_subscript& v = vector[k];
+    const std::ptrdiff_t lower = d.dim[k].lower_bound, scale = d.byte_stride(k);
+    if (v.nvec == 0) {
+      w.axes.push_back(progression(v.u.triplet.lower_bound, v.u.triplet.upper_bound,
+                                   v.u.triplet.stride, lower, scale, w.first, "coarray section"));
+      continue;
+    }
+    axis a;
+    for (std::size_t i = 0; i < v.nvec; ++i)
+      a.list.push_back((read_index(v.u.v.vector, i, v.u.v.kind) - lower) * scale);
+    w.axes.push_back(std::move(a));
+  }
+  return w;
+}
+
+walk walk_of(const token_data& t, const reference* refs, int type, const char* what) {
+  walk w;
+  bool ranked = false; // Fortran allows one part reference with rank
+  for (const reference* r = refs; r; r = r->next) {
+    w.elem = {type, r->item_size};
+    if (r->type == caf_ref_component) {
+      if (r->next && r->next->type == caf_ref_array)
+        throw crown::argument_error(what, "allocatable and pointer components of coarrays are "
+                                          "not supported");
+      w.first += r->u.c.offset;
+      continue;
+    }
+    if (r->type != caf_ref_array && r->type != caf_ref_static_array)
+      throw crown::argument_error(what, "reference type " + std::to_string(r->type));
+    // An allocatable coarray's reference gives Fortran indices within its descriptor; a
+    // static array's gives element offsets, already scaled by the dimension's stride.
+    const descriptor* bounds = r->type == caf_ref_array ? t.desc : nullptr;
+    if (r->type == caf_ref_array && (r != refs || !bounds))
+      throw crown::argument_error(what, "an array reference without a descriptor");
+    const bool had_rank = ranked;
+    for (int d = 0; d < 15 && r->u.a.mode[d] != caf_arr_none; ++d) {
+      const unsigned char mode = r->u.a.mode[d];
+      const auto& s = r->u.a.dim[d].s;
+      if (mode == caf_arr_vector)
+        throw crown::argument_error(what, "vector subscripts in this statement are not supported");
+      if (bounds && d >= bounds->rank())
+        throw crown::argument_error(what, "an array reference beyond the coarray's rank");
+      std::ptrdiff_t lo = s.start, hi = s.end, step = s.stride, lower = 0;
+      auto scale = static_cast<std::ptrdiff_t>(r->item_size);
+      if (bounds) {
+        lower = bounds->dim[d].lower_bound;
+        scale *= bounds->dim[d].stride;
+        const std::ptrdiff_t upper = bounds->dim[d].ubound;
+        if (mode == caf_arr_full || mode == caf_arr_open_start) lo = lower;
+        if (mode == caf_arr_full || mode == caf_arr_open_end) hi = upper;
+        if (mode == caf_arr_full || step == 0) step = 1;
+        const std::ptrdiff_t last = mode == caf_arr_single ? lo : lo + (hi - lo) / step * step;
+        if ((hi - lo) / step >= 0 && (std::min(lo, last) < lower || std::max(lo, last) > upper))
+          throw crown::argument_error(what, "index " + std::to_string(lo < lower ? lo : last) +
+                                                " of dimension " + std::to_string(d + 1) +
+                                                " out of bounds " + std::to_string(lower) + ":" +
+                                                std::to_string(upper));
+      }
+      if (mode == caf_arr_single) {
+        w.first += (lo - lower) * scale;
+        continue;
+      }
+      if (had_rank)
+        throw crown::argument_error(what, "two part references with rank in one reference");
+      ranked = true;
+      w.axes.push_back(progression(lo, hi, step, lower, scale, w.first, what));
+    }
+  }
+  return w;
+}
+
+void pack(const walk& w, const void* base, std::byte* to) {
+  const std::size_t elem = w.elem.size;
+  w.for_each_run([&](std::ptrdiff_t at, std::size_t run) {
+    std::memcpy(to, static_cast<const std::byte*>(base) + at, run * elem);
+    to += run * elem;
+  });
+}
+
+void unpack(const std::byte* from, const walk& w, void* base) {
+  const std::size_t elem = w.elem.size;
+  w.for_each_run([&](std::ptrdiff_t at, std::size_t run) {
+    std::memcpy(static_cast<std::byte*>(base) + at, from, run * elem);
+    from += run * elem;
+  });
+}
+
+std::vector<std::byte> convert(const std::byte* in, std::size_t count, const element& from,
+                               const element& to) {
+  std::vector<std::byte> out(count * to.size);
+  if (from == to) {
+    std::memcpy(out.data(), in, out.size());
+    return out;
+  }
+  const auto numeric = [](const element& e) {
+    return (e.type == bt_integer && (e.size == 1 || e.size == 2 || e.size == 4 || e.size == 8)) ||
+           (e.type == bt_real && (e.size == 4 || e.size == 8));
+  };
+  if (!numeric(from) || !numeric(to))
+    throw crown::argument_error("coarray transfer",
+                                "no conversion from " + from.text() + " to " + to.text());
+  for (std::size_t i = 0; i < count; ++i)
+    store_real(out.data() + i * to.size, to, load_real(in + i * from.size, from));
+  return out;
+}
+
+void transfer(bool put, int image, const token_data& t, const walk& w, std::byte* packed,
+              const char* what) {
+  if (!w.elements()) return;
+  std::ptrdiff_t lo = w.first, hi = w.first + static_cast<std::ptrdiff_t>(w.elem.size);
+  for (const axis& a : w.axes) {
+    if (a.list.empty()) {
+      const std::ptrdiff_t last = a.at(a.size() - 1);
+      lo += std::min<std::ptrdiff_t>(0, last);
+      hi += std::max<std::ptrdiff_t>(0, last);
+    } else {
+      const auto [low, high] = std::minmax_element(a.list.begin(), a.list.end());
+      lo += *low;
+      hi += *high;
+    }
+  }
+  const int rank = rank_of(image, what);
+  if (lo < 0 || hi > static_cast<std::ptrdiff_t>(t.block.bytes))
+    throw crown::argument_error(
+        what, "image " + std::to_string(image) + ": the section spans bytes [" +
+                  std::to_string(lo) + ", " + std::to_string(hi) + ") of a coarray of " +
+                  std::to_string(t.block.bytes) + " bytes (out of bounds)");
+  detail::strided s;
+  if (as_strided(w, t.block.offset, s)) {
+    if (put)
+      detail::remote_put_strided(rank, s, packed);
+    else
+      detail::remote_get_strided(rank, s, packed);
+    return;
+  }
+  const std::size_t elem = w.elem.size;
+  w.for_each_run([&](std::ptrdiff_t at, std::size_t run) {
+    const std::uint64_t where = t.block.offset + static_cast<std::uint64_t>(at);
+    if (put)
+      detail::remote_put(rank, where, packed, run * elem);
+    else
+      detail::remote_get(rank, where, packed, run * elem);
+    packed += run * elem;
+  });
+}
+
+void fit(descriptor& d, const walk& w) {
+  if (static_cast<std::size_t>(d.rank()) != w.axes.size())
+    throw crown::argument_error("coarray get", "a rank-" + std::to_string(w.axes.size()) +
+                                                   " section into a rank-" +
+                                                   std::to_string(d.rank()) + " variable");
+  bool same = d.base_addr != nullptr;
+  for (int i = 0; same && i < d.rank(); ++i) same = d.extent(i) == w.axes[i].size();
+  if (same) return;
+  std::free(d.base_addr);
+  const std::size_t elem = d.dtype.elem_len;
+  d.base_addr = std::malloc(std::max<std::size_t>(w.elements() * elem, 1));
+  if (!d.base_addr) throw std::bad_alloc();
+  std::ptrdiff_t stride = 1, offset = 0;
+  for (int i = 0; i < d.rank(); ++i) { // lower bounds 1, as for c = a(:)[i]
+    const auto extent = static_cast<std::ptrdiff_t>(w.axes[i].size());
+    d.dim[i] = {stride, 1, extent};
+    offset -= stride;
+    stride *= extent;
+  }
+  d.offset = static_cast<std::size_t>(offset);
+  d.span = static_cast<std::ptrdiff_t>(elem);
+}
+
+} // namespace crown::caf

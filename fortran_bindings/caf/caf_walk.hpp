@@ -1,0 +1,84 @@
+// fortran_bindings/caf/caf_walk.hpp — the elements one side of a transfer touches (a
+// "walk", in Fortran's array element order), built from gfortran's descriptor, its
+// vector subscripts or a reference chain; and moving them between a packed buffer
+// here and the image that holds the coarray.
+#pragma once
+#include "caf_abi.hpp"
+#include "caf_runtime.hpp"
+#include <cstddef>
+#include <vector>
+
+namespace crown::caf {
+
+/// One dimension: `count` byte offsets `step` apart, or the listed ones (a vector
+/// subscript).
+struct axis {
+  std::ptrdiff_t step = 0;
+  std::size_t count = 1;
+  std::vector<std::ptrdiff_t> list;
+  [[nodiscard]] std::size_t size() const noexcept { return list.empty() ? count : list.size(); }
+  [[nodiscard]] std::ptrdiff_t at(std::size_t i) const noexcept {
+    return list.empty() ? step * static_cast<std::ptrdiff_t>(i) : list[i];
+  }
+};
+
+struct walk {
+  std::ptrdiff_t first = 0; ///< bytes from the start of the memory walked
+  element elem;
+  std::vector<axis> axes; ///< axes[0] varies fastest
+
+  [[nodiscard]] std::size_t elements() const noexcept;
+  /// The elements lie packed in order from `first`.
+  [[nodiscard]] bool contiguous() const noexcept;
+  /// Calls f(byte offset, elements) for each run of packed elements, in order.
+  template <typename F>
+  void for_each_run(F&& f) const;
+};
+
+/// The elements a descriptor describes, `offset` bytes into the memory walked;
+/// `vector` (one entry per dimension) when the statement has vector subscripts.
+walk walk_of(const descriptor& d, std::ptrdiff_t offset = 0,
+             const vector_subscript* vector = nullptr);
+/// The elements a reference chain selects in a coarray, of gfortran type `type`.
+walk walk_of(const token_data& t, const reference* refs, int type, const char* what);
+
+/// Copies between a packed buffer and the elements a walk selects in local memory.
+void pack(const walk& w, const void* base, std::byte* to);
+void unpack(const std::byte* from, const walk& w, void* base);
+
+/// `count` packed elements of type `from` as packed elements of type `to` (integer and
+/// real kinds convert; anything else must match exactly).
+std::vector<std::byte> convert(const std::byte* in, std::size_t count, const element& from,
+                               const element& to);
+
+/// Moves a walk's elements between the coarray `t` on `image` (of the current team)
+/// and a packed buffer here. Throws, naming the image, when the walk leaves the coarray.
+void transfer(bool put, int image, const token_data& t, const walk& w, std::byte* packed,
+              const char* what);
+
+/// Makes an allocatable destination the shape of `w` (gfortran allocates with malloc).
+void fit(descriptor& d, const walk& w);
+
+template <typename F>
+void walk::for_each_run(F&& f) const {
+  const std::size_t n = elements();
+  if (!n) return;
+  // Along axes[0] elements are packed when it steps by one element: one run per row.
+  const bool rows = !axes.empty() && axes[0].list.empty() &&
+                    axes[0].step == static_cast<std::ptrdiff_t>(elem.size);
+  const std::size_t inner = axes.empty() ? 1 : axes[0].size();
+  std::vector<std::size_t> index(axes.size(), 0);
+  for (std::size_t done = 0; done < n;) {
+    std::ptrdiff_t at = first;
+    for (std::size_t d = 0; d < axes.size(); ++d) at += axes[d].at(index[d]);
+    const std::size_t run = rows ? inner : 1;
+    f(at, run);
+    done += run;
+    for (std::size_t d = rows ? 1 : 0; d < axes.size(); ++d) { // odometer
+      if (++index[d] < axes[d].size()) break;
+      index[d] = 0;
+    }
+  }
+}
+
+} // namespace crown::caf
