@@ -8,6 +8,7 @@
 #include "caf_abi.hpp"
 #include "caf_runtime.hpp"
 #include "caf_walk.hpp"
+#include <crown/collectives.hpp>
 #include <crown/crown.h>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
@@ -21,7 +22,10 @@
 
 extern "C" {
 void _gfortran_caf_finalize(void);
-void _gfortran_random_init(int repeatable, int image_distinct, int image); // libgfortran
+// libgfortran's RANDOM_INIT for one image, and RANDOM_SEED.
+void _gfortran_random_init(int repeatable, int image_distinct, int image);
+void _gfortran_random_seed_i4(std::int32_t* size, crown::caf::descriptor* put,
+                              crown::caf::descriptor* get);
 }
 
 namespace {
@@ -31,7 +35,9 @@ using namespace crown::caf;
 /// Locks, events and critical sections: one 8-byte word per element.
 constexpr std::size_t word = sizeof(std::int64_t);
 
-bool is_me(int image, const char* what) { return rank_of(image, what) == crown::this_runtime().rank(); }
+bool is_me(int image, const char* what) {
+  return rank_of(image, what) == crown::this_runtime().rank();
+}
 
 std::int64_t atomic_word(const void* token, std::size_t byte_offset, int rank,
                          crown::detail::atomic_op op, int width, std::int64_t value,
@@ -145,11 +151,12 @@ void return_images(descriptor* out, const int* kind, const std::vector<int>& lis
   if (!out->base_addr) throw std::bad_alloc();
   for (std::size_t i = 0; i < list.size(); ++i) {
     const auto v = static_cast<std::int64_t>(list[i]);
-    std::memcpy(static_cast<std::byte*>(out->base_addr) + i * static_cast<std::size_t>(k), &v, static_cast<std::size_t>(k)); // little-endian
+    std::memcpy(static_cast<std::byte*>(out->base_addr) + i * static_cast<std::size_t>(k), &v,
+                static_cast<std::size_t>(k)); // little-endian
   }
   out->dtype = {static_cast<std::size_t>(k), 0, 1, bt_integer, 0};
-  out->dim[0] = {1, 1, n};
-  out->offset = static_cast<std::size_t>(-1);
+  out->dim[0] = {1, 0, n - 1}; // gfortran rebases the result to lower bound 1
+  out->offset = 0;
   out->span = k;
 }
 
@@ -251,7 +258,7 @@ void _gfortran_caf_get_by_ref(void* token, int image, descriptor* dst, reference
                               bool dst_reallocatable, int* stat, int src_type) {
   guarded(stat, nullptr, 0, [&] {
     const auto& t = *static_cast<const token_data*>(token);
-    const walk remote = walk_of(t, refs, src_type, "coarray get");
+    const walk remote = walk_of(t, refs, src_type, image, "coarray get");
     if (dst_reallocatable) fit(*dst, remote);
     get(t, image, remote, *dst, may_require_tmp, "coarray get");
   });
@@ -262,7 +269,7 @@ void _gfortran_caf_send_by_ref(void* token, int image, descriptor* src, referenc
                                bool /*dst_reallocatable*/, int* stat, int dst_type) {
   guarded(stat, nullptr, 0, [&] {
     const auto& t = *static_cast<const token_data*>(token);
-    put(t, image, walk_of(t, refs, dst_type, "coarray put"), *src, may_require_tmp,
+    put(t, image, walk_of(t, refs, dst_type, image, "coarray put"), *src, may_require_tmp,
         "coarray put");
   });
 }
@@ -275,8 +282,8 @@ void _gfortran_caf_sendget_by_ref(void* dst_token, int dst_image, reference* dst
   guarded(dst_stat ? dst_stat : src_stat, nullptr, 0, [&] {
     const auto& to = *static_cast<const token_data*>(dst_token);
     const auto& from = *static_cast<const token_data*>(src_token);
-    copy(to, dst_image, walk_of(to, dst_refs, dst_type, "coarray put"), from, src_image,
-         walk_of(from, src_refs, src_type, "coarray get"));
+    copy(to, dst_image, walk_of(to, dst_refs, dst_type, dst_image, "coarray put"), from, src_image,
+         walk_of(from, src_refs, src_type, src_image, "coarray get"));
   });
 }
 
@@ -457,9 +464,8 @@ void _gfortran_caf_fail_image(void) {
 
 int _gfortran_caf_image_status(int image, void* /*team*/) {
   int status = 0;
-  guarded(nullptr, nullptr, 0, [&] {
-    status = has_stopped(rank_of(image, "image_status")) ? stat_stopped_image : 0;
-  });
+  guarded(nullptr, nullptr, 0,
+          [&] { status = has_stopped(rank_of(image, "image_status")) ? stat_stopped_image : 0; });
   return status;
 }
 
@@ -477,8 +483,30 @@ void _gfortran_caf_stopped_images(descriptor* out, void* /*team*/, int* kind) {
   });
 }
 
+/// RANDOM_INIT across images: libgfortran's gives every image the same repeatable
+/// seed, or its own process-dependent one; the other two cases need the image index
+/// (repeatable and distinct: the seed plus the image index) or communication (neither:
+/// image 1's seed on every image of the current team; collective).
 void _gfortran_caf_random_init(bool repeatable, bool image_distinct) {
-  _gfortran_random_init(repeatable, image_distinct, images().rank() + 1);
+  _gfortran_random_init(repeatable, image_distinct, 0); // its image argument is unused
+  if (repeatable != image_distinct) return;
+  guarded(nullptr, nullptr, 0, [&] {
+    std::int32_t size = 0;
+    _gfortran_random_seed_i4(&size, nullptr, nullptr);
+    std::vector<std::int32_t> seed(static_cast<std::size_t>(size));
+    descriptor d{};
+    d.base_addr = seed.data();
+    d.dtype = {sizeof(std::int32_t), 0, 1, bt_integer, 0};
+    d.dim[0] = {1, 1, size};
+    d.offset = static_cast<std::size_t>(-1);
+    d.span = sizeof(std::int32_t);
+    _gfortran_random_seed_i4(nullptr, nullptr, &d);
+    if (repeatable)
+      for (auto& s : seed) s += images().rank() + 1;
+    else
+      crown::co_broadcast(images(), std::span<std::int32_t>(seed), 0);
+    _gfortran_random_seed_i4(nullptr, &d, nullptr);
+  });
 }
 
 } // extern "C"

@@ -17,7 +17,7 @@ inline constexpr int caf_register_static = 0, caf_register_alloc = 1, caf_regist
 // Atomic operations (GFC_CAF_ATOMIC_*) and the STAT_* values of LOCK/UNLOCK.
 inline constexpr int caf_atomic_add = 1, caf_atomic_and = 2, caf_atomic_or = 3, caf_atomic_xor = 4;
 inline constexpr int stat_unlocked = 0, stat_locked = 1, stat_locked_other_image = 2, // gfortran's
-                     stat_stopped_image = 6000;
+    stat_stopped_image = 6000;
 // co_reduce's opr_flags (GFC_CAF_*): the result comes by reference, hidden string
 // lengths follow, the arguments are passed by value.
 inline constexpr int caf_byref = 1, caf_hiddenlen = 2, caf_arg_value = 4, caf_arg_desc = 8;

@@ -77,10 +77,11 @@ void ordered(const descriptor& a, int result_image, crown::detail::reduction op)
   const bool min = op == crown::detail::reduction::min;
   const char* what = min ? "co_min" : "co_max";
   if (a.dtype.type == bt_character)
-    return reduce_in_order(a, result_image, what, [&](const std::byte* x, const std::byte* y, std::byte* out) {
-      const int order = std::memcmp(x, y, a.dtype.elem_len);
-      std::memcpy(out, (min ? order <= 0 : order >= 0) ? x : y, a.dtype.elem_len);
-    });
+    return reduce_in_order(
+        a, result_image, what, [&](const std::byte* x, const std::byte* y, std::byte* out) {
+          const int order = std::memcmp(x, y, a.dtype.elem_len);
+          std::memcpy(out, (min ? order <= 0 : order >= 0) ? x : y, a.dtype.elem_len);
+        });
   collective(a, what, [&](auto data) {
     crown::detail::co_builtin(images(), data, op, result_image - 1, what);
   });
@@ -109,8 +110,8 @@ auto user_operation(void* fn, int flags, const element& e, std::size_t char_len)
                              std::size_t, std::size_t);
       return reinterpret_cast<chars>(fn)(out, char_len, x, y, char_len, char_len);
     case bt_derived: // returned in memory (x86-64 System V: larger than 16 bytes)
-      return reinterpret_cast<void (*)(std::byte*, const std::byte*, const std::byte*)>(fn)(out,
-                                                                                            x, y);
+      return reinterpret_cast<void (*)(std::byte*, const std::byte*, const std::byte*)>(fn)(out, x,
+                                                                                            y);
     case bt_real:
       return e.size == 4 ? call_operation<float>(fn, by_value, x, y, out)
                          : call_operation<double>(fn, by_value, x, y, out);
@@ -170,8 +171,7 @@ extern "C" {
 void _gfortran_caf_co_sum(descriptor* a, int result_image, int* stat, char* errmsg,
                           std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
-    collective(*a, "co_sum",
-               [&](auto data) { crown::co_sum(images(), data, result_image - 1); });
+    collective(*a, "co_sum", [&](auto data) { crown::co_sum(images(), data, result_image - 1); });
   });
 }
 

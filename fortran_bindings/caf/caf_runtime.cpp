@@ -54,8 +54,8 @@ const crown::mesh& images() { return current_team().images; }
 int rank_of(int image, const char* what) {
   const crown::mesh& m = images();
   if (image < 1 || image > m.size())
-    throw crown::argument_error(what, "image " + std::to_string(image) + " out of range 1:" +
-                                          std::to_string(m.size()));
+    throw crown::argument_error(what, "image " + std::to_string(image) +
+                                          " out of range 1:" + std::to_string(m.size()));
   return m.ranks()[static_cast<std::size_t>(image - 1)];
 }
 
@@ -92,8 +92,8 @@ bool has_stopped(int rank) {
 }
 
 token_data* new_token(const crown::mesh& m, std::size_t bytes, bool words) {
-  auto* t = new token_data{detail::heap_allocate(m, bytes, 0x63616600u + (words ? 1 : 0), "coarray"),
-                           nullptr, m};
+  auto* t = new token_data{
+      detail::heap_allocate(m, bytes, 0x63616600u + (words ? 1 : 0), "coarray"), nullptr, m};
   g_tokens.insert(t);
   return t;
 }

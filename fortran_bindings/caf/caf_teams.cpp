@@ -27,8 +27,8 @@ void _gfortran_caf_form_team(int number, void** variable, int new_index) {
     struct request {
       int number, index;
     } const mine{number, new_index};
-    const auto all = crown::detail::co_gather_bytes(m, &mine, sizeof mine, 0x63616603u << 1, -1,
-                                                    "form team");
+    const auto all =
+        crown::detail::co_gather_bytes(m, &mine, sizeof mine, 0x63616603u << 1, -1, "form team");
     std::vector<std::pair<int, int>> members; // (position in the new team, world rank)
     for (int i = 0; i < m.size(); ++i) {
       request r;
@@ -36,17 +36,17 @@ void _gfortran_caf_form_team(int number, void** variable, int new_index) {
       if (r.number <= 0) // every image sees it, so every image throws
         throw crown::argument_error("form team", "image " + std::to_string(i + 1) +
                                                      " gave team number " +
-                                                     std::to_string(r.number) + " (positive "
-                                                                                "required)");
+                                                     std::to_string(r.number) +
+                                                     " (positive "
+                                                     "required)");
       if (r.number == number)
         members.emplace_back(r.index ? r.index : i + 1, m.ranks()[static_cast<std::size_t>(i)]);
     }
     std::sort(members.begin(), members.end());
     std::vector<int> ranks;
     for (const auto& [position, rank] : members) ranks.push_back(rank);
-    *variable = keep_team(
-        team{crown::mesh({crown::dim{"team", static_cast<int>(ranks.size())}}, ranks), number,
-             &parent});
+    *variable = keep_team(team{
+        crown::mesh({crown::dim{"team", static_cast<int>(ranks.size())}}, ranks), number, &parent});
   });
 }
 

@@ -136,7 +136,7 @@ walk walk_of(const descriptor& d, std::ptrdiff_t offset, const vector_subscript*
   return w;
 }
 
-walk walk_of(const token_data& t, const reference* refs, int type, const char* what) {
+walk walk_of(const token_data& t, const reference* refs, int type, int image, const char* what) {
   walk w;
   bool ranked = false; // Fortran allows one part reference with rank
   for (const reference* r = refs; r; r = r->next) {
@@ -174,7 +174,8 @@ walk walk_of(const token_data& t, const reference* refs, int type, const char* w
         if (mode == caf_arr_full || step == 0) step = 1;
         const std::ptrdiff_t last = mode == caf_arr_single ? lo : lo + (hi - lo) / step * step;
         if ((hi - lo) / step >= 0 && (std::min(lo, last) < lower || std::max(lo, last) > upper))
-          throw crown::argument_error(what, "index " + std::to_string(lo < lower ? lo : last) +
+          throw crown::argument_error(what, "image " + std::to_string(image) + ": index " +
+                                                std::to_string(lo < lower ? lo : last) +
                                                 " of dimension " + std::to_string(d + 1) +
                                                 " out of bounds " + std::to_string(lower) + ":" +
                                                 std::to_string(upper));
@@ -244,10 +245,10 @@ void transfer(bool put, int image, const token_data& t, const walk& w, std::byte
   }
   const int rank = rank_of(image, what);
   if (lo < 0 || hi > static_cast<std::ptrdiff_t>(t.block.bytes))
-    throw crown::argument_error(
-        what, "image " + std::to_string(image) + ": the section spans bytes [" +
-                  std::to_string(lo) + ", " + std::to_string(hi) + ") of a coarray of " +
-                  std::to_string(t.block.bytes) + " bytes (out of bounds)");
+    throw crown::argument_error(what, "image " + std::to_string(image) +
+                                          ": the section spans bytes [" + std::to_string(lo) +
+                                          ", " + std::to_string(hi) + ") of a coarray of " +
+                                          std::to_string(t.block.bytes) + " bytes (out of bounds)");
   detail::strided s;
   if (as_strided(w, t.block.offset, s)) {
     if (put)

@@ -39,8 +39,9 @@ struct walk {
 /// `vector` (one entry per dimension) when the statement has vector subscripts.
 walk walk_of(const descriptor& d, std::ptrdiff_t offset = 0,
              const vector_subscript* vector = nullptr);
-/// The elements a reference chain selects in a coarray, of gfortran type `type`.
-walk walk_of(const token_data& t, const reference* refs, int type, const char* what);
+/// The elements a reference chain selects in a coarray, of gfortran type `type`, on
+/// `image` (for messages).
+walk walk_of(const token_data& t, const reference* refs, int type, int image, const char* what);
 
 /// Copies between a packed buffer and the elements a walk selects in local memory.
 void pack(const walk& w, const void* base, std::byte* to);
