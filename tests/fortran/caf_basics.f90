@@ -69,6 +69,26 @@ program caf_basics
   call co_broadcast(cube, source_image=n)
   call check(all(cube == real(n, 8)), "co_broadcast")
   deallocate(c)
+  sync all
+
+  ! Source and target overlap on this image (gfortran's may_require_tmp): the
+  ! assignment sees the source as it was before.
+  k = [(i, i = 1, 10)]
+  k(2:10)[me] = k(1:9)
+  call check(all(k == [1, (i, i = 1, 9)]), "put overlapping its source")
+  k = [(i, i = 1, 10)]
+  k(2:10) = k(1:9)[me]
+  call check(all(k == [1, (i, i = 1, 9)]), "get overlapping its target")
+  k = [(i, i = 1, 10)]
+  k(1:9)[me] = k(2:10)[me]
+  call check(all(k == [(i, i = 2, 10), 10]), "copy overlapping on one image")
+  ! SYNC MEMORY orders this image's coindexed write before the SYNC ALL that follows.
+  sync all
+  k(1)[right] = -me
+  sync memory
+  sync all
+  call check(k(1) == -left, "sync memory")
+  sync all
 
   call finish("caf_basics")
 end program

@@ -9,6 +9,7 @@ program caf_sync
   integer(atomic_int_kind) :: word[*], flags[*], old
   type(lock_type) :: guard[*]
   type(event_type) :: ready[*]
+  integer :: posts
   real :: a(6)[*]
   logical :: acquired
   me = this_image()
@@ -48,9 +49,25 @@ program caf_sync
   end if
   sync all
 
-  ! events: everyone posts to image 1, which waits for all posts at once.
+  ! events: everyone posts to image 1, which waits for all posts at once; then image 1
+  ! posts twice to the last image, which counts them with event_query first.
   event post(ready[1])
   if (me == 1) event wait(ready, until_count=n)
+  sync all
+  if (me == 1) then
+    event post(ready[n])
+    event post(ready[n])
+  end if
+  if (me == n) then
+    posts = 0
+    do while (posts < 2)
+      call event_query(ready, posts)
+    end do
+    call check(posts == 2, "event_query counts the posts")
+    event wait(ready, until_count=2)
+    call event_query(ready, posts)
+    call check(posts == 0, "event wait consumes them")
+  end if
   sync all
 
   call atomic_add(word[n], int(me, atomic_int_kind))
