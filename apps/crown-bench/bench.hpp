@@ -15,6 +15,7 @@ struct options {
   int batches = 11;
   bool smoke = false;
   std::string shmem_file;
+  std::string crown_file, baseline_file; ///< fortran: crown-caf-bench's output on each runtime
 };
 
 /// Median seconds per operation over `batches` batches of `ops` calls of f.
@@ -54,5 +55,6 @@ inline int ops_for(std::size_t bytes, bool smoke) {
 void onesided(const options& o);
 void actors(const options& o);
 void apps(const options& o);
+void fortran(const options& o);
 
 } // namespace crown_bench

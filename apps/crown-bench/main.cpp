@@ -2,35 +2,55 @@
 //   mpirun -np 2 crown-bench onesided [--smoke] [--shmem FILE]
 //   mpirun -np N crown-bench actors [--smoke]          (N >= 2: rank 0 controls)
 //   mpirun -np N crown-bench apps [--smoke]            (heat2d and transpose vs plain MPI)
+//   crown-bench fortran --crown FILE --baseline FILE   (coarray Fortran: scripts/bench-fortran)
 // Each figure is the median of 11 batches (3 with --smoke). ratio > 1 means Crown is
 // better (baseline time / Crown time, or Crown rate / baseline rate). --shmem reads
 // crown-shmem-baseline's figures (run just before by scripts/bench) and adds an
-// OpenSHMEM line beside every figure it has.
+// OpenSHMEM line beside every figure it has. `fortran` prints crown-caf-bench's figures
+// on libcrown_caf beside the same program's on OpenCoarrays, from the files named.
 #include "bench.hpp"
 #include <crown/crown.hpp>
+#include <stdexcept>
 #include <string_view>
 
 int main(int argc, char** argv) {
   crown_bench::options o;
   const std::string_view group = argc > 1 ? argv[1] : "";
-  bool usage = group != "onesided" && group != "actors" && group != "apps";
+  bool usage = group != "onesided" && group != "actors" && group != "apps" && group != "fortran";
   for (int i = 2; i < argc; ++i) {
-    if (std::string_view(argv[i]) == "--smoke") {
+    const std::string_view a = argv[i];
+    if (a == "--smoke" && group != "fortran") {
       o.smoke = true;
       o.batches = 3;
-    } else if (std::string_view(argv[i]) == "--shmem" && i + 1 < argc && group == "onesided") {
+    } else if (a == "--shmem" && i + 1 < argc && group == "onesided") {
       o.shmem_file = argv[++i];
+    } else if (a == "--crown" && i + 1 < argc && group == "fortran") {
+      o.crown_file = argv[++i];
+    } else if (a == "--baseline" && i + 1 < argc && group == "fortran") {
+      o.baseline_file = argv[++i];
     } else {
       usage = true;
     }
   }
+  if (group == "fortran" && (o.crown_file.empty() || o.baseline_file.empty())) usage = true;
   if (usage) {
-    std::fprintf(stderr,
-                 "usage: mpirun -np 2 %s onesided [--smoke] [--shmem FILE]\n"
-                 "       mpirun -np N %s actors [--smoke]\n"
-                 "       mpirun -np N %s apps [--smoke]\n",
-                 argv[0], argv[0], argv[0]);
+    std::fprintf(
+        stderr,
+        "usage: mpirun -np 2 %s onesided [--smoke] [--shmem FILE]\n"
+        "       mpirun -np N %s actors [--smoke]\n"
+        "       mpirun -np N %s apps [--smoke]\n"
+        "       %s fortran --crown FILE --baseline FILE   (scripts/bench-fortran runs it)\n",
+        argv[0], argv[0], argv[0], argv[0]);
     return 2;
+  }
+  if (group == "fortran") { // reads two files: no MPI
+    try {
+      crown_bench::fortran(o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "crown-bench fortran: %s\n", e.what());
+      return 1;
+    }
+    return 0;
   }
   try {
     crown::runtime rt(argc, argv);

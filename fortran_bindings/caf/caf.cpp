@@ -14,6 +14,7 @@
 #include <crown/detail/wait.hpp>
 #include <crown/runtime.hpp>
 #include <crown/sync.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -170,7 +171,6 @@ void return_images(descriptor* out, const int* kind, const std::vector<int>& lis
   }
   std::fflush(stderr);
   if (error) MPI_Abort(MPI_COMM_WORLD, code ? code : 1); // every image ends
-  mark_stopped();
   _gfortran_caf_finalize(); // a normal stop: this image's part of finalisation
   std::exit(code);
 }
@@ -182,6 +182,7 @@ extern "C" {
 void _gfortran_caf_init(int* argc, char*** argv) { start(argc, argv); }
 
 void _gfortran_caf_finalize(void) {
+  wait_for_all_to_stop(); // termination synchronisation: the end of every image
   release_all();
   crown_finalize();
 }
@@ -417,7 +418,7 @@ void _gfortran_caf_atomic_op(int op, void* token, std::size_t offset, int image,
 }
 
 void _gfortran_caf_sync_all(int* stat, char* errmsg, std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len, [] { crown::sync_all(images()); });
+  guarded(stat, errmsg, errmsg_len, [] { sync_team(current_team(), "sync all"); });
 }
 
 void _gfortran_caf_sync_memory(int* stat, char* errmsg, std::size_t errmsg_len) {
@@ -427,18 +428,18 @@ void _gfortran_caf_sync_memory(int* stat, char* errmsg, std::size_t errmsg_len) 
 void _gfortran_caf_sync_images(int count, int images[], int* stat, char* errmsg,
                                std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
-    const crown::mesh& w = crown::caf::images();
-    std::vector<int> zero_based;
-    if (count < 0) { // sync images (*)
-      for (int i = 0; i < w.size(); ++i)
-        if (i != w.rank()) zero_based.push_back(i);
-    } else {
-      for (int i = 0; i < count; ++i) {
-        (void)rank_of(images[i], "sync images");
-        if (images[i] - 1 != w.rank()) zero_based.push_back(images[i] - 1);
-      }
+    team& t = current_team();
+    const int me = t.images.rank();
+    std::vector<int> partners; // 0-based
+    for (int i = 0; i < (count < 0 ? t.images.size() : count); ++i) {
+      const int image = count < 0 ? i + 1 : images[i];
+      (void)rank_of(image, "sync images");
+      if (image - 1 != me) partners.push_back(image - 1);
     }
-    crown::sync_images(w, zero_based);
+    std::sort(partners.begin(), partners.end());
+    if (std::adjacent_find(partners.begin(), partners.end()) != partners.end())
+      throw crown::argument_error("sync images", "an image is named twice");
+    sync_partners(t, partners);
   });
 }
 

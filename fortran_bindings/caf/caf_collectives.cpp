@@ -38,6 +38,7 @@ struct packed_array {
 /// Runs a built-in co_* collective over the data of `a`.
 template <typename Reduce>
 void collective(const descriptor& a, const char* what, Reduce&& reduce) {
+  check_running(current_team(), what);
   packed_array data(a);
   with_numeric(data.w.elem, what, [&](auto zero) {
     using T = decltype(zero);
@@ -51,6 +52,7 @@ void collective(const descriptor& a, const char* what, Reduce&& reduce) {
 template <typename Op>
 void reduce_in_order(const descriptor& a, int result_image, const char* what, Op&& op) {
   if (result_image) (void)rank_of(result_image, what);
+  check_running(current_team(), what);
   packed_array data(a);
   const element e = data.w.elem;
   const std::uint64_t tag = (static_cast<std::uint64_t>(e.type) << 32 | e.size) << 1;
@@ -191,6 +193,7 @@ void _gfortran_caf_co_broadcast(descriptor* a, int source_image, int* stat, char
                                 std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
     (void)rank_of(source_image, "co_broadcast");
+    check_running(current_team(), "co_broadcast");
     packed_array data(*a);
     crown::co_broadcast(images(), std::span<std::byte>(data.bytes), source_image - 1);
     data.store(*a);

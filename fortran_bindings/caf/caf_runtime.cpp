@@ -2,6 +2,7 @@
 #include "caf_runtime.hpp"
 #include <crown/crown.h>
 #include <crown/detail/heap.hpp>
+#include <crown/detail/wait.hpp>
 #include <crown/runtime.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -31,7 +32,8 @@ void start(int* argc, char*** argv) {
     std::exit(1);
   }
   const crown::mesh& world = crown::this_runtime().world();
-  g_initial = std::make_unique<team>(team{world, -1, nullptr});
+  g_initial = std::make_unique<team>(team{world, -1, nullptr, MPI_COMM_NULL, {}});
+  crown::check_mpi(MPI_Comm_dup(world.comm(), &g_initial->control), "caf: MPI_Comm_dup");
   g_current = g_initial.get();
   g_stopped = detail::heap_allocate(world, sizeof(std::int64_t), 0x63616602u, "stop flags");
   std::memset(detail::heap_address(g_stopped.offset), 0, sizeof(std::int64_t));
@@ -63,9 +65,10 @@ int rank_or_self(int image, const char* what) {
   return image == 0 ? crown::this_runtime().rank() : rank_of(image, what);
 }
 
-void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& message) {
+void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& message,
+          int code) {
   if (stat) {
-    *stat = 1;
+    *stat = code;
     if (errmsg && errmsg_len) {
       const std::size_t n = std::min(errmsg_len, message.size());
       std::memcpy(errmsg, message.data(), n);
@@ -81,14 +84,106 @@ void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& me
 
 void mark_stopped() noexcept {
   if (!g_initial) return;
-  (void)detail::remote_atomic(crown::this_runtime().rank(), g_stopped.offset,
-                              detail::atomic_op::store, 8, false, 1, 0, g_stopped.cpu_atomics);
+  try {
+    (void)detail::remote_atomic(crown::this_runtime().rank(), g_stopped.offset,
+                                detail::atomic_op::store, 8, false, 1, 0, g_stopped.cpu_atomics);
+  } catch (const std::exception& e) { // the others would wait for this image
+    std::fprintf(stderr, "crown caf: image %d cannot mark itself stopped: %s\n",
+                 crown_this_image() + 1, e.what());
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
 }
 
 bool has_stopped(int rank) {
   start(nullptr, nullptr);
   return detail::remote_atomic(rank, g_stopped.offset, detail::atomic_op::load, 8, false, 0, 0,
                                g_stopped.cpu_atomics) != 0;
+}
+
+void check_running(const team& t, const char* what, std::span<const int> watched) {
+  const auto& ranks = t.images.ranks();
+  const auto check = [&](std::size_t i) {
+    if (has_stopped(ranks[i]))
+      throw image_stopped(what, "image " + std::to_string(i + 1) + " has stopped");
+  };
+  if (watched.empty())
+    for (std::size_t i = 0; i < ranks.size(); ++i) check(i);
+  for (const int i : watched) check(static_cast<std::size_t>(i));
+}
+
+void sync_team(const team& t, const char* what) {
+  detail::heap_quiet();
+  MPI_Request barrier;
+  crown::check_mpi(MPI_Ibarrier(t.control, &barrier), what);
+  wait_unless_stopped(t, what, {}, [&] {
+    int done = 0;
+    crown::check_mpi(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE), what);
+    return done != 0;
+  });
+  detail::heap_sync_local();
+}
+
+void sync_partners(team& t, std::span<const int> partners) {
+  constexpr int tag = 7101;
+  const std::size_t n = partners.size();
+  if (t.syncs_with.empty()) t.syncs_with.assign(static_cast<std::size_t>(t.images.size()), 0);
+  detail::heap_quiet();
+  // Sent values live on the heap: a send to an image that has stopped is never
+  // completed, and its buffer must outlive this call.
+  auto* sent = new std::uint32_t[n];
+  std::vector<std::uint32_t> got(n);
+  std::vector<MPI_Request> sends(n), receives(n);
+  std::vector<bool> done(n, false);
+  const auto post_receive = [&](std::size_t i) {
+    crown::check_mpi(MPI_Irecv(&got[i], 1, MPI_UINT32_T, partners[i], tag, t.control, &receives[i]),
+                     "sync images: MPI_Irecv");
+  };
+  for (std::size_t i = 0; i < n; ++i) {
+    sent[i] = ++t.syncs_with[static_cast<std::size_t>(partners[i])];
+    crown::check_mpi(MPI_Isend(&sent[i], 1, MPI_UINT32_T, partners[i], tag, t.control, &sends[i]),
+                     "sync images: MPI_Isend");
+    post_receive(i);
+  }
+  std::size_t left = n;
+  try {
+    wait_unless_stopped(t, "sync images", partners, [&] {
+      for (std::size_t i = 0; i < n; ++i) {
+        int arrived = 0;
+        if (done[i]) continue;
+        crown::check_mpi(MPI_Test(&receives[i], &arrived, MPI_STATUS_IGNORE), "sync images");
+        if (!arrived) continue;
+        if (got[i] == sent[i]) {
+          done[i] = true;
+          --left;
+        } else {
+          post_receive(i); // from an earlier SYNC IMAGES that failed
+        }
+      }
+      return left == 0;
+    });
+    crown::check_mpi(MPI_Waitall(static_cast<int>(n), sends.data(), MPI_STATUSES_IGNORE),
+                     "sync images: MPI_Waitall");
+  } catch (const image_stopped&) {
+    for (std::size_t i = 0; i < n; ++i) {
+      if (!done[i]) {
+        MPI_Cancel(&receives[i]);
+        MPI_Wait(&receives[i], MPI_STATUS_IGNORE); // got[] dies with this call
+      }
+      if (sends[i] != MPI_REQUEST_NULL) MPI_Request_free(&sends[i]);
+    }
+    throw; // `sent` stays: sends to a stopped image may never complete
+  }
+  delete[] sent;
+  detail::heap_sync_local();
+}
+
+void wait_for_all_to_stop() {
+  if (!g_initial) return;
+  mark_stopped();
+  const auto& ranks = g_initial->images.ranks();
+  detail::backoff pause;
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    while (!has_stopped(ranks[i])) pause.pause();
 }
 
 token_data* new_token(const crown::mesh& m, std::size_t bytes, bool words) {

@@ -2,11 +2,16 @@
 // use, the team stack (image numbers are relative to the current team), coarray
 // tokens, and how a failure reaches the program (stat= or error termination).
 #pragma once
+#include <chrono>
 #include <crown/detail/heap.hpp>
+#include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/mesh.hpp>
 #include <crown/sync.hpp>
+#include <cstdint>
+#include <span>
 #include <string>
+#include <vector>
 
 namespace crown::caf {
 
@@ -19,12 +24,24 @@ struct token_data {
   crown::mesh owner;                ///< the images that allocated it (and free it)
 };
 
-/// A team (FORM TEAM): its members in image order, its number, and the team it was
-/// formed in. The initial team has number -1 and no parent.
+/// A team (FORM TEAM): its members in image order, its number, the team it was formed
+/// in (the initial team has number -1 and no parent), and the communicator of its image
+/// control statements: theirs alone, because one that meets a stopped image is left
+/// pending for ever.
 struct team {
   crown::mesh images;
   int number = -1;
   team* parent = nullptr;
+  MPI_Comm control = MPI_COMM_NULL;
+  /// SYNC IMAGES executed with each image of the team, failed ones included: a
+  /// message left over from a failed one is told apart from the next one's.
+  std::vector<std::uint32_t> syncs_with;
+};
+
+/// An image control statement or collective met an image that has stopped
+/// (STAT_STOPPED_IMAGE).
+struct image_stopped : crown::state_error {
+  using state_error::state_error;
 };
 
 /// Starts Crown if it has not started (gfortran registers static coarrays before it
@@ -41,24 +58,62 @@ int rank_of(int image, const char* what);
 /// The same, where image 0 means this image (atomics, locks and events without a coindex).
 int rank_or_self(int image, const char* what);
 
-/// Reports a failure: into stat/errmsg when the program gave them, else it ends the
-/// job with the message (Fortran's rule for statements without stat=).
-void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& message);
+/// Reports a failure: into stat (as `code`) and errmsg when the program gave them,
+/// else it ends the job with the message (Fortran's rule for statements without stat=).
+
+void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& message,
+          int code);
 
 template <typename F>
 void guarded(int* stat, char* errmsg, std::size_t errmsg_len, F&& f) {
   try {
     if (stat) *stat = 0;
     f();
+  } catch (const image_stopped& e) {
+    fail(stat, errmsg, errmsg_len, e.what(), 6000); // STAT_STOPPED_IMAGE
   } catch (const std::exception& e) {
-    fail(stat, errmsg, errmsg_len, e.what());
+    fail(stat, errmsg, errmsg_len, e.what(), 1);
   }
 }
 
-/// Marks this image as stopped (for IMAGE_STATUS and STOPPED_IMAGES on the others).
+/// Marks this image as stopped (for IMAGE_STATUS, STOPPED_IMAGES and the image control
+/// statements of the others).
 void mark_stopped() noexcept;
 /// Whether world rank `rank` has begun a normal STOP.
 bool has_stopped(int rank);
+/// Throws image_stopped naming the first image of `t` that has stopped, if one has;
+/// only among `watched` (0-based images of `t`) when given.
+void check_running(const team& t, const char* what, std::span<const int> watched = {});
+/// Polls `finished()` until it is true. When an image of `t` (of `watched`, 0-based,
+/// when given) has stopped, it polls a second more, long enough for what that image
+/// sent before it stopped to arrive, then throws image_stopped; whatever was pending
+/// is left so.
+template <typename F>
+void wait_unless_stopped(const team& t, const char* what, std::span<const int> watched,
+                         F&& finished) {
+  detail::backoff pause;
+  for (unsigned polls = 1; !finished(); ++polls) {
+    if (polls % 64 == 0) { // the flags are cheap, but not free
+      try {
+        check_running(t, what, watched);
+      } catch (const image_stopped&) {
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+        while (std::chrono::steady_clock::now() < until)
+          if (finished()) return;
+        throw;
+      }
+    }
+    pause.pause();
+  }
+}
+/// SYNC ALL over `t`, returning STAT_STOPPED_IMAGE (as image_stopped) instead of waiting
+/// for an image that has stopped.
+void sync_team(const team& t, const char* what);
+/// SYNC IMAGES with `partners` (0-based images of `t`, not this one): a message to and
+/// from each; image_stopped when a partner has stopped.
+void sync_partners(team& t, std::span<const int> partners);
+/// Normal termination: this image is stopped; it waits until every image is.
+void wait_for_all_to_stop();
 
 /// Frees what is left at the end: tokens the program never deregistered, teams.
 void release_all() noexcept;

@@ -4,6 +4,8 @@
 #include "caf_runtime.hpp"
 #include <algorithm>
 #include <crown/collectives.hpp>
+#include <crown/runtime.hpp>
+#include <cstring>
 #include <vector>
 
 namespace {
@@ -44,9 +46,16 @@ void _gfortran_caf_form_team(int number, void** variable, int new_index) {
     }
     std::sort(members.begin(), members.end());
     std::vector<int> ranks;
-    for (const auto& [position, rank] : members) ranks.push_back(rank);
-    *variable = keep_team(team{
-        crown::mesh({crown::dim{"team", static_cast<int>(ranks.size())}}, ranks), number, &parent});
+    int key = 0;
+    for (const auto& [position, rank] : members) {
+      if (rank == crown::this_runtime().rank()) key = position;
+      ranks.push_back(rank);
+    }
+    team formed{crown::mesh({crown::dim{"team", static_cast<int>(ranks.size())}}, ranks), number,
+                &parent, MPI_COMM_NULL, {}};
+    crown::check_mpi(MPI_Comm_split(parent.control, number, key, &formed.control),
+                     "form team: MPI_Comm_split");
+    *variable = keep_team(std::move(formed));
   });
 }
 
@@ -56,7 +65,7 @@ void _gfortran_caf_change_team(void** variable, int /*coselectors*/) {
     if (t->parent != &current_team())
       throw crown::state_error("change team", "the team was not formed in the current team");
     set_current_team(t);
-    crown::sync_all(t->images);
+    sync_team(*t, "change team");
   });
 }
 
@@ -64,13 +73,13 @@ void _gfortran_caf_end_team(void** /*variable*/) {
   guarded(nullptr, nullptr, 0, [&] {
     team& t = current_team();
     if (!t.parent) throw crown::state_error("end team", "the initial team has no end");
-    crown::sync_all(t.images);
+    sync_team(t, "end team");
     set_current_team(t.parent);
   });
 }
 
 void _gfortran_caf_sync_team(void** variable, int /*unused*/) {
-  guarded(nullptr, nullptr, 0, [&] { crown::sync_all(team_of(variable, "sync team")->images); });
+  guarded(nullptr, nullptr, 0, [&] { sync_team(*team_of(variable, "sync team"), "sync team"); });
 }
 
 int _gfortran_caf_team_number(void* value) {
