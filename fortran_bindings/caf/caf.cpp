@@ -72,41 +72,42 @@ void write_int(void* p, int width, std::int64_t v) {
     *static_cast<std::int64_t*>(p) = v;
 }
 
-/// `count` packed elements of type `from` made ready for `n` target elements of type
-/// `to`: a scalar is repeated, then converted.
-std::vector<std::byte> fit_source(std::vector<std::byte> packed, std::size_t count,
-                                  const element& from, std::size_t n, const element& to,
-                                  const char* what) {
+/// `count` packed elements of type `from` at `packed`, made ready for `n` target
+/// elements of type `to`: a scalar is repeated, then converted (in `storage` when either
+/// happens).
+const std::byte* fit_source(const std::byte* packed, std::size_t count, const element& from,
+                            std::size_t n, const element& to, std::vector<std::byte>& storage,
+                            const char* what) {
   if (count == 1 && n > 1) { // a scalar assigned to a section
-    std::vector<std::byte> many(n * packed.size());
-    for (std::size_t i = 0; i < n; ++i)
-      std::memcpy(many.data() + i * packed.size(), packed.data(), packed.size());
-    packed = std::move(many);
-  } else if (count != n) {
+    std::vector<std::byte> many(n * from.size);
+    for (std::size_t i = 0; i < n; ++i) std::memcpy(many.data() + i * from.size, packed, from.size);
+    storage = convert(many.data(), n, from, to);
+    return storage.data();
+  }
+  if (count != n)
     throw crown::argument_error(what, std::to_string(count) + " elements for a section of " +
                                           std::to_string(n));
-  }
-  return convert(packed.data(), n, from, to);
+  if (from == to) return packed;
+  storage = convert(packed, n, from, to);
+  return storage.data();
 }
 
-/// Puts local `src` into the elements `remote` selects on `image`: straight from the
-/// source's memory when it is packed, of the target's type and cannot overlap the
-/// target; otherwise through a copy (so that source and target may overlap).
+/// Puts local `src` into the elements `remote` selects on `image`: element for element
+/// when the types match and source and target cannot overlap; otherwise through a
+/// packed copy (a scalar repeated, kinds converted, an overlap resolved).
 void put(const token_data& t, int image, const walk& remote, const descriptor& src,
          bool may_overlap, const char* what) {
   const std::size_t n = remote.elements();
   (void)rank_of(image, what);
   if (!n) return;
   const walk from = walk_of(src);
-  if (from.elements() == n && from.elem == remote.elem && from.contiguous() &&
-      !(may_overlap && is_me(image, what))) {
-    transfer(true, image, t, remote, static_cast<std::byte*>(src.base_addr) + from.first, what);
-    return;
-  }
-  std::vector<std::byte> packed(from.elements() * from.elem.size);
+  if (from.elements() == n && from.elem == remote.elem && !(may_overlap && is_me(image, what)))
+    return move(true, image, t, remote, from, src.base_addr, what);
+  std::vector<std::byte> packed(from.elements() * from.elem.size), converted;
   pack(from, src.base_addr, packed.data());
-  auto ready = fit_source(std::move(packed), from.elements(), from.elem, n, remote.elem, what);
-  transfer(true, image, t, remote, ready.data(), what);
+  const std::byte* ready =
+      fit_source(packed.data(), from.elements(), from.elem, n, remote.elem, converted, what);
+  transfer(true, image, t, remote, const_cast<std::byte*>(ready), what);
 }
 
 /// Gets the elements `remote` selects on `image` into local `dst` (same count).
@@ -119,10 +120,8 @@ void get(const token_data& t, int image, const walk& remote, const descriptor& d
     throw crown::argument_error(what, std::to_string(n) + " elements into " +
                                           std::to_string(to.elements()));
   if (!n) return;
-  if (to.elem == remote.elem && to.contiguous() && !(may_overlap && is_me(image, what))) {
-    transfer(false, image, t, remote, static_cast<std::byte*>(dst.base_addr) + to.first, what);
-    return;
-  }
+  if (to.elem == remote.elem && !(may_overlap && is_me(image, what)))
+    return move(false, image, t, remote, to, dst.base_addr, what);
   std::vector<std::byte> packed(n * remote.elem.size);
   transfer(false, image, t, remote, packed.data(), what);
   const auto converted = convert(packed.data(), n, remote.elem, to.elem);
@@ -135,10 +134,11 @@ void copy(const token_data& to_t, int to_image, const walk& to, const token_data
   const std::size_t n = to.elements(), count = from.elements();
   (void)rank_of(to_image, "coarray put");
   if (!n) return;
-  std::vector<std::byte> packed(count * from.elem.size);
-  transfer(false, from_image, from_t, from, packed.data(), "coarray get");
-  auto ready = fit_source(std::move(packed), count, from.elem, n, to.elem, "coarray copy");
-  transfer(true, to_image, to_t, to, ready.data(), "coarray put");
+  std::byte* packed = scratch(1, count * from.elem.size);
+  transfer(false, from_image, from_t, from, packed, "coarray get");
+  std::vector<std::byte> converted;
+  const std::byte* ready = fit_source(packed, count, from.elem, n, to.elem, converted, "coarray copy");
+  transfer(true, to_image, to_t, to, const_cast<std::byte*>(ready), "coarray put");
 }
 
 /// An INTEGER array of `kind` for FAILED_IMAGES and STOPPED_IMAGES (allocated here, as

@@ -25,14 +25,24 @@ void with_numeric(const element& e, const char* what, F&& f) {
   throw crown::argument_error(what, "no reduction for " + e.text());
 }
 
-/// The whole of `a`, packed (a copy: `a` need not be contiguous).
+/// The whole of `a`, packed: in place when it is contiguous, else a copy.
 struct packed_array {
   walk w;
-  std::vector<std::byte> bytes;
-  explicit packed_array(const descriptor& a) : w(walk_of(a)), bytes(w.elements() * w.elem.size) {
+  std::vector<std::byte> copy;
+  std::span<std::byte> bytes;
+  explicit packed_array(const descriptor& a) : w(walk_of(a)) {
+    const std::size_t size = w.elements() * w.elem.size;
+    if (w.contiguous()) {
+      bytes = {static_cast<std::byte*>(a.base_addr) + w.first, size};
+      return;
+    }
+    copy.resize(size);
+    bytes = copy;
     pack(w, a.base_addr, bytes.data());
   }
-  void store(const descriptor& a) const { unpack(bytes.data(), w, a.base_addr); }
+  void store(const descriptor& a) const {
+    if (!copy.empty()) unpack(bytes.data(), w, a.base_addr);
+  }
 };
 
 /// Runs a built-in co_* collective over the data of `a`.
@@ -195,7 +205,7 @@ void _gfortran_caf_co_broadcast(descriptor* a, int source_image, int* stat, char
     (void)rank_of(source_image, "co_broadcast");
     check_running(current_team(), "co_broadcast");
     packed_array data(*a);
-    crown::co_broadcast(images(), std::span<std::byte>(data.bytes), source_image - 1);
+    crown::co_broadcast(images(), data.bytes, source_image - 1);
     data.store(*a);
   });
 }

@@ -92,6 +92,68 @@ bool as_strided(const walk& w, std::uint64_t base, detail::strided& s) {
   return true;
 }
 
+/// Copies k elements of `elem` bytes, `from_step` and `to_step` bytes apart.
+template <std::size_t Size>
+void copy_elements(const std::byte* from, std::ptrdiff_t from_step, std::byte* to,
+                   std::ptrdiff_t to_step, std::size_t k) {
+  for (std::size_t i = 0; i < k; ++i, from += from_step, to += to_step)
+    std::memcpy(to, from, Size); // a fixed size: one load and one store
+}
+
+void copy_row(const std::byte* from, std::ptrdiff_t from_step, std::byte* to,
+              std::ptrdiff_t to_step, std::size_t k, std::size_t elem) {
+  const auto packed = static_cast<std::ptrdiff_t>(elem);
+  if (from_step == packed && to_step == packed) return (void)std::memmove(to, from, k * elem);
+  switch (elem) {
+  case 4:
+    return copy_elements<4>(from, from_step, to, to_step, k);
+  case 8:
+    return copy_elements<8>(from, from_step, to, to_step, k);
+  case 16:
+    return copy_elements<16>(from, from_step, to, to_step, k);
+  default:
+    for (std::size_t i = 0; i < k; ++i, from += from_step, to += to_step)
+      std::memcpy(to, from, elem);
+  }
+}
+
+/// Goes through a walk's elements row by row: a row is a stretch along axes[0] (one
+/// element when axes[0] is a vector subscript).
+class cursor {
+public:
+  explicit cursor(const walk& w)
+      : w_(w), rows_along_first_(!w.axes.empty() && w.axes[0].list.empty()),
+        index_(w.axes.size(), 0) {
+    start_row();
+  }
+  [[nodiscard]] std::ptrdiff_t offset() const noexcept { return offset_; }
+  [[nodiscard]] std::ptrdiff_t step() const noexcept { return step_; }
+  [[nodiscard]] std::size_t left() const noexcept { return left_; }
+  /// Moves k elements on (k <= left()).
+  void advance(std::size_t k) {
+    left_ -= k;
+    offset_ += step_ * static_cast<std::ptrdiff_t>(k);
+    if (left_) return;
+    for (std::size_t d = rows_along_first_ ? 1 : 0; d < index_.size(); ++d) { // odometer
+      if (++index_[d] < w_.axes[d].size()) return start_row();
+      index_[d] = 0;
+    }
+  }
+
+private:
+  void start_row() {
+    offset_ = w_.first;
+    for (std::size_t d = 0; d < index_.size(); ++d) offset_ += w_.axes[d].at(index_[d]);
+    step_ = rows_along_first_ ? w_.axes[0].step : 0;
+    left_ = rows_along_first_ ? w_.axes[0].count : 1;
+  }
+  const walk& w_;
+  bool rows_along_first_;
+  std::vector<std::size_t> index_;
+  std::ptrdiff_t offset_ = 0, step_ = 0;
+  std::size_t left_ = 0;
+};
+
 } // namespace
 
 std::size_t walk::elements() const noexcept {
@@ -193,20 +255,37 @@ walk walk_of(const token_data& t, const reference* refs, int type, int image, co
   return w;
 }
 
+void copy(const walk& from, const void* from_base, const walk& to, void* to_base) {
+  std::size_t n = from.elements();
+  cursor a(from), b(to);
+  const auto* src = static_cast<const std::byte*>(from_base);
+  auto* dst = static_cast<std::byte*>(to_base);
+  while (n) {
+    const std::size_t k = std::min({a.left(), b.left(), n});
+    copy_row(src + a.offset(), a.step(), dst + b.offset(), b.step(), k, from.elem.size);
+    a.advance(k);
+    b.advance(k);
+    n -= k;
+  }
+}
+
+walk packed_walk(std::size_t count, const element& e) {
+  return walk{0, e, {axis{static_cast<std::ptrdiff_t>(e.size), count, {}}}};
+}
+
 void pack(const walk& w, const void* base, std::byte* to) {
-  const std::size_t elem = w.elem.size;
-  w.for_each_run([&](std::ptrdiff_t at, std::size_t run) {
-    std::memcpy(to, static_cast<const std::byte*>(base) + at, run * elem);
-    to += run * elem;
-  });
+  copy(w, base, packed_walk(w.elements(), w.elem), to);
 }
 
 void unpack(const std::byte* from, const walk& w, void* base) {
-  const std::size_t elem = w.elem.size;
-  w.for_each_run([&](std::ptrdiff_t at, std::size_t run) {
-    std::memcpy(static_cast<std::byte*>(base) + at, from, run * elem);
-    from += run * elem;
-  });
+  copy(packed_walk(w.elements(), w.elem), from, w, base);
+}
+
+std::byte* scratch(int slot, std::size_t bytes) {
+  thread_local std::vector<std::byte> buffers[2]; // grown, never shrunk: no fresh pages
+  auto& b = buffers[slot];
+  if (b.size() < bytes) b.resize(bytes);
+  return b.data();
 }
 
 std::vector<std::byte> convert(const std::byte* in, std::size_t count, const element& from,
@@ -228,9 +307,7 @@ std::vector<std::byte> convert(const std::byte* in, std::size_t count, const ele
   return out;
 }
 
-void transfer(bool put, int image, const token_data& t, const walk& w, std::byte* packed,
-              const char* what) {
-  if (!w.elements()) return;
+void check_bounds(int image, const token_data& t, const walk& w, const char* what) {
   std::ptrdiff_t lo = w.first, hi = w.first + static_cast<std::ptrdiff_t>(w.elem.size);
   for (const axis& a : w.axes) {
     if (a.list.empty()) {
@@ -243,12 +320,18 @@ void transfer(bool put, int image, const token_data& t, const walk& w, std::byte
       hi += *high;
     }
   }
-  const int rank = rank_of(image, what);
   if (lo < 0 || hi > static_cast<std::ptrdiff_t>(t.block.bytes))
-    throw crown::argument_error(what, "image " + std::to_string(image) +
-                                          ": the section spans bytes [" + std::to_string(lo) +
-                                          ", " + std::to_string(hi) + ") of a coarray of " +
-                                          std::to_string(t.block.bytes) + " bytes (out of bounds)");
+    throw crown::argument_error(
+        what, "image " + std::to_string(image) + ": the section spans bytes [" +
+                  std::to_string(lo) + ", " + std::to_string(hi) + ") of a coarray of " +
+                  std::to_string(t.block.bytes) + " bytes (out of bounds)");
+}
+
+void transfer(bool put, int image, const token_data& t, const walk& w, std::byte* packed,
+              const char* what) {
+  if (!w.elements()) return;
+  const int rank = rank_of(image, what);
+  check_bounds(image, t, w, what);
   detail::strided s;
   if (as_strided(w, t.block.offset, s)) {
     if (put)
@@ -266,6 +349,26 @@ void transfer(bool put, int image, const token_data& t, const walk& w, std::byte
       detail::remote_get(rank, where, packed, run * elem);
     packed += run * elem;
   });
+}
+
+void move(bool put, int image, const token_data& t, const walk& remote, const walk& local,
+          void* base, const char* what) {
+  if (!remote.elements()) return;
+  const int rank = rank_of(image, what);
+  check_bounds(image, t, remote, what);
+  if (std::byte* peer = detail::heap_peer_address(rank, t.block.offset)) { // load/store
+    if (put)
+      copy(local, base, remote, peer);
+    else
+      copy(remote, peer, local, base);
+    return;
+  }
+  if (local.contiguous())
+    return transfer(put, image, t, remote, static_cast<std::byte*>(base) + local.first, what);
+  std::byte* packed = scratch(0, local.elements() * local.elem.size);
+  if (put) pack(local, base, packed);
+  transfer(put, image, t, remote, packed, what);
+  if (!put) unpack(packed, local, base);
 }
 
 void fit(descriptor& d, const walk& w) {

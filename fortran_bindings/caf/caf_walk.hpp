@@ -43,9 +43,15 @@ walk walk_of(const descriptor& d, std::ptrdiff_t offset = 0,
 /// `image` (for messages).
 walk walk_of(const token_data& t, const reference* refs, int type, int image, const char* what);
 
+/// Copies the elements `from` selects in memory at `from_base` to those `to` selects at
+/// `to_base` (as many), row by row.
+void copy(const walk& from, const void* from_base, const walk& to, void* to_base);
 /// Copies between a packed buffer and the elements a walk selects in local memory.
 void pack(const walk& w, const void* base, std::byte* to);
 void unpack(const std::byte* from, const walk& w, void* base);
+/// A buffer of at least `bytes` for this thread, kept between calls (slot 0 or 1; its
+/// contents last until the next call for the same slot).
+std::byte* scratch(int slot, std::size_t bytes);
 
 /// `count` packed elements of type `from` as packed elements of type `to` (integer and
 /// real kinds convert; anything else must match exactly).
@@ -56,6 +62,12 @@ std::vector<std::byte> convert(const std::byte* in, std::size_t count, const ele
 /// and a packed buffer here. Throws, naming the image, when the walk leaves the coarray.
 void transfer(bool put, int image, const token_data& t, const walk& w, std::byte* packed,
               const char* what);
+
+/// Moves the elements `remote` selects in coarray `t` on `image` to or from those
+/// `local` selects at `base` (same type and count): directly between the two when the
+/// image's memory is mapped here, else through one strided transfer.
+void move(bool put, int image, const token_data& t, const walk& remote, const walk& local,
+          void* base, const char* what);
 
 /// Makes an allocatable destination the shape of `w` (gfortran allocates with malloc).
 void fit(descriptor& d, const walk& w);
