@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <algorithm>
+#include <atomic>
 #include <memory>
 #include <set>
 #include <vector>
@@ -32,8 +34,8 @@ void start(int* argc, char*** argv) {
     std::exit(1);
   }
   const crown::mesh& world = crown::this_runtime().world();
-  g_initial = std::make_unique<team>(team{world, -1, nullptr, MPI_COMM_NULL, {}});
-  crown::check_mpi(MPI_Comm_dup(world.comm(), &g_initial->control), "caf: MPI_Comm_dup");
+  g_initial = std::make_unique<team>(team{world, -1, nullptr, MPI_COMM_NULL, {}, {}, {}, 0});
+  prepare_team(*g_initial, nullptr, 0);
   g_current = g_initial.get();
   g_stopped = detail::heap_allocate(world, sizeof(std::int64_t), 0x63616602u, "stop flags");
   std::memset(detail::heap_address(g_stopped.offset), 0, sizeof(std::int64_t));
@@ -111,8 +113,45 @@ void check_running(const team& t, const char* what, std::span<const int> watched
   for (const int i : watched) check(static_cast<std::size_t>(i));
 }
 
-void sync_team(const team& t, const char* what) {
+void prepare_team(team& t, const team* parent, int key) {
+  if (parent)
+    crown::check_mpi(MPI_Comm_split(parent->control, t.number, key, &t.control),
+                     "form team: MPI_Comm_split");
+  else
+    crown::check_mpi(MPI_Comm_dup(t.images.comm(), &t.control), "caf: MPI_Comm_dup");
+  const int n = t.images.size(), me = t.images.rank();
+  int rounds = 0;
+  while ((1 << rounds) < n) ++rounds;
+  t.flags = detail::heap_allocate(t.images, static_cast<std::size_t>(std::max(rounds, 1)) * 8,
+                                  0x63616604u, "sync all flags");
+  std::memset(detail::heap_address(t.flags.offset), 0, static_cast<std::size_t>(std::max(rounds, 1)) * 8);
+  for (int r = 0; r < rounds; ++r) {
+    const int partner = t.images.ranks()[static_cast<std::size_t>((me + (1 << r)) % n)];
+    auto* word = reinterpret_cast<std::uint64_t*>(
+        detail::heap_peer_address(partner, t.flags.offset + static_cast<std::uint64_t>(r) * 8));
+    if (!word) { // some image is reached through a transport: MPI's barrier then
+      t.partner_flags.clear();
+      break;
+    }
+    t.partner_flags.push_back(word);
+  }
+  crown::sync_all(t.images); // the flags are clear before anyone writes them
+}
+
+void sync_team(team& t, const char* what) {
   detail::heap_quiet();
+  if (!t.partner_flags.empty() || t.images.size() == 1) {
+    const std::uint64_t sync = ++t.syncs;
+    auto* mine = reinterpret_cast<std::uint64_t*>(detail::heap_address(t.flags.offset));
+    for (std::size_t r = 0; r < t.partner_flags.size(); ++r) {
+      std::atomic_ref<std::uint64_t>(*t.partner_flags[r]).store(sync, std::memory_order_release);
+      wait_unless_stopped(t, what, {}, [&] {
+        return std::atomic_ref<std::uint64_t>(mine[r]).load(std::memory_order_acquire) >= sync;
+      });
+    }
+    detail::heap_sync_local();
+    return;
+  }
   MPI_Request barrier;
   crown::check_mpi(MPI_Ibarrier(t.control, &barrier), what);
   wait_unless_stopped(t, what, {}, [&] {

@@ -36,7 +36,18 @@ struct team {
   /// SYNC IMAGES executed with each image of the team, failed ones included: a
   /// message left over from a failed one is told apart from the next one's.
   std::vector<std::uint32_t> syncs_with;
+  /// SYNC ALL when every image is mapped here: a dissemination barrier over one flag
+  /// word per round on every image, each SYNC ALL writing its number. `partner_flags`
+  /// holds, per round, where this image writes; empty when some image is not mapped.
+  detail::heap_block flags;
+  std::vector<std::uint64_t*> partner_flags;
+  std::uint64_t syncs = 0;
 };
+
+/// Makes `t` ready for image control statements: its control communicator (split from
+/// `parent` by `number` and `key`, or a duplicate of the world's) and its barrier
+/// flags. Collective over the images of `t` (of the parent for the split).
+void prepare_team(team& t, const team* parent, int key);
 
 /// An image control statement or collective met an image that has stopped
 /// (STAT_STOPPED_IMAGE).
@@ -108,7 +119,7 @@ void wait_unless_stopped(const team& t, const char* what, std::span<const int> w
 }
 /// SYNC ALL over `t`, returning STAT_STOPPED_IMAGE (as image_stopped) instead of waiting
 /// for an image that has stopped.
-void sync_team(const team& t, const char* what);
+void sync_team(team& t, const char* what);
 /// SYNC IMAGES with `partners` (0-based images of `t`, not this one): a message to and
 /// from each; image_stopped when a partner has stopped.
 void sync_partners(team& t, std::span<const int> partners);

@@ -52,9 +52,8 @@ void _gfortran_caf_form_team(int number, void** variable, int new_index) {
       ranks.push_back(rank);
     }
     team formed{crown::mesh({crown::dim{"team", static_cast<int>(ranks.size())}}, ranks), number,
-                &parent, MPI_COMM_NULL, {}};
-    crown::check_mpi(MPI_Comm_split(parent.control, number, key, &formed.control),
-                     "form team: MPI_Comm_split");
+                &parent, MPI_COMM_NULL, {}, {}, {}, 0};
+    prepare_team(formed, &parent, key);
     *variable = keep_team(std::move(formed));
   });
 }
