@@ -8,13 +8,13 @@
 #include "caf_abi.hpp"
 #include "caf_runtime.hpp"
 #include "caf_walk.hpp"
+#include <algorithm>
 #include <crown/collectives.hpp>
 #include <crown/crown.h>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/runtime.hpp>
 #include <crown/sync.hpp>
-#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -137,7 +137,8 @@ void copy(const token_data& to_t, int to_image, const walk& to, const token_data
   std::byte* packed = scratch(1, count * from.elem.size);
   transfer(false, from_image, from_t, from, packed, "coarray get");
   std::vector<std::byte> converted;
-  const std::byte* ready = fit_source(packed, count, from.elem, n, to.elem, converted, "coarray copy");
+  const std::byte* ready =
+      fit_source(packed, count, from.elem, n, to.elem, converted, "coarray copy");
   transfer(true, to_image, to_t, to, const_cast<std::byte*>(ready), "coarray put");
 }
 

@@ -1,5 +1,7 @@
 // libcrown_caf's state: start-up, teams, tokens, failure reporting, stopped images.
 #include "caf_runtime.hpp"
+#include <algorithm>
+#include <atomic>
 #include <crown/crown.h>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
@@ -7,8 +9,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <algorithm>
-#include <atomic>
 #include <memory>
 #include <set>
 #include <vector>
@@ -67,8 +67,7 @@ int rank_or_self(int image, const char* what) {
   return image == 0 ? crown::this_runtime().rank() : rank_of(image, what);
 }
 
-void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& message,
-          int code) {
+void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& message, int code) {
   if (stat) {
     *stat = code;
     if (errmsg && errmsg_len) {
@@ -124,7 +123,8 @@ void prepare_team(team& t, const team* parent, int key) {
   while ((1 << rounds) < n) ++rounds;
   t.flags = detail::heap_allocate(t.images, static_cast<std::size_t>(std::max(rounds, 1)) * 8,
                                   0x63616604u, "sync all flags");
-  std::memset(detail::heap_address(t.flags.offset), 0, static_cast<std::size_t>(std::max(rounds, 1)) * 8);
+  std::memset(detail::heap_address(t.flags.offset), 0,
+              static_cast<std::size_t>(std::max(rounds, 1)) * 8);
   for (int r = 0; r < rounds; ++r) {
     const int partner = t.images.ranks()[static_cast<std::size_t>((me + (1 << r)) % n)];
     auto* word = reinterpret_cast<std::uint64_t*>(

@@ -72,8 +72,7 @@ int rank_or_self(int image, const char* what);
 /// Reports a failure: into stat (as `code`) and errmsg when the program gave them,
 /// else it ends the job with the message (Fortran's rule for statements without stat=).
 
-void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& message,
-          int code);
+void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& message, int code);
 
 template <typename F>
 void guarded(int* stat, char* errmsg, std::size_t errmsg_len, F&& f) {

@@ -51,8 +51,14 @@ void _gfortran_caf_form_team(int number, void** variable, int new_index) {
       if (rank == crown::this_runtime().rank()) key = position;
       ranks.push_back(rank);
     }
-    team formed{crown::mesh({crown::dim{"team", static_cast<int>(ranks.size())}}, ranks), number,
-                &parent, MPI_COMM_NULL, {}, {}, {}, 0};
+    team formed{crown::mesh({crown::dim{"team", static_cast<int>(ranks.size())}}, ranks),
+                number,
+                &parent,
+                MPI_COMM_NULL,
+                {},
+                {},
+                {},
+                0};
     prepare_team(formed, &parent, key);
     *variable = keep_team(std::move(formed));
   });

@@ -321,10 +321,10 @@ void check_bounds(int image, const token_data& t, const walk& w, const char* wha
     }
   }
   if (lo < 0 || hi > static_cast<std::ptrdiff_t>(t.block.bytes))
-    throw crown::argument_error(
-        what, "image " + std::to_string(image) + ": the section spans bytes [" +
-                  std::to_string(lo) + ", " + std::to_string(hi) + ") of a coarray of " +
-                  std::to_string(t.block.bytes) + " bytes (out of bounds)");
+    throw crown::argument_error(what, "image " + std::to_string(image) +
+                                          ": the section spans bytes [" + std::to_string(lo) +
+                                          ", " + std::to_string(hi) + ") of a coarray of " +
+                                          std::to_string(t.block.bytes) + " bytes (out of bounds)");
 }
 
 void transfer(bool put, int image, const token_data& t, const walk& w, std::byte* packed,

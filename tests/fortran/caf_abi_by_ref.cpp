@@ -111,8 +111,8 @@ int main(int argc, char** argv) {
   reference to = particles(4, 5, 1, &x_to);
   reference x_from = component(offsetof(particle, x), sizeof(float), nullptr);
   reference from = particles(0, 1, 1, &x_from);
-  _gfortran_caf_sendget_by_ref(token, left, &to, token, right, &from, 4, 4, false, nullptr,
-                               nullptr, bt_real, bt_real);
+  _gfortran_caf_sendget_by_ref(token, left, &to, token, right, &from, 4, 4, false, nullptr, nullptr,
+                               bt_real, bt_real);
   _gfortran_caf_sync_all(nullptr, nullptr, 0);
   // written by the right neighbour, from its right neighbour
   check(mine[4].x == static_cast<float>(right2 * 10) &&
