@@ -72,6 +72,12 @@ void write_int(void* p, int width, std::int64_t v) {
     *static_cast<std::int64_t*>(p) = v;
 }
 
+/// A walk whose characters are `kind` bytes wide (gfortran passes the kinds beside).
+walk with_kind(walk w, int kind) {
+  if (w.elem.type == bt_character) w.elem.kind = kind;
+  return w;
+}
+
 /// `count` packed elements of type `from` at `packed`, made ready for `n` target
 /// elements of type `to`: a scalar is repeated, then converted (in `storage` when either
 /// happens).
@@ -162,13 +168,18 @@ void return_images(descriptor* out, const int* kind, const std::vector<int>& lis
   out->span = k;
 }
 
-[[noreturn]] void stop(int code, const char* text, std::size_t len, bool error, bool quiet) {
+/// STOP and ERROR STOP, with a number (`text` null) or a message (null for none).
+[[noreturn]] void stop(int code, const char* text, std::size_t len, bool error, bool quiet,
+                       bool numbered) {
   std::fflush(stdout);
+  const char* what = error ? "ERROR STOP" : "STOP";
   if (!quiet) {
     if (text)
-      std::fprintf(stderr, "%s %.*s\n", error ? "ERROR STOP" : "STOP", static_cast<int>(len), text);
-    else if (error || code)
-      std::fprintf(stderr, "%s %d\n", error ? "ERROR STOP" : "STOP", code);
+      std::fprintf(stderr, "%s %.*s\n", what, static_cast<int>(len), text);
+    else if (numbered)
+      std::fprintf(stderr, "%s %d\n", what, code);
+    else if (error)
+      std::fprintf(stderr, "%s\n", what);
   }
   std::fflush(stderr);
   if (error) MPI_Abort(MPI_COMM_WORLD, code ? code : 1); // every image ends
@@ -225,19 +236,21 @@ void _gfortran_caf_deregister(void** token, int /*type*/, int* stat, char* errms
 }
 
 void _gfortran_caf_send(void* token, std::size_t offset, int image, descriptor* dest,
-                        vector_subscript* dst_vector, descriptor* src, int /*dst_kind*/,
+                        vector_subscript* dst_vector, descriptor* src, int dst_kind,
                         int /*src_kind*/, bool may_require_tmp, int* stat) {
   guarded(stat, nullptr, 0, [&] {
-    const walk remote = walk_of(*dest, static_cast<std::ptrdiff_t>(offset), dst_vector);
+    const walk remote =
+        with_kind(walk_of(*dest, static_cast<std::ptrdiff_t>(offset), dst_vector), dst_kind);
     put(*static_cast<token_data*>(token), image, remote, *src, may_require_tmp, "coarray put");
   });
 }
 
 void _gfortran_caf_get(void* token, std::size_t offset, int image, descriptor* src,
-                       vector_subscript* src_vector, descriptor* dest, int /*src_kind*/,
+                       vector_subscript* src_vector, descriptor* dest, int src_kind,
                        int /*dst_kind*/, bool may_require_tmp, int* stat) {
   guarded(stat, nullptr, 0, [&] {
-    const walk remote = walk_of(*src, static_cast<std::ptrdiff_t>(offset), src_vector);
+    const walk remote =
+        with_kind(walk_of(*src, static_cast<std::ptrdiff_t>(offset), src_vector), src_kind);
     get(*static_cast<token_data*>(token), image, remote, *dest, may_require_tmp, "coarray get");
   });
 }
@@ -245,47 +258,48 @@ void _gfortran_caf_get(void* token, std::size_t offset, int image, descriptor* s
 void _gfortran_caf_sendget(void* dst_token, std::size_t dst_offset, int dst_image, descriptor* dest,
                            vector_subscript* dst_vector, void* src_token, std::size_t src_offset,
                            int src_image, descriptor* src, vector_subscript* src_vector,
-                           int /*dst_kind*/, int /*src_kind*/, bool /*may_require_tmp*/,
-                           int* stat) {
+                           int dst_kind, int src_kind, bool /*may_require_tmp*/, int* stat) {
   guarded(stat, nullptr, 0, [&] {
     copy(*static_cast<token_data*>(dst_token), dst_image,
-         walk_of(*dest, static_cast<std::ptrdiff_t>(dst_offset), dst_vector),
+         with_kind(walk_of(*dest, static_cast<std::ptrdiff_t>(dst_offset), dst_vector), dst_kind),
          *static_cast<token_data*>(src_token), src_image,
-         walk_of(*src, static_cast<std::ptrdiff_t>(src_offset), src_vector));
+         with_kind(walk_of(*src, static_cast<std::ptrdiff_t>(src_offset), src_vector), src_kind));
   });
 }
 
 void _gfortran_caf_get_by_ref(void* token, int image, descriptor* dst, reference* refs,
-                              int /*dst_kind*/, int /*src_kind*/, bool may_require_tmp,
+                              int /*dst_kind*/, int src_kind, bool may_require_tmp,
                               bool dst_reallocatable, int* stat, int src_type) {
   guarded(stat, nullptr, 0, [&] {
     const auto& t = *static_cast<const token_data*>(token);
-    const walk remote = walk_of(t, refs, src_type, image, "coarray get");
+    const walk remote = with_kind(walk_of(t, refs, src_type, image, "coarray get"), src_kind);
     if (dst_reallocatable) fit(*dst, remote);
     get(t, image, remote, *dst, may_require_tmp, "coarray get");
   });
 }
 
 void _gfortran_caf_send_by_ref(void* token, int image, descriptor* src, reference* refs,
-                               int /*dst_kind*/, int /*src_kind*/, bool may_require_tmp,
+                               int dst_kind, int /*src_kind*/, bool may_require_tmp,
                                bool /*dst_reallocatable*/, int* stat, int dst_type) {
   guarded(stat, nullptr, 0, [&] {
     const auto& t = *static_cast<const token_data*>(token);
-    put(t, image, walk_of(t, refs, dst_type, image, "coarray put"), *src, may_require_tmp,
-        "coarray put");
+    put(t, image, with_kind(walk_of(t, refs, dst_type, image, "coarray put"), dst_kind), *src,
+        may_require_tmp, "coarray put");
   });
 }
 
 void _gfortran_caf_sendget_by_ref(void* dst_token, int dst_image, reference* dst_refs,
-                                  void* src_token, int src_image, reference* src_refs,
-                                  int /*dst_kind*/, int /*src_kind*/, bool /*may_require_tmp*/,
-                                  int* dst_stat, int* src_stat, int dst_type, int src_type) {
+                                  void* src_token, int src_image, reference* src_refs, int dst_kind,
+                                  int src_kind, bool /*may_require_tmp*/, int* dst_stat,
+                                  int* src_stat, int dst_type, int src_type) {
   if (src_stat) *src_stat = 0;
   guarded(dst_stat ? dst_stat : src_stat, nullptr, 0, [&] {
     const auto& to = *static_cast<const token_data*>(dst_token);
     const auto& from = *static_cast<const token_data*>(src_token);
-    copy(to, dst_image, walk_of(to, dst_refs, dst_type, dst_image, "coarray put"), from, src_image,
-         walk_of(from, src_refs, src_type, src_image, "coarray get"));
+    copy(to, dst_image,
+         with_kind(walk_of(to, dst_refs, dst_type, dst_image, "coarray put"), dst_kind), from,
+         src_image,
+         with_kind(walk_of(from, src_refs, src_type, src_image, "coarray get"), src_kind));
   });
 }
 
@@ -444,13 +458,15 @@ void _gfortran_caf_sync_images(int count, int images[], int* stat, char* errmsg,
   });
 }
 
-void _gfortran_caf_stop_numeric(int code, bool quiet) { stop(code, nullptr, 0, false, quiet); }
-void _gfortran_caf_stop_str(const char* text, std::size_t len, bool quiet) {
-  stop(0, text, len, false, quiet);
+void _gfortran_caf_stop_numeric(int code, bool quiet) {
+  stop(code, nullptr, 0, false, quiet, true);
 }
-void _gfortran_caf_error_stop(int code, bool quiet) { stop(code, nullptr, 0, true, quiet); }
+void _gfortran_caf_stop_str(const char* text, std::size_t len, bool quiet) {
+  stop(0, text, len, false, quiet, false);
+}
+void _gfortran_caf_error_stop(int code, bool quiet) { stop(code, nullptr, 0, true, quiet, true); }
 void _gfortran_caf_error_stop_str(const char* text, std::size_t len, bool quiet) {
-  stop(1, text, len, true, quiet);
+  stop(1, text, len, true, quiet, false);
 }
 
 /// FAIL IMAGE: without fault-tolerant MPI the other images cannot go on, so the job ends.
@@ -504,7 +520,7 @@ void _gfortran_caf_random_init(bool repeatable, bool image_distinct) {
     d.span = sizeof(std::int32_t);
     _gfortran_random_seed_i4(nullptr, nullptr, &d);
     if (repeatable)
-      for (auto& s : seed) s += images().rank() + 1;
+      for (auto& s : seed) s += crown_this_image() + 1; // the initial team's index
     else
       crown::co_broadcast(images(), std::span<std::int32_t>(seed), 0);
     _gfortran_random_seed_i4(nullptr, &d, nullptr);

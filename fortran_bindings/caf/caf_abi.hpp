@@ -73,7 +73,10 @@ struct vector_subscript {
 struct element {
   int type = 0;
   std::size_t size = 0;
-  friend bool operator==(const element&, const element&) = default;
+  int kind = 0; ///< of a character type (1 or 4; bytes per character), when known
+  friend bool operator==(const element& a, const element& b) noexcept {
+    return a.type == b.type && a.size == b.size;
+  }
   [[nodiscard]] std::string text() const {
     static const char* const names[] = {"unknown", "integer", "logical",  "real",
                                         "complex", "derived", "character"};

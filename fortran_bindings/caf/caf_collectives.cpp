@@ -3,9 +3,11 @@
 #include "caf_abi.hpp"
 #include "caf_runtime.hpp"
 #include "caf_walk.hpp"
+#include <algorithm>
 #include <complex>
 #include <crown/collectives.hpp>
 #include <crown/detail/types.hpp>
+#include <cstdint>
 #include <cstring>
 #include <span>
 #include <vector>
@@ -83,18 +85,55 @@ void reduce_in_order(const descriptor& a, int result_image, const char* what, Op
   data.store(a);
 }
 
-/// co_min and co_max: numbers through Crown's built-in reductions, character strings
-/// compared here (complex numbers are refused by co_builtin).
-void ordered(const descriptor& a, int result_image, crown::detail::reduction op) {
-  const bool min = op == crown::detail::reduction::min;
-  const char* what = min ? "co_min" : "co_max";
-  if (a.dtype.type == bt_character)
-    return reduce_in_order(
-        a, result_image, what, [&](const std::byte* x, const std::byte* y, std::byte* out) {
-          const int order = std::memcmp(x, y, a.dtype.elem_len);
-          std::memcpy(out, (min ? order <= 0 : order >= 0) ? x : y, a.dtype.elem_len);
-        });
-  collective(a, what, [&](auto data) {
+/// Strings in Fortran's collating order: by character code, `kind` bytes each.
+int compare_strings(const std::byte* x, const std::byte* y, std::size_t bytes, int kind) {
+  if (kind != 4) return std::memcmp(x, y, bytes);
+  for (std::size_t at = 0; at + 4 <= bytes; at += 4) { // UCS-4 codes, little-endian
+    std::uint32_t a, b;
+    std::memcpy(&a, x + at, 4);
+    std::memcpy(&b, y + at, 4);
+    if (a != b) return a < b ? -1 : 1;
+  }
+  return 0;
+}
+
+/// integer(1) and integer(2), which Crown's built-in reductions do not take.
+template <typename T>
+void small_integers(const descriptor& a, int result_image, const char* what,
+                    crown::detail::reduction op) {
+  reduce_in_order(a, result_image, what,
+                  [&](const std::byte* x, const std::byte* y, std::byte* out) {
+                    T u, v;
+                    std::memcpy(&u, x, sizeof u);
+                    std::memcpy(&v, y, sizeof v);
+                    const T r = op == crown::detail::reduction::sum   ? static_cast<T>(u + v)
+                                : op == crown::detail::reduction::min ? std::min(u, v)
+                                                                      : std::max(u, v);
+                    std::memcpy(out, &r, sizeof r);
+                  });
+}
+
+/// co_sum, co_min and co_max: Crown's built-in reductions; integer(1) and (2), and
+/// strings (min and max: `length` characters), in image order here.
+void builtin(const descriptor& a, int result_image, crown::detail::reduction op, int length) {
+  const char* what = op == crown::detail::reduction::sum   ? "co_sum"
+                     : op == crown::detail::reduction::min ? "co_min"
+                                                           : "co_max";
+  const element e = a.elem();
+  if (e.type == bt_integer && e.size == 1)
+    return small_integers<std::int8_t>(a, result_image, what, op);
+  if (e.type == bt_integer && e.size == 2)
+    return small_integers<std::int16_t>(a, result_image, what, op);
+  if (e.type == bt_character && op != crown::detail::reduction::sum) {
+    const int kind = length > 0 ? static_cast<int>(e.size) / length : 1;
+    const bool min = op == crown::detail::reduction::min;
+    return reduce_in_order(a, result_image, what,
+                           [&](const std::byte* x, const std::byte* y, std::byte* out) {
+                             const int order = compare_strings(x, y, e.size, kind);
+                             std::memcpy(out, (min ? order <= 0 : order >= 0) ? x : y, e.size);
+                           });
+  }
+  collective(a, what, [&](auto data) { // complex min/max are refused by co_builtin
     crown::detail::co_builtin(images(), data, op, result_image - 1, what);
   });
 }
@@ -182,21 +221,20 @@ extern "C" {
 
 void _gfortran_caf_co_sum(descriptor* a, int result_image, int* stat, char* errmsg,
                           std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len, [&] {
-    collective(*a, "co_sum", [&](auto data) { crown::co_sum(images(), data, result_image - 1); });
-  });
+  guarded(stat, errmsg, errmsg_len,
+          [&] { builtin(*a, result_image, crown::detail::reduction::sum, 0); });
 }
 
-void _gfortran_caf_co_min(descriptor* a, int result_image, int* stat, char* errmsg, int /*a_len*/,
+void _gfortran_caf_co_min(descriptor* a, int result_image, int* stat, char* errmsg, int a_len,
                           std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len,
-          [&] { ordered(*a, result_image, crown::detail::reduction::min); });
+          [&] { builtin(*a, result_image, crown::detail::reduction::min, a_len); });
 }
 
-void _gfortran_caf_co_max(descriptor* a, int result_image, int* stat, char* errmsg, int /*a_len*/,
+void _gfortran_caf_co_max(descriptor* a, int result_image, int* stat, char* errmsg, int a_len,
                           std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len,
-          [&] { ordered(*a, result_image, crown::detail::reduction::max); });
+          [&] { builtin(*a, result_image, crown::detail::reduction::max, a_len); });
 }
 
 void _gfortran_caf_co_broadcast(descriptor* a, int source_image, int* stat, char* errmsg,

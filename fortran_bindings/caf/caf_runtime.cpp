@@ -25,6 +25,19 @@ std::set<token_data*> g_tokens;
 /// One word per image, set when that image begins a normal STOP.
 detail::heap_block g_stopped;
 
+/// An image that leaves by exit() (a libgfortran runtime error, CALL EXIT) and not by
+/// STOP, END or ERROR STOP would leave the others waiting for it: end the job.
+void exit_without_stop() {
+  if (!g_initial) return;
+  std::fflush(stdout);
+  std::fprintf(stderr,
+               "ERROR STOP crown caf: image %d ended without STOP or END PROGRAM (a runtime "
+               "error?); ending every image\n",
+               crown_this_image() + 1);
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 2);
+}
+
 } // namespace
 
 void start(int* argc, char*** argv) {
@@ -40,6 +53,7 @@ void start(int* argc, char*** argv) {
   g_stopped = detail::heap_allocate(world, sizeof(std::int64_t), 0x63616602u, "stop flags");
   std::memset(detail::heap_address(g_stopped.offset), 0, sizeof(std::int64_t));
   crown::sync_all(world); // every flag is clear before anyone may stop
+  std::atexit(exit_without_stop);
 }
 
 team& current_team() {
@@ -125,16 +139,19 @@ void prepare_team(team& t, const team* parent, int key) {
                                   0x63616604u, "sync all flags");
   std::memset(detail::heap_address(t.flags.offset), 0,
               static_cast<std::size_t>(std::max(rounds, 1)) * 8);
-  for (int r = 0; r < rounds; ++r) {
+  int mapped = 1;
+  for (int r = 0; r < rounds && mapped; ++r) {
     const int partner = t.images.ranks()[static_cast<std::size_t>((me + (1 << r)) % n)];
     auto* word = reinterpret_cast<std::uint64_t*>(
         detail::heap_peer_address(partner, t.flags.offset + static_cast<std::uint64_t>(r) * 8));
-    if (!word) { // some image is reached through a transport: MPI's barrier then
-      t.partner_flags.clear();
-      break;
-    }
+    mapped = word != nullptr;
     t.partner_flags.push_back(word);
   }
+  // Every image must choose the same barrier: flags only if all partners of all images
+  // are mapped (hosts of unequal size map some and not others).
+  crown::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &mapped, 1, MPI_INT, MPI_LAND, t.control),
+                   "caf: MPI_Allreduce");
+  if (!mapped) t.partner_flags.clear();
   crown::sync_all(t.images); // the flags are clear before anyone writes them
 }
 
@@ -202,7 +219,7 @@ void sync_partners(team& t, std::span<const int> partners) {
     });
     crown::check_mpi(MPI_Waitall(static_cast<int>(n), sends.data(), MPI_STATUSES_IGNORE),
                      "sync images: MPI_Waitall");
-  } catch (const image_stopped&) {
+  } catch (...) { // image_stopped, or an MPI error: nothing posted may outlive this
     for (std::size_t i = 0; i < n; ++i) {
       if (!done[i]) {
         MPI_Cancel(&receives[i]);

@@ -80,7 +80,9 @@ void guarded(int* stat, char* errmsg, std::size_t errmsg_len, F&& f) {
     if (stat) *stat = 0;
     f();
   } catch (const image_stopped& e) {
-    fail(stat, errmsg, errmsg_len, e.what(), 6000); // STAT_STOPPED_IMAGE
+    fail(stat, errmsg, errmsg_len, e.context() + ": " + e.message(), 6000); // STAT_STOPPED_IMAGE
+  } catch (const crown::error& e) { // "<context>: <message>": the image is named by fail
+    fail(stat, errmsg, errmsg_len, e.context() + ": " + e.message(), 1);
   } catch (const std::exception& e) {
     fail(stat, errmsg, errmsg_len, e.what(), 1);
   }

@@ -2,6 +2,7 @@
 // those elements to and from the image that holds a coarray.
 #include "caf_walk.hpp"
 #include <algorithm>
+#include <complex>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -25,48 +26,104 @@ std::int64_t read_index(const void* vector, std::size_t i, int kind) {
   }
 }
 
+/// How many of lo, lo + step, ... lie between lo and hi (Fortran's triplet; 0 when none).
+std::size_t count_of(std::ptrdiff_t lo, std::ptrdiff_t hi, std::ptrdiff_t step, const char* what) {
+  if (step == 0) throw crown::argument_error(what, "a zero stride");
+  const std::ptrdiff_t count = (hi - lo + step) / step;
+  return count > 0 ? static_cast<std::size_t>(count) : 0;
+}
+
 /// The elements lo..hi by step of a dimension whose index `lower` is at byte 0 and whose
 /// neighbours are `scale` bytes apart; adds the offset of `lo` to `first`.
 axis progression(std::ptrdiff_t lo, std::ptrdiff_t hi, std::ptrdiff_t step, std::ptrdiff_t lower,
                  std::ptrdiff_t scale, std::ptrdiff_t& first, const char* what) {
-  if (step == 0) throw crown::argument_error(what, "a zero stride");
-  const std::ptrdiff_t count = (hi - lo) / step + 1;
   first += (lo - lower) * scale;
-  return axis{step * scale, count > 0 ? static_cast<std::size_t>(count) : 0, {}};
-}
-
-double load_real(const void* p, const element& e) {
-  if (e.type == bt_real)
-    return e.size == 4 ? *static_cast<const float*>(p) : *static_cast<const double*>(p);
-  switch (e.size) {
-  case 1:
-    return *static_cast<const std::int8_t*>(p);
-  case 2:
-    return *static_cast<const std::int16_t*>(p);
-  case 4:
-    return *static_cast<const std::int32_t*>(p);
-  default:
-    return static_cast<double>(*static_cast<const std::int64_t*>(p));
-  }
+  return axis{step * scale, count_of(lo, hi, step, what), {}};
 }
 
 template <typename T>
-void store_as(void* p, double v) {
-  const T x = static_cast<T>(v); // Fortran converts real to integer by truncation
+T load_as(const std::byte* p) {
+  T x;
+  std::memcpy(&x, p, sizeof x);
+  return x;
+}
+template <typename T>
+void store_as(std::byte* p, T x) {
   std::memcpy(p, &x, sizeof x);
 }
 
-void store_real(void* p, const element& e, double v) {
-  if (e.type == bt_real) return e.size == 4 ? store_as<float>(p, v) : store_as<double>(p, v);
+bool numeric(const element& e) {
+  switch (e.type) {
+  case bt_integer:
+    return e.size == 1 || e.size == 2 || e.size == 4 || e.size == 8;
+  case bt_real:
+    return e.size == 4 || e.size == 8;
+  case bt_complex:
+    return e.size == 8 || e.size == 16;
+  default:
+    return false;
+  }
+}
+
+/// A numeric element's value (an integer or real as the real part).
+std::complex<double> load_number(const std::byte* p, const element& e) {
+  if (e.type == bt_complex) {
+    if (e.size == 8) return load_as<std::complex<float>>(p);
+    return load_as<std::complex<double>>(p);
+  }
+  if (e.type == bt_real) return e.size == 4 ? load_as<float>(p) : load_as<double>(p);
   switch (e.size) {
   case 1:
-    return store_as<std::int8_t>(p, v);
+    return load_as<std::int8_t>(p);
   case 2:
-    return store_as<std::int16_t>(p, v);
+    return load_as<std::int16_t>(p);
   case 4:
-    return store_as<std::int32_t>(p, v);
+    return load_as<std::int32_t>(p);
   default:
-    return store_as<std::int64_t>(p, v);
+    return static_cast<double>(load_as<std::int64_t>(p));
+  }
+}
+
+/// Stores as Fortran's intrinsic assignment converts: the real part into a real or
+/// integer (truncated), both parts into a complex.
+void store_number(std::byte* p, const element& e, std::complex<double> v) {
+  if (e.type == bt_complex) {
+    if (e.size == 8) return store_as(p, std::complex<float>(v));
+    return store_as(p, v);
+  }
+  const double x = v.real();
+  if (e.type == bt_real) return e.size == 4 ? store_as(p, static_cast<float>(x)) : store_as(p, x);
+  switch (e.size) {
+  case 1:
+    return store_as(p, static_cast<std::int8_t>(x));
+  case 2:
+    return store_as(p, static_cast<std::int16_t>(x));
+  case 4:
+    return store_as(p, static_cast<std::int32_t>(x));
+  default:
+    return store_as(p, static_cast<std::int64_t>(x));
+  }
+}
+
+/// A logical of any kind as another: true is 1.
+void store_logical(std::byte* to, std::size_t to_size, const std::byte* from,
+                   std::size_t from_size) {
+  bool value = false;
+  for (std::size_t i = 0; i < from_size; ++i) value = value || from[i] != std::byte{0};
+  std::memset(to, 0, to_size);
+  if (value) to[0] = std::byte{1}; // little-endian
+}
+
+/// A string into one of another length: truncated, or padded with blanks of `kind`
+/// bytes (1, or 4 for ISO 10646).
+void store_string(std::byte* to, std::size_t to_size, const std::byte* from, std::size_t from_size,
+                  int kind) {
+  const std::size_t n = std::min(to_size, from_size);
+  std::memcpy(to, from, n);
+  const std::size_t width = kind == 4 ? 4 : 1;
+  for (std::size_t at = n; at + width <= to_size; at += width) {
+    std::memset(to + at, 0, width);
+    to[at] = std::byte{' '};
   }
 }
 
@@ -231,11 +288,13 @@ walk walk_of(const token_data& t, const reference* refs, int type, int image, co
         lower = bounds->dim[d].lower_bound;
         scale *= bounds->dim[d].stride;
         const std::ptrdiff_t upper = bounds->dim[d].ubound;
+        // Omitted bounds are the array's whatever the stride's sign: d(::-1) is empty.
         if (mode == caf_arr_full || mode == caf_arr_open_start) lo = lower;
         if (mode == caf_arr_full || mode == caf_arr_open_end) hi = upper;
-        if (mode == caf_arr_full || step == 0) step = 1;
-        const std::ptrdiff_t last = mode == caf_arr_single ? lo : lo + (hi - lo) / step * step;
-        if ((hi - lo) / step >= 0 && (std::min(lo, last) < lower || std::max(lo, last) > upper))
+        if (step == 0) step = 1;
+        const std::size_t count = mode == caf_arr_single ? 1 : count_of(lo, hi, step, what);
+        const std::ptrdiff_t last = lo + (static_cast<std::ptrdiff_t>(count) - 1) * step;
+        if (count && (std::min(lo, last) < lower || std::max(lo, last) > upper))
           throw crown::argument_error(what, "image " + std::to_string(image) + ": index " +
                                                 std::to_string(lo < lower ? lo : last) +
                                                 " of dimension " + std::to_string(d + 1) +
@@ -295,15 +354,21 @@ std::vector<std::byte> convert(const std::byte* in, std::size_t count, const ele
     std::memcpy(out.data(), in, out.size());
     return out;
   }
-  const auto numeric = [](const element& e) {
-    return (e.type == bt_integer && (e.size == 1 || e.size == 2 || e.size == 4 || e.size == 8)) ||
-           (e.type == bt_real && (e.size == 4 || e.size == 8));
-  };
-  if (!numeric(from) || !numeric(to))
+  std::byte* at = out.data();
+  if (numeric(from) && numeric(to)) {
+    for (std::size_t i = 0; i < count; ++i, in += from.size, at += to.size)
+      store_number(at, to, load_number(in, from));
+  } else if (from.type == bt_logical && to.type == bt_logical) {
+    for (std::size_t i = 0; i < count; ++i, in += from.size, at += to.size)
+      store_logical(at, to.size, in, from.size);
+  } else if (from.type == bt_character && to.type == bt_character) {
+    const int kind = to.kind ? to.kind : from.kind;
+    for (std::size_t i = 0; i < count; ++i, in += from.size, at += to.size)
+      store_string(at, to.size, in, from.size, kind);
+  } else {
     throw crown::argument_error("coarray transfer",
                                 "no conversion from " + from.text() + " to " + to.text());
-  for (std::size_t i = 0; i < count; ++i)
-    store_real(out.data() + i * to.size, to, load_real(in + i * from.size, from));
+  }
   return out;
 }
 

@@ -6,7 +6,7 @@ program caf_teams
   use caf_checks
   use iso_fortran_env, only: team_type
   implicit none
-  type(team_type) :: parity, halves
+  type(team_type) :: parity, halves, first4
   integer :: slot[*], me, n, number, sub_me, sub_n, total, expected, i
   integer, allocatable :: inside(:)[:]
   me = this_image()
@@ -53,6 +53,16 @@ program caf_teams
   end team
   call check(this_image() == me .and. num_images() == n .and. team_number() == -1, &
              "back in the initial team")
+  ! Images 1-4 and the rest: with CROWN_FAKE_HOSTS=2 at 5 images the first team spans
+  ! hosts of 3 and 1 images, where images see different partners as mapped.
+  form team (merge(1, 2, me <= 4), first4)
+  change team (first4)
+    sync all
+    total = 1
+    call co_sum(total)
+    call check(total == merge(min(n, 4), n - 4, me <= 4), "a team over hosts of unequal size")
+    sync all
+  end team
   sync all
   call finish("caf_teams")
 end program
