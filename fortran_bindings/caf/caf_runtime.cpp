@@ -22,6 +22,8 @@ team* g_current = nullptr;
 /// Every registered coarray (freed at the end if the program did not: static coarrays
 /// never are).
 std::set<token_data*> g_tokens;
+/// Buffers of sends to images that stopped, which MPI may still read.
+std::vector<std::unique_ptr<std::uint32_t[]>> g_abandoned;
 /// One word per image, set when that image begins a normal STOP.
 detail::heap_block g_stopped;
 
@@ -185,8 +187,9 @@ void sync_partners(team& t, std::span<const int> partners) {
   if (t.syncs_with.empty()) t.syncs_with.assign(static_cast<std::size_t>(t.images.size()), 0);
   detail::heap_quiet();
   // Sent values live on the heap: a send to an image that has stopped is never
-  // completed, and its buffer must outlive this call.
-  auto* sent = new std::uint32_t[n];
+  // completed, and its buffer must outlive this call (kept in g_abandoned then).
+  auto owned = std::make_unique<std::uint32_t[]>(n);
+  std::uint32_t* sent = owned.get();
   std::vector<std::uint32_t> got(n);
   std::vector<MPI_Request> sends(n), receives(n);
   std::vector<bool> done(n, false);
@@ -227,9 +230,9 @@ void sync_partners(team& t, std::span<const int> partners) {
       }
       if (sends[i] != MPI_REQUEST_NULL) MPI_Request_free(&sends[i]);
     }
-    throw; // `sent` stays: sends to a stopped image may never complete
+    g_abandoned.push_back(std::move(owned)); // sends to a stopped image may never complete
+    throw;
   }
-  delete[] sent;
   detail::heap_sync_local();
 }
 

@@ -72,6 +72,6 @@ program caf_derived
   call co_broadcast(one, 1)
   call check(one%x == 1.0 .and. all(one%tag == 1), "co_broadcast of a derived value")
   sync all
-  deallocate(dyn)
+  deallocate(dyn, xs, tags)
   call finish("caf_derived")
 end program

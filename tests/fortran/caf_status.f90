@@ -6,13 +6,14 @@ program caf_status
   use caf_checks
   use iso_fortran_env, only: stat_stopped_image
   implicit none
-  integer :: me, n, st, i
+  integer :: me, n, st, i, others(64)
   integer, allocatable :: stopped(:), failed(:)
   me = this_image()
   n = num_images()
   call check(image_status(me) == 0, "a running image's status")
   failed = failed_images()
   call check(size(failed) == 0, "no failed images")
+  deallocate(failed)
   call random_case(.true., .false.)
   call random_case(.true., .true.)
   call random_case(.false., .false.)
@@ -39,9 +40,11 @@ program caf_status
     error stop "stopped_images is wrong"
   end if
   if (me == 1) print '(a,i0)', "stopped images seen: ", size(stopped)
+  deallocate(stopped)
   ! Images other than the stopped one still synchronise among themselves.
   if (n > 2) then
-    if (me == 1) sync images ([(i, i = 2, n - 1)])
+    others(1:n - 2) = [(i, i = 2, n - 1)] ! not a constructor in the statement: gfortran
+    if (me == 1) sync images (others(1:n - 2)) ! leaks its temporary
     if (me > 1) sync images (1)
   end if
 contains
