@@ -218,7 +218,10 @@ void _gfortran_caf_register(std::size_t size, int type, void** token, descriptor
                                       " (allocatable components of coarrays) is not supported");
     const std::size_t bytes = std::max<std::size_t>(size, 1) * (words ? word : 1);
     token_data* t = new_token(images(), bytes, words);
-    if (words) std::memset(crown::detail::heap_address(t->block.offset), 0, bytes);
+    if (words) { // free locks and empty events before any image may use them
+      std::memset(crown::detail::heap_address(t->block.offset), 0, bytes);
+      crown::sync_all(images());
+    }
     *token = t;
     if (desc) desc->base_addr = crown::detail::heap_address(t->block.offset);
     if (type == caf_register_alloc) t->desc = desc;
