@@ -312,7 +312,7 @@ void _gfortran_caf_lock(void* token, std::size_t index, int image, int* acquired
     const int rank = rank_or_self(image, "lock");
     const std::int64_t me = crown::this_runtime().rank() + 1; // the holder's image, 0 when free
     crown::detail::backoff pause;
-    for (;;) {
+    for (unsigned polls = 0;;) {
       const std::int64_t holder =
           atomic_word(token, index * word, rank, crown::detail::atomic_op::compare_swap, 8, me, 0);
       if (holder == 0) break;
@@ -327,6 +327,9 @@ void _gfortran_caf_lock(void* token, std::size_t index, int image, int* acquired
         *acquired = 0;
         return;
       }
+      if (++polls % 64 == 0 && has_stopped(static_cast<int>(holder - 1)))
+        throw image_stopped("lock", "the lock is held by image " + std::to_string(holder) +
+                                        " (of the initial team), which has stopped");
       pause.pause();
     }
     if (acquired) *acquired = 1;
@@ -349,7 +352,8 @@ void _gfortran_caf_unlock(void* token, std::size_t index, int image, int* stat, 
     }
     throw crown::state_error("unlock", holder == 0
                                            ? "the lock is not locked"
-                                           : "the lock is held by image " + std::to_string(holder));
+                                           : "the lock is held by image " + std::to_string(holder) +
+                                                 " (of the initial team)");
   });
 }
 

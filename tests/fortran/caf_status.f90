@@ -1,12 +1,13 @@
-! Image status: the last image STOPs early; SYNC ALL, SYNC IMAGES and co_sum with STAT=
-! then return STAT_STOPPED_IMAGE on the others, and IMAGE_STATUS and STOPPED_IMAGES see
+! Image status: the last image STOPs early, holding a lock; SYNC ALL, SYNC IMAGES, co_sum
+! and LOCK with STAT= then return STAT_STOPPED_IMAGE on the others, and IMAGE_STATUS and STOPPED_IMAGES see
 ! it; FAILED_IMAGES is empty; RANDOM_INIT gives the same or distinct sequences across
 ! images as asked. Prints "PASS caf_status" on image 1.
 program caf_status
   use caf_checks
-  use iso_fortran_env, only: stat_stopped_image
+  use iso_fortran_env, only: stat_stopped_image, lock_type
   implicit none
   integer :: me, n, st, i, others(64)
+  type(lock_type) :: held[*]
   integer, allocatable :: stopped(:), failed(:)
   me = this_image()
   n = num_images()
@@ -20,7 +21,10 @@ program caf_status
   call random_case(.false., .true.)
   ! The result goes out before the last image stops: after that no collective runs.
   call finish("caf_status")
-  if (n > 1 .and. me == n) stop
+  if (n > 1 .and. me == n) then
+    lock (held[1]) ! and never unlocks it
+    stop
+  end if
   ! The others learn it from an image control statement or collective with STAT=
   ! (STAT_STOPPED_IMAGE) instead of waiting for ever.
   if (n == 1) stop
@@ -33,6 +37,10 @@ program caf_status
   call co_sum(me, stat=st)
   if (st /= stat_stopped_image) error stop "co_sum did not report the stopped image"
   if (image_status(n) /= stat_stopped_image) error stop "image_status is wrong"
+  if (me == 1) then ! the lock's holder has stopped: STAT_STOPPED_IMAGE, not a wait
+    lock (held[1], stat=st)
+    if (st /= stat_stopped_image) error stop "lock held by a stopped image: no stat"
+  end if
   stopped = stopped_images()
   ! Image 1 asks before any other image can end; the others may already see some end.
   if (.not. any(stopped == n) .or. (me == 1 .and. size(stopped) /= 1)) then
