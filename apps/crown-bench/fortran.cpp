@@ -59,7 +59,9 @@ void fortran(const options& o) {
     const std::string op = key.substr(0, key.find(','));
     const std::size_t bytes = std::stoull(key.substr(key.find(',') + 1));
     if (op == "heat2d_checksum") { // bitwise the same field, whichever runtime moved it
-      if (b != base.by_key.end() && b->second.value != c.value)
+      if (b == base.by_key.end())
+        throw std::runtime_error("OpenCoarrays printed no heat2d checksum to compare with");
+      if (b->second.value != c.value)
         throw std::runtime_error("heat2d checksums differ: Crown " + c.value + ", OpenCoarrays " +
                                  b->second.value);
       continue;

@@ -9,6 +9,7 @@ program heat2d_fortran
   use heat2d_solver, only: squarest, solve, g17, fixed
   implicit none
   integer :: n = 1024, iterations = 100, rows = 0, cols = 0, i, x, count
+  logical :: ok
   ! Static (save): -fcoarray=lib finalises after the program's frame has gone, where
   ! LeakSanitizer would report an allocation held there.
   character(:), allocatable, save :: option, value
@@ -27,10 +28,10 @@ program heat2d_fortran
       iterations = number(option, value)
     case ('--mesh')
       x = index(value, 'x')
-      if (x < 2 .or. x == len(value) .or. verify(value(1:max(x - 1, 1)), '0123456789') /= 0 &
-          .or. verify(value(x + 1:), '0123456789') /= 0 .or. len(value) > 19) then
-        call usage('--mesh needs ROWSxCOLS, e.g. 2x2', 2)
-      end if
+      ok = x >= 2 .and. x < len(value) .and. len(value) <= 19
+      if (ok) ok = verify(value(1:x - 1), '0123456789') == 0 .and. & ! .and. does not
+                   verify(value(x + 1:), '0123456789') == 0 ! short-circuit: checked apart
+      if (.not. ok) call usage('--mesh needs ROWSxCOLS, e.g. 2x2', 2)
       rows = number(option, value(1:x - 1))
       cols = number(option, value(x + 1:))
     case default

@@ -101,12 +101,12 @@ const std::byte* fit_source(const std::byte* packed, std::size_t count, const el
 /// Puts local `src` into the elements `remote` selects on `image`: element for element
 /// when the types match and source and target cannot overlap; otherwise through a
 /// packed copy (a scalar repeated, kinds converted, an overlap resolved).
-void put(const token_data& t, int image, const walk& remote, const descriptor& src,
+void put(const token_data& t, int image, const walk& remote, const descriptor& src, int src_kind,
          bool may_overlap, const char* what) {
   const std::size_t n = remote.elements();
   (void)rank_of(image, what);
   if (!n) return;
-  const walk from = walk_of(src);
+  const walk from = with_kind(walk_of(src), src_kind);
   if (from.elements() == n && from.elem == remote.elem && !(may_overlap && is_me(image, what)))
     return move(true, image, t, remote, from, src.base_addr, what);
   std::vector<std::byte> packed(from.elements() * from.elem.size), converted;
@@ -117,11 +117,11 @@ void put(const token_data& t, int image, const walk& remote, const descriptor& s
 }
 
 /// Gets the elements `remote` selects on `image` into local `dst` (same count).
-void get(const token_data& t, int image, const walk& remote, const descriptor& dst,
+void get(const token_data& t, int image, const walk& remote, const descriptor& dst, int dst_kind,
          bool may_overlap, const char* what) {
   const std::size_t n = remote.elements();
   (void)rank_of(image, what);
-  const walk to = walk_of(dst);
+  const walk to = with_kind(walk_of(dst), dst_kind);
   if (to.elements() != n)
     throw crown::argument_error(what, std::to_string(n) + " elements into " +
                                           std::to_string(to.elements()));
@@ -239,22 +239,24 @@ void _gfortran_caf_deregister(void** token, int /*type*/, int* stat, char* errms
 }
 
 void _gfortran_caf_send(void* token, std::size_t offset, int image, descriptor* dest,
-                        vector_subscript* dst_vector, descriptor* src, int dst_kind,
-                        int /*src_kind*/, bool may_require_tmp, int* stat) {
+                        vector_subscript* dst_vector, descriptor* src, int dst_kind, int src_kind,
+                        bool may_require_tmp, int* stat) {
   guarded(stat, nullptr, 0, [&] {
     const walk remote =
         with_kind(walk_of(*dest, static_cast<std::ptrdiff_t>(offset), dst_vector), dst_kind);
-    put(*static_cast<token_data*>(token), image, remote, *src, may_require_tmp, "coarray put");
+    put(*static_cast<token_data*>(token), image, remote, *src, src_kind, may_require_tmp,
+        "coarray put");
   });
 }
 
 void _gfortran_caf_get(void* token, std::size_t offset, int image, descriptor* src,
-                       vector_subscript* src_vector, descriptor* dest, int src_kind,
-                       int /*dst_kind*/, bool may_require_tmp, int* stat) {
+                       vector_subscript* src_vector, descriptor* dest, int src_kind, int dst_kind,
+                       bool may_require_tmp, int* stat) {
   guarded(stat, nullptr, 0, [&] {
     const walk remote =
         with_kind(walk_of(*src, static_cast<std::ptrdiff_t>(offset), src_vector), src_kind);
-    get(*static_cast<token_data*>(token), image, remote, *dest, may_require_tmp, "coarray get");
+    get(*static_cast<token_data*>(token), image, remote, *dest, dst_kind, may_require_tmp,
+        "coarray get");
   });
 }
 
@@ -271,23 +273,23 @@ void _gfortran_caf_sendget(void* dst_token, std::size_t dst_offset, int dst_imag
 }
 
 void _gfortran_caf_get_by_ref(void* token, int image, descriptor* dst, reference* refs,
-                              int /*dst_kind*/, int src_kind, bool may_require_tmp,
+                              int dst_kind, int src_kind, bool may_require_tmp,
                               bool dst_reallocatable, int* stat, int src_type) {
   guarded(stat, nullptr, 0, [&] {
     const auto& t = *static_cast<const token_data*>(token);
     const walk remote = with_kind(walk_of(t, refs, src_type, image, "coarray get"), src_kind);
     if (dst_reallocatable) fit(*dst, remote);
-    get(t, image, remote, *dst, may_require_tmp, "coarray get");
+    get(t, image, remote, *dst, dst_kind, may_require_tmp, "coarray get");
   });
 }
 
 void _gfortran_caf_send_by_ref(void* token, int image, descriptor* src, reference* refs,
-                               int dst_kind, int /*src_kind*/, bool may_require_tmp,
+                               int dst_kind, int src_kind, bool may_require_tmp,
                                bool /*dst_reallocatable*/, int* stat, int dst_type) {
   guarded(stat, nullptr, 0, [&] {
     const auto& t = *static_cast<const token_data*>(token);
     put(t, image, with_kind(walk_of(t, refs, dst_type, image, "coarray put"), dst_kind), *src,
-        may_require_tmp, "coarray put");
+        src_kind, may_require_tmp, "coarray put");
   });
 }
 

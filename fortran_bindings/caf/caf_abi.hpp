@@ -73,9 +73,11 @@ struct vector_subscript {
 struct element {
   int type = 0;
   std::size_t size = 0;
-  int kind = 0; ///< of a character type (1 or 4; bytes per character), when known
+  int kind = 0; ///< of a character type (1 or 4; bytes per character), 0 for 1
+  [[nodiscard]] int char_kind() const noexcept { return kind == 4 ? 4 : 1; }
   friend bool operator==(const element& a, const element& b) noexcept {
-    return a.type == b.type && a.size == b.size;
+    return a.type == b.type && a.size == b.size &&
+           (a.type != bt_character || a.char_kind() == b.char_kind());
   }
   [[nodiscard]] std::string text() const {
     static const char* const names[] = {"unknown", "integer", "logical",  "real",

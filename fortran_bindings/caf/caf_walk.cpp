@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <new>
 
 namespace crown::caf {
@@ -65,11 +66,13 @@ bool numeric(const element& e) {
   }
 }
 
-/// A numeric element's value (an integer or real as the real part).
-std::complex<double> load_number(const std::byte* p, const element& e) {
+/// A numeric element's value, an integer or real as the real part. long double holds
+/// every integer(8) exactly, so a conversion rounds once, as Fortran's does.
+using number = std::complex<long double>;
+number load_number(const std::byte* p, const element& e) {
   if (e.type == bt_complex) {
-    if (e.size == 8) return load_as<std::complex<float>>(p);
-    return load_as<std::complex<double>>(p);
+    if (e.size == 8) return number(load_as<std::complex<float>>(p));
+    return number(load_as<std::complex<double>>(p));
   }
   if (e.type == bt_real) return e.size == 4 ? load_as<float>(p) : load_as<double>(p);
   switch (e.size) {
@@ -80,28 +83,41 @@ std::complex<double> load_number(const std::byte* p, const element& e) {
   case 4:
     return load_as<std::int32_t>(p);
   default:
-    return static_cast<double>(load_as<std::int64_t>(p));
+    return static_cast<long double>(load_as<std::int64_t>(p));
   }
+}
+
+/// x truncated to T, saturated at T's range (out of range is processor-dependent in
+/// Fortran and undefined in C++), NaN as 0.
+template <typename T>
+T truncated(long double x) {
+  if (x != x) return 0;
+  if (x <= static_cast<long double>(std::numeric_limits<T>::min()))
+    return std::numeric_limits<T>::min();
+  if (x >= static_cast<long double>(std::numeric_limits<T>::max()))
+    return std::numeric_limits<T>::max();
+  return static_cast<T>(x);
 }
 
 /// Stores as Fortran's intrinsic assignment converts: the real part into a real or
 /// integer (truncated), both parts into a complex.
-void store_number(std::byte* p, const element& e, std::complex<double> v) {
+void store_number(std::byte* p, const element& e, number v) {
   if (e.type == bt_complex) {
     if (e.size == 8) return store_as(p, std::complex<float>(v));
-    return store_as(p, v);
+    return store_as(p, std::complex<double>(v));
   }
-  const double x = v.real();
-  if (e.type == bt_real) return e.size == 4 ? store_as(p, static_cast<float>(x)) : store_as(p, x);
+  const long double x = v.real();
+  if (e.type == bt_real)
+    return e.size == 4 ? store_as(p, static_cast<float>(x)) : store_as(p, static_cast<double>(x));
   switch (e.size) {
   case 1:
-    return store_as(p, static_cast<std::int8_t>(x));
+    return store_as(p, truncated<std::int8_t>(x));
   case 2:
-    return store_as(p, static_cast<std::int16_t>(x));
+    return store_as(p, truncated<std::int16_t>(x));
   case 4:
-    return store_as(p, static_cast<std::int32_t>(x));
+    return store_as(p, truncated<std::int32_t>(x));
   default:
-    return store_as(p, static_cast<std::int64_t>(x));
+    return store_as(p, truncated<std::int64_t>(x));
   }
 }
 
@@ -114,16 +130,25 @@ void store_logical(std::byte* to, std::size_t to_size, const std::byte* from,
   if (value) to[0] = std::byte{1}; // little-endian
 }
 
-/// A string into one of another length: truncated, or padded with blanks of `kind`
-/// bytes (1, or 4 for ISO 10646).
-void store_string(std::byte* to, std::size_t to_size, const std::byte* from, std::size_t from_size,
-                  int kind) {
-  const std::size_t n = std::min(to_size, from_size);
-  std::memcpy(to, from, n);
-  const std::size_t width = kind == 4 ? 4 : 1;
-  for (std::size_t at = n; at + width <= to_size; at += width) {
-    std::memset(to + at, 0, width);
-    to[at] = std::byte{' '};
+/// A string into one of another length or kind (1, or 4 for ISO 10646), character by
+/// character: truncated, or padded with blanks. A code a kind-1 string cannot hold
+/// becomes '?'.
+void store_string(std::byte* to, const element& t, const std::byte* from, const element& f) {
+  const auto fk = static_cast<std::size_t>(f.char_kind()),
+             tk = static_cast<std::size_t>(t.char_kind());
+  const std::size_t nf = f.size / fk, nt = t.size / tk;
+  for (std::size_t i = 0; i < nt; ++i) {
+    std::uint32_t code = ' ';
+    if (i < nf) {
+      if (fk == 4)
+        std::memcpy(&code, from + 4 * i, 4);
+      else
+        code = static_cast<std::uint8_t>(from[i]);
+    }
+    if (tk == 4)
+      std::memcpy(to + 4 * i, &code, 4);
+    else
+      to[i] = static_cast<std::byte>(code < 256 ? code : '?');
   }
 }
 
@@ -362,9 +387,8 @@ std::vector<std::byte> convert(const std::byte* in, std::size_t count, const ele
     for (std::size_t i = 0; i < count; ++i, in += from.size, at += to.size)
       store_logical(at, to.size, in, from.size);
   } else if (from.type == bt_character && to.type == bt_character) {
-    const int kind = to.kind ? to.kind : from.kind;
     for (std::size_t i = 0; i < count; ++i, in += from.size, at += to.size)
-      store_string(at, to.size, in, from.size, kind);
+      store_string(at, to, in, from);
   } else {
     throw crown::argument_error("coarray transfer",
                                 "no conversion from " + from.text() + " to " + to.text());

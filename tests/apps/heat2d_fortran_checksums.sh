@@ -16,7 +16,7 @@ reference=$(checksum "$heat2d" 1)
 echo "heat2d np=1: checksum $reference"
 failed=0
 for run in "1" "2" "2 --mesh 2x1" "3" "3 --mesh 3x1" "4" "4 --mesh 1x4" "4 --mesh 4x1"; do
-  got=$(checksum "$fortran" $run)
+  got=$(checksum "$fortran" $run) || got="(the run failed)"
   if [ "$got" = "$reference" ]; then
     echo "heat2d_fortran np=$run: same"
   else
@@ -24,6 +24,6 @@ for run in "1" "2" "2 --mesh 2x1" "3" "3 --mesh 3x1" "4" "4 --mesh 1x4" "4 --mes
     failed=1
   fi
 done
-got=$(CROWN_SHM=0 CROWN_TRANSPORT=am checksum "$fortran" 3 --mesh 3x1)
+got=$(CROWN_SHM=0 CROWN_TRANSPORT=am checksum "$fortran" 3 --mesh 3x1) || got="(the run failed)"
 [ "$got" = "$reference" ] && echo "np=3 over am: same" || { echo "am: '$got'"; failed=1; }
 exit $failed

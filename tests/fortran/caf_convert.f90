@@ -11,6 +11,8 @@ program caf_convert
   character(kind=ucs4, len=4) :: u[*], v
   complex(8) :: z(1)[*] ! not a scalar: gfortran 12 miscomputes z[i]'s offset (README)
   real(8) :: r
+  real(4) :: r4[*]
+  integer(8) :: big
   logical(8) :: l8[*]
   logical(1) :: l1
   integer(1) :: small(2)
@@ -54,5 +56,24 @@ program caf_convert
   v = merge(char(256, ucs4) // ucs4_'   ', char(255, ucs4) // ucs4_'   ', me == 1)
   call co_max(v)
   call check(v(1:1) == char(256, ucs4), "co_max of ISO 10646 strings by code")
+  ! Between the default and ISO 10646 kinds, character by character.
+  sync all
+  s = repeat('x', 10)
+  u = ucs4_'????'
+  sync all
+  u[right] = 'ab'
+  s[right] = ucs4_'pq'
+  sync all
+  call check(u == ucs4_'ab  ', "default kind into ISO 10646")
+  call check(s == 'pq', "ISO 10646 into the default kind")
+  sync all
+  short = u[right]
+  v = s[right]
+  call check(short == 'ab ' .and. v == ucs4_'pq  ', "gets between the two kinds")
+  ! integer(8) into real(4) rounds once, as the local assignment does
+  big = 2_8**60 + 2_8**36 + 1
+  r4[right] = big
+  sync all
+  call check(r4 == real(big, 4), "integer(8) into real(4), rounded once")
   call finish("caf_convert")
 end program
