@@ -2,6 +2,7 @@
 // use, the team stack (image numbers are relative to the current team), coarray
 // tokens, and how a failure reaches the program (stat= or error termination).
 #pragma once
+#include "caf_abi.hpp"
 #include <chrono>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
@@ -14,8 +15,6 @@
 #include <vector>
 
 namespace crown::caf {
-
-struct descriptor;
 
 /// What a caf_token_t points to: a collective heap block of the team that allocated it.
 struct token_data {
@@ -71,7 +70,6 @@ int rank_or_self(int image, const char* what);
 
 /// Reports a failure: into stat (as `code`) and errmsg when the program gave them,
 /// else it ends the job with the message (Fortran's rule for statements without stat=).
-
 void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& message, int code);
 
 template <typename F>
@@ -80,7 +78,7 @@ void guarded(int* stat, char* errmsg, std::size_t errmsg_len, F&& f) {
     if (stat) *stat = 0;
     f();
   } catch (const image_stopped& e) {
-    fail(stat, errmsg, errmsg_len, e.context() + ": " + e.message(), 6000); // STAT_STOPPED_IMAGE
+    fail(stat, errmsg, errmsg_len, e.context() + ": " + e.message(), stat_stopped_image);
   } catch (const crown::error& e) { // "<context>: <message>": the image is named by fail
     fail(stat, errmsg, errmsg_len, e.context() + ": " + e.message(), 1);
   } catch (const std::exception& e) {
@@ -110,8 +108,10 @@ void wait_unless_stopped(const team& t, const char* what, std::span<const int> w
         check_running(t, what, watched);
       } catch (const image_stopped&) {
         const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-        while (std::chrono::steady_clock::now() < until)
+        while (std::chrono::steady_clock::now() < until) {
           if (finished()) return;
+          pause.pause();
+        }
         throw;
       }
     }
