@@ -396,6 +396,8 @@ std::vector<std::byte> convert(const std::byte* in, std::size_t count, const ele
   return out;
 }
 
+namespace {
+
 void check_bounds(int image, const token_data& t, const walk& w, const char* what) {
   std::ptrdiff_t lo = w.first, hi = w.first + static_cast<std::ptrdiff_t>(w.elem.size);
   for (const axis& a : w.axes) {
@@ -416,11 +418,9 @@ void check_bounds(int image, const token_data& t, const walk& w, const char* wha
                                           std::to_string(t.block.bytes) + " bytes (out of bounds)");
 }
 
-void transfer(bool put, int image, const token_data& t, const walk& w, std::byte* packed,
-              const char* what) {
-  if (!w.elements()) return;
-  const int rank = rank_of(image, what);
-  check_bounds(image, t, w, what);
+/// transfer() once the walk is checked: one strided transfer when it fits Crown's
+/// layout, else row by row (a row of packed elements at a time where there is one).
+void transfer_checked(bool put, int rank, const token_data& t, const walk& w, std::byte* packed) {
   detail::strided s;
   if (as_strided(w, t.block.offset, s)) {
     if (put)
@@ -430,14 +430,28 @@ void transfer(bool put, int image, const token_data& t, const walk& w, std::byte
     return;
   }
   const std::size_t elem = w.elem.size;
-  w.for_each_run([&](std::ptrdiff_t at, std::size_t run) {
-    const std::uint64_t where = t.block.offset + static_cast<std::uint64_t>(at);
+  cursor c(w);
+  for (std::size_t n = w.elements(); n;) {
+    const std::size_t k = c.step() == static_cast<std::ptrdiff_t>(elem) ? c.left() : 1;
+    const std::uint64_t where = t.block.offset + static_cast<std::uint64_t>(c.offset());
     if (put)
-      detail::remote_put(rank, where, packed, run * elem);
+      detail::remote_put(rank, where, packed, k * elem);
     else
-      detail::remote_get(rank, where, packed, run * elem);
-    packed += run * elem;
-  });
+      detail::remote_get(rank, where, packed, k * elem);
+    packed += k * elem;
+    c.advance(k);
+    n -= k;
+  }
+}
+
+} // namespace
+
+void transfer(bool put, int image, const token_data& t, const walk& w, std::byte* packed,
+              const char* what) {
+  if (!w.elements()) return;
+  const int rank = rank_of(image, what);
+  check_bounds(image, t, w, what);
+  transfer_checked(put, rank, t, w, packed);
 }
 
 void move(bool put, int image, const token_data& t, const walk& remote, const walk& local,
@@ -453,10 +467,10 @@ void move(bool put, int image, const token_data& t, const walk& remote, const wa
     return;
   }
   if (local.contiguous())
-    return transfer(put, image, t, remote, static_cast<std::byte*>(base) + local.first, what);
+    return transfer_checked(put, rank, t, remote, static_cast<std::byte*>(base) + local.first);
   std::byte* packed = scratch(0, local.elements() * local.elem.size);
   if (put) pack(local, base, packed);
-  transfer(put, image, t, remote, packed, what);
+  transfer_checked(put, rank, t, remote, packed);
   if (!put) unpack(packed, local, base);
 }
 

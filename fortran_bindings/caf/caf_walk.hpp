@@ -30,9 +30,6 @@ struct walk {
   [[nodiscard]] std::size_t elements() const noexcept;
   /// The elements lie packed in order from `first`.
   [[nodiscard]] bool contiguous() const noexcept;
-  /// Calls f(byte offset, elements) for each run of packed elements, in order.
-  template <typename F>
-  void for_each_run(F&& f) const;
 };
 
 /// The elements a descriptor describes, `offset` bytes into the memory walked;
@@ -71,27 +68,5 @@ void move(bool put, int image, const token_data& t, const walk& remote, const wa
 
 /// Makes an allocatable destination the shape of `w` (gfortran allocates with malloc).
 void fit(descriptor& d, const walk& w);
-
-template <typename F>
-void walk::for_each_run(F&& f) const {
-  const std::size_t n = elements();
-  if (!n) return;
-  // Along axes[0] elements are packed when it steps by one element: one run per row.
-  const bool rows = !axes.empty() && axes[0].list.empty() &&
-                    axes[0].step == static_cast<std::ptrdiff_t>(elem.size);
-  const std::size_t inner = axes.empty() ? 1 : axes[0].size();
-  std::vector<std::size_t> index(axes.size(), 0);
-  for (std::size_t done = 0; done < n;) {
-    std::ptrdiff_t at = first;
-    for (std::size_t d = 0; d < axes.size(); ++d) at += axes[d].at(index[d]);
-    const std::size_t run = rows ? inner : 1;
-    f(at, run);
-    done += run;
-    for (std::size_t d = rows ? 1 : 0; d < axes.size(); ++d) { // odometer
-      if (++index[d] < axes[d].size()) break;
-      index[d] = 0;
-    }
-  }
-}
 
 } // namespace crown::caf
