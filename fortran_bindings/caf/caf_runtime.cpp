@@ -49,12 +49,11 @@ void start(int* argc, char*** argv) {
     std::exit(1);
   }
   const crown::mesh& world = crown::this_runtime().world();
-  g_initial = std::make_unique<team>(team{world, -1, nullptr, MPI_COMM_NULL, {}, {}, {}, 0});
-  prepare_team(*g_initial, nullptr, 0);
-  g_current = g_initial.get();
   g_stopped = detail::heap_allocate(world, sizeof(std::int64_t), 0x63616602u, "stop flags");
   std::memset(detail::heap_address(g_stopped.offset), 0, sizeof(std::int64_t));
-  crown::sync_all(world); // every flag is clear before anyone may stop
+  g_initial = std::make_unique<team>(team{world, -1, nullptr, MPI_COMM_NULL, {}, {}, {}, 0});
+  prepare_team(*g_initial, nullptr, 0); // its closing barrier: every stop flag is clear too
+  g_current = g_initial.get();
   std::atexit(exit_without_stop);
 }
 
