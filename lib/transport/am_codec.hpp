@@ -10,14 +10,16 @@
 
 namespace crown::detail {
 
-enum class am_kind : std::uint32_t { put = 1, get = 2, atomic = 3 };
+/// put/get carry the payload or the data inside the request or reply; put_apart and
+/// get_apart send it as a message of its own (am_data_tag), for large transfers.
+enum class am_kind : std::uint32_t { put = 1, get = 2, atomic = 3, put_apart = 4, get_apart = 5 };
 
 /// The fixed part of every request. Runs (put/get) and the put payload follow it.
 struct am_header {
   am_kind what;
   std::uint32_t id;      ///< the reply's tag, chosen by the origin
   std::uint64_t runs;    ///< put/get: number of runs after the header
-  std::uint64_t bytes;   ///< put: payload bytes after the runs; get: bytes to send back
+  std::uint64_t bytes;   ///< put/get: the runs' total (the payload, or what goes back)
   std::uint64_t offset;  ///< atomic: the word
   std::uint64_t operand; ///< atomic
   std::uint64_t compare; ///< atomic: compare_swap's expected value
@@ -30,11 +32,25 @@ struct am_header {
 struct am_request {
   am_header head{};
   std::vector<run> runs;
-  std::span<const std::byte> payload; ///< put: the bytes to store, in run order
+  std::span<const std::byte> payload; ///< put (not put_apart): the bytes to store, in run order
 };
 
 /// Largest reply a get may ask for (MPI counts are ints; larger transfers are chunked).
 inline constexpr std::uint64_t am_max_reply = 0x7fffffffu - 64;
+
+/// Tags on the transport's own communicator: requests, then per request id (chosen by
+/// the origin) its reply and its payload or data; the ranges cannot overlap and stay
+/// under 32767, the least MPI_TAG_UB MPI allows. An origin has at most 16000 requests
+/// in flight to one target before an id's tags come round again.
+inline constexpr int am_request_tag = 1;
+inline constexpr int am_tag_ids = 16000;
+inline constexpr int am_reply_tag(std::uint32_t id) {
+  return 2 + static_cast<int>(id % am_tag_ids);
+}
+inline constexpr int am_data_tag(std::uint32_t id) {
+  return 2 + am_tag_ids + static_cast<int>(id % am_tag_ids);
+}
+static_assert(am_data_tag(am_tag_ids - 1) < 32767);
 
 /// Appends header, runs and payload to `out` (cleared first; its capacity is reused).
 void encode_am_request(const am_header& head, std::span<const run> runs,
