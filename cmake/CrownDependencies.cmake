@@ -40,6 +40,11 @@ if(CROWN_ENABLE_CUDA)
       set(CMAKE_CUDA_ARCHITECTURES 80 90 CACHE STRING "CUDA architectures (explicit; sm_90 = H100/H200)")
     endif()
     enable_language(CUDA)
+    # CUDA code is C++17: CMake 3.25 knows no C++20 flag for nvcc, and a target's CUDA
+    # dialect otherwise defaults to its CXX_STANDARD (20). libcrown, which takes CUDA
+    # objects, then asked for "CUDA20" and the Makefile generator refused to generate.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(CROWN_HAVE_CUDA ON)
     string(REPLACE ";" "," cuda_archs "${CMAKE_CUDA_ARCHITECTURES}")
