@@ -1,4 +1,4 @@
-# Finds Crown's dependencies. Required: MPI, hwloc, Boost.Test (tests only).
+# Finds Crown's dependencies. Required: MPI, hwloc, cereal, Boost.Test (tests only).
 # Optional, each auto-detected and switchable off with CROWN_ENABLE_<NAME>=OFF:
 # UCX, CUDA toolkit, NCCL, parallel HDF5, gfortran. Results land in CROWN_HAVE_<NAME>.
 include(CheckLanguage)
@@ -15,6 +15,16 @@ endmacro()
 string(REGEX MATCH "[^,]*" mpi_library "${MPI_C_LIBRARY_VERSION_STRING}")
 crown_report("MPI" "found" "MPI ${MPI_C_VERSION}, ${mpi_library}")
 crown_report("hwloc" "found" "${HWLOC_VERSION}")
+include(CrownFindCereal)
+if(NOT TARGET cereal::cereal)
+  message(FATAL_ERROR "cereal not found: install libcereal-dev, or point CMAKE_PREFIX_PATH "
+                      "or CROWN_CEREAL_INCLUDE_DIR at it")
+endif()
+if(cereal_FOUND)
+  crown_report("cereal" "found" "${cereal_VERSION}")
+else()
+  crown_report("cereal" "found" "headers in ${CROWN_CEREAL_INCLUDE_DIR}")
+endif()
 
 # UCX
 set(CROWN_HAVE_UCX OFF)
