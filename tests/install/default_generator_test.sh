@@ -6,8 +6,7 @@
 # Makefile generator once refused (libcrown asked for a "CUDA20" dialect).
 set -euo pipefail
 source=$1 target=${2:-}
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 unset CMAKE_GENERATOR # the default generator, whatever the caller's environment prefers
 
 cmake -S "$source" -B "$work" > "$work/configure.log" 2>&1 || {
