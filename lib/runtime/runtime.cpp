@@ -1,4 +1,5 @@
 // crown::runtime: MPI initialisation or attachment, start-up agreement, shutdown order.
+#include "../transport/host_collectives.hpp"
 #include "../transport/symmetric_heap.hpp"
 #include "runtime_state.hpp"
 #include "startup_agreement.hpp"
@@ -348,6 +349,7 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
                         [&] { st->heap = std::make_unique<detail::symmetric_heap>(*st); });
     detail::agreed_step(dup, "symmetric heap transport", [&] { st->heap->connect(*st); });
     detail::install_heap(st->heap.get(), st->cfg);
+    detail::configure_host_collectives(st->cfg);
     if (st->cfg.progress_thread) detail::start_progress_thread(*st);
 #ifdef OPEN_MPI
     const char* osc = std::getenv("OMPI_MCA_osc");
