@@ -353,7 +353,9 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
     if (st->cfg.progress_thread) detail::start_progress_thread(*st);
 #ifdef OPEN_MPI
     const char* osc = std::getenv("OMPI_MCA_osc");
-    if (st->heap->has_window() && st->rank == 0 && (!osc || !std::strstr(osc, "ucx")))
+    const detail::backend* b = st->heap->transport();
+    if (b && std::strcmp(b->name(), "mpi") == 0 && st->rank == 0 &&
+        (!osc || !std::strstr(osc, "ucx")))
       log(log_level::warn, "one-sided traffic goes through Open MPI's default osc component, "
                            "whose compare-and-swap to the calling rank crashes in Open MPI "
                            "4.1 (Crown's atomics, events and locks use it): launch with "

@@ -1,7 +1,7 @@
 // lib/transport/active_messages.hpp — one-sided traffic as requests over two-sided MPI.
 #pragma once
 #include "am_codec.hpp"
-#include "remote_transport.hpp"
+#include "backend.hpp"
 #include <atomic>
 #include <mpi.h>
 #include <mutex>
@@ -16,7 +16,7 @@ namespace crown::detail {
 /// atomic with every other atomic on the word) when it progresses: inside every Crown
 /// wait, transfer and collective. A rank that computes outside Crown serves nobody
 /// until it comes back (the progress rule in README).
-class active_messages final : public remote_transport {
+class active_messages final : public backend {
 public:
   active_messages(MPI_Comm world, std::byte* heap, std::size_t heap_size);
   ~active_messages();

@@ -1,7 +1,8 @@
-// The host symmetric heap: free space bookkeeping, the shared segment, the MPI window.
+// The host symmetric heap: free space bookkeeping, the shared segment, the choice of backend.
 #include "symmetric_heap.hpp"
 #include "../runtime/runtime_state.hpp"
 #include "active_messages.hpp"
+#include "mpi_window.hpp"
 #include <crown/build_config.hpp>
 #if CROWN_HAVE_UCX
 #include "ucx_transport.hpp"
@@ -97,7 +98,7 @@ void symmetric_heap::connect(runtime_state& st) {
   if (choice == transport_choice::ucx || choice == transport_choice::automatic) {
 #if CROWN_HAVE_UCX
     try {
-      remote_ = std::make_unique<ucx_transport>(st.world_comm.get(), mine_, size_);
+      transport_ = std::make_unique<ucx_transport>(st.world_comm.get(), mine_, size_);
       return;
     } catch (const state_error& e) {
       if (choice == transport_choice::ucx) throw;
@@ -110,61 +111,26 @@ void symmetric_heap::connect(runtime_state& st) {
 #endif
   }
   if (choice == transport_choice::am) return use_active_messages(st);
-  if (create_window(st)) return;
+  if (!st.transports.mpi_rma)
+    no_transport_reason_ = st.transports.mpi_rma_problem;
+  else if ((transport_ =
+                mpi_window::create(st.world_comm.get(), mine_, size_, no_transport_reason_)))
+    return;
   if (choice == transport_choice::automatic) use_active_messages(st);
 }
 
 void symmetric_heap::use_active_messages(runtime_state& st) {
-  remote_ = std::make_unique<active_messages>(st.world_comm.get(), mine_, size_);
+  transport_ = std::make_unique<active_messages>(st.world_comm.get(), mine_, size_);
 }
 
-bool symmetric_heap::create_window(runtime_state& st) {
-  if (!st.transports.mpi_rma) {
-    no_window_reason_ = st.transports.mpi_rma_problem;
-    return false;
-  }
-  MPI_Info info = MPI_INFO_NULL;
-  MPI_Info_create(&info);
-  MPI_Info_set(info, "same_disp_unit", "true");
-  const int rc =
-      MPI_Win_create(mine_, static_cast<MPI_Aint>(size_), 1, info, st.world_comm.get(), &win_);
-  MPI_Info_free(&info);
-  int ok = rc == MPI_SUCCESS;
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, st.world_comm.get()),
-            "MPI_Allreduce(heap window created)");
-  if (!ok) {
-    if (rc == MPI_SUCCESS) MPI_Win_free(&win_);
-    win_ = MPI_WIN_NULL;
-    no_window_reason_ = "MPI_Win_create over the heap failed on some rank";
-    return false;
-  }
-  check_mpi(MPI_Win_set_errhandler(win_, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
-  int* model = nullptr;
-  int flag = 0;
-  check_mpi(MPI_Win_get_attr(win_, MPI_WIN_MODEL, &model, &flag), "MPI_Win_get_attr");
-  if (!flag || *model != MPI_WIN_UNIFIED) {
-    MPI_Win_free(&win_);
-    throw state_error("symmetric heap", "MPI gave a window in the SEPARATE memory model, which "
-                                        "Crown does not support (it needs MPI_WIN_UNIFIED)");
-  }
-  check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, win_), "MPI_Win_lock_all");
-  return true;
-}
+symmetric_heap::~symmetric_heap() = default;
 
-symmetric_heap::~symmetric_heap() {
-  remote_.reset();
-  if (win_ != MPI_WIN_NULL) {
-    MPI_Win_unlock_all(win_);
-    MPI_Win_free(&win_);
-  }
-}
-
-MPI_Win symmetric_heap::window_for(int rank) const {
-  if (win_ == MPI_WIN_NULL)
+backend& symmetric_heap::backend_for(int rank) const {
+  if (!transport_)
     throw state_error("one-sided access to rank " + std::to_string(rank),
                       "that rank is not reachable by load/store and there is no transport: " +
-                          no_window_reason_);
-  return win_;
+                          no_transport_reason_);
+  return *transport_;
 }
 
 } // namespace crown::detail

@@ -1,6 +1,6 @@
-// lib/transport/symmetric_heap.hpp — the host symmetric heap: shared segment + MPI window.
+// lib/transport/symmetric_heap.hpp — the host symmetric heap: shared segment + one backend.
 #pragma once
-#include "remote_transport.hpp"
+#include "backend.hpp"
 #include "shm_segment.hpp"
 #include <cstdint>
 #include <map>
@@ -39,8 +39,9 @@ private:
 };
 
 /// Every rank's slice of the heap is reachable either by load/store (same host, shared
-/// segment) or through the cross-host path chosen at start-up: one MPI window created
-/// over that same memory, UCX with the slice registered, or active messages.
+/// segment: shm_backend.hpp) or through the one backend chosen at start-up for every
+/// other peer: an MPI window created over that same memory, UCX with the slice
+/// registered, or active messages.
 class symmetric_heap {
 public:
   /// Maps the shared segment. Collective over the runtime's host communicator.
@@ -59,34 +60,30 @@ public:
     std::byte* base = peers_[static_cast<std::size_t>(rank)];
     return base ? base + offset : nullptr;
   }
-  /// The window for transport traffic to `rank`; throws state_error when there is none.
-  [[nodiscard]] MPI_Win window_for(int rank) const;
-  [[nodiscard]] bool has_window() const noexcept { return win_ != MPI_WIN_NULL; }
-  /// The cross-host transport (active messages or UCX), when one replaced the window.
-  [[nodiscard]] remote_transport* remote() const noexcept { return remote_.get(); }
-  [[nodiscard]] bool has_transport() const noexcept { return has_window() || remote_ != nullptr; }
+  /// The backend for `rank`, a peer not reachable by load/store; throws state_error
+  /// when there is none.
+  [[nodiscard]] backend& backend_for(int rank) const;
+  /// The backend that reaches peers off this host, or nullptr when every peer shares memory.
+  [[nodiscard]] backend* transport() const noexcept { return transport_.get(); }
+  [[nodiscard]] bool has_transport() const noexcept { return transport_ != nullptr; }
   [[nodiscard]] bool all_peers_shared() const noexcept {
     for (std::byte* p : peers_)
       if (!p) return false;
     return true;
   }
-  [[nodiscard]] MPI_Win window() const noexcept { return win_; }
 
   free_list space;
   std::mutex mutex; ///< guards `space` against concurrent local allocations
 
 private:
-  /// Creates the MPI window (collective); false, with the reason kept, when MPI cannot.
-  bool create_window(runtime_state& st);
   void use_active_messages(runtime_state& st);
 
   std::size_t size_;
   std::unique_ptr<shm_segment> segment_;
   std::byte* mine_ = nullptr;
   std::vector<std::byte*> peers_; ///< per world rank: slice base, or nullptr if not shared
-  MPI_Win win_ = MPI_WIN_NULL;
-  std::unique_ptr<remote_transport> remote_;
-  std::string no_window_reason_;
+  std::unique_ptr<backend> transport_;
+  std::string no_transport_reason_;
 };
 
 } // namespace crown::detail

@@ -1,7 +1,7 @@
 // lib/transport/ucx_transport.hpp — one-sided traffic through UCX (CROWN_TRANSPORT=ucx).
 #pragma once
 #include "active_messages.hpp"
-#include "remote_transport.hpp"
+#include "backend.hpp"
 #include <atomic>
 #include <memory>
 #include <mpi.h>
@@ -18,7 +18,7 @@ namespace crown::detail {
 /// poll of every wait (and the progress thread, when enabled). A strided transfer of
 /// many small runs goes as one active message instead (UCX has no remote strides, and
 /// one put per element costs a round trip each over TCP).
-class ucx_transport final : public remote_transport {
+class ucx_transport final : public backend {
 public:
   /// Collective over `world`. Throws state_error on every rank when UCX cannot be set
   /// up on some rank (the ranks agree first), so that callers can fall back together.

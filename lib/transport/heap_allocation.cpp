@@ -1,0 +1,157 @@
+// The heap ABI's allocation half (include/crown/detail/heap.hpp): collective blocks
+// whose members agree on one offset, local blocks, addresses, and the active heap.
+#include "../runtime/runtime_state.hpp"
+#include "agreement.hpp"
+#include "heap_state.hpp"
+#include "host_collectives.hpp"
+#include "transfer.hpp"
+#include <algorithm>
+#include <atomic>
+#include <climits>
+#include <crown/detail/heap.hpp>
+#include <crown/detail/wait.hpp>
+#include <crown/error.hpp>
+#include <crown/log.hpp>
+#include <crown/mesh.hpp>
+#include <cstring>
+
+namespace crown::detail {
+namespace {
+
+std::atomic<symmetric_heap*> g_heap{nullptr};
+std::atomic<std::size_t> g_chunk{std::size_t{1} << 30};
+std::atomic<bool> g_check_allocations{true};
+std::atomic<bool> g_check_collectives{false};
+
+constexpr std::size_t alignment = 64;
+
+} // namespace
+
+symmetric_heap* active_heap() noexcept { return g_heap.load(std::memory_order_acquire); }
+
+symmetric_heap& active_heap(std::string_view op) {
+  symmetric_heap* h = active_heap();
+  if (!h)
+    throw state_error(std::string(op), "no crown::runtime is active (not yet, or already "
+                                       "destroyed): one-sided memory needs one");
+  return *h;
+}
+
+void install_heap(symmetric_heap* h, const config& cfg) noexcept {
+  forget_host_scratch(); // its blocks belong to the previous heap
+  g_check_allocations = cfg.check != 0;
+  g_check_collectives = cfg.check == 1;
+  g_heap.store(h, std::memory_order_release);
+  set_progress_hook(h && h->has_transport() ? &progress : nullptr);
+}
+
+std::int64_t heap_offset_of(const void* p, std::size_t bytes) noexcept {
+  symmetric_heap* h = active_heap();
+  if (!h) return -1;
+  const auto* b = static_cast<const std::byte*>(p);
+  const std::byte* base = h->local(0);
+  if (b < base || b > base + h->size() || bytes > static_cast<std::size_t>(base + h->size() - b))
+    return -1;
+  return b - base;
+}
+
+bool world_shares_memory() noexcept {
+  symmetric_heap* h = active_heap();
+  return h && h->all_peers_shared();
+}
+
+bool check_collectives() noexcept { return g_check_collectives.load(std::memory_order_relaxed); }
+std::size_t transfer_chunk_bytes() noexcept { return g_chunk.load(std::memory_order_relaxed); }
+void set_transfer_chunk_bytes(std::size_t bytes) noexcept {
+  g_chunk.store(std::clamp<std::size_t>(bytes, 1, INT_MAX), std::memory_order_relaxed);
+}
+
+heap_block heap_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_tag,
+                         std::string_view what, memory_kind kind) {
+  const std::string op = std::string(what) + " on " + m.to_string();
+  if (kind != memory_kind::host)
+    throw argument_error(op, "only host memory has a symmetric heap in this build");
+  symmetric_heap& h = active_heap(op);
+  MPI_Comm comm = m.comm(); // throws for non-members
+  const std::size_t rounded =
+      (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
+
+  if (g_check_allocations)
+    check_same_arguments(m,
+                         {{"size in bytes", static_cast<long long>(bytes)},
+                          {"element type", static_cast<long long>(type_tag >> 1)}},
+                         op);
+  const std::lock_guard lock(h.mutex);
+  // Members converge on the lowest offset free everywhere: propose, take the maximum,
+  // re-propose at or above it, until every proposal agrees.
+  std::uint64_t candidate = 0;
+  for (;;) {
+    const std::uint64_t next = h.space.first_fit_from(candidate, rounded);
+    long long bounds[2] = {static_cast<long long>(next), -static_cast<long long>(next)};
+    MPI_Request r;
+    complete(MPI_Iallreduce(MPI_IN_PLACE, bounds, 2, MPI_LONG_LONG, MPI_MAX, comm, &r), r,
+             "MPI_Allreduce(" + op + ")");
+    candidate = static_cast<std::uint64_t>(bounds[0]);
+    if (candidate >= h.space.capacity()) // every member sees the same maximum: all throw
+      throw error(op, "symmetric heap full: " + std::to_string(rounded) +
+                          " bytes needed on every member, heap " + std::to_string(h.size()) +
+                          " bytes per rank, " + std::to_string(h.space.in_use()) +
+                          " in use here, largest free block here " +
+                          std::to_string(h.space.largest_free()) + "; raise CROWN_HEAP_SIZE");
+    if (bounds[0] == -bounds[1]) break; // every member proposed the same offset
+  }
+  h.space.take(candidate, rounded);
+  heap_block b{candidate, bytes, true};
+  for (int r : m) b.cpu_atomics = b.cpu_atomics && h.peer(r, 0) != nullptr;
+  std::memset(h.local(candidate), 0, rounded); // coarrays start zeroed, like Fortran's
+  m.barrier(); // nobody writes into a block before its owner has cleared it
+  return b;
+}
+
+void heap_release(const mesh& m, const heap_block& b) noexcept {
+  try {
+    symmetric_heap& h = active_heap("free");
+    heap_quiet();
+    m.barrier(); // no member frees while another may still access the block
+    const std::lock_guard lock(h.mutex);
+    h.space.give(b.offset);
+  } catch (const std::exception& e) {
+    log(log_level::error, "freeing a collective allocation failed: ", e.what());
+  }
+}
+
+std::uint64_t heap_allocate_local(std::size_t bytes, std::string_view what) {
+  symmetric_heap& h = active_heap(what);
+  const std::size_t rounded =
+      (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
+  const std::lock_guard lock(h.mutex);
+  const std::uint64_t offset = h.space.last_fit(rounded);
+  if (offset >= h.space.capacity())
+    throw error(std::string(what),
+                "symmetric heap full: " + std::to_string(rounded) + " bytes needed, heap " +
+                    std::to_string(h.size()) + " bytes, " + std::to_string(h.space.in_use()) +
+                    " in use, largest free block " + std::to_string(h.space.largest_free()) +
+                    "; raise CROWN_HEAP_SIZE");
+  h.space.take(offset, rounded);
+  return offset;
+}
+
+void heap_release_local(std::uint64_t offset) {
+  symmetric_heap& h = active_heap("deallocate");
+  const std::lock_guard lock(h.mutex);
+  if (!h.space.give(offset))
+    throw argument_error("deallocate(offset " + std::to_string(offset) + ")",
+                         "no allocation starts there (freed twice, or never allocated)");
+}
+
+std::byte* heap_address(std::uint64_t offset) noexcept {
+  symmetric_heap* h = active_heap();
+  return h ? h->local(offset) : nullptr;
+}
+
+std::byte* heap_peer_address(int world_rank, std::uint64_t offset) noexcept {
+  symmetric_heap* h = active_heap();
+  return h ? h->peer(world_rank, offset) : nullptr;
+}
+
+} // namespace crown::detail

@@ -1,0 +1,13 @@
+// lib/transport/heap_state.hpp — the runtime's active symmetric heap, for the heap ABI.
+#pragma once
+#include "symmetric_heap.hpp"
+#include <string_view>
+
+namespace crown::detail {
+
+/// The heap installed by the running crown::runtime, or nullptr.
+symmetric_heap* active_heap() noexcept;
+/// The active heap; throws state_error naming `op` when no runtime is active.
+symmetric_heap& active_heap(std::string_view op);
+
+} // namespace crown::detail

@@ -1,0 +1,163 @@
+// The MPI-window backend: one window over the heap, MPI RMA, atomics as compare-and-swap.
+#include "mpi_window.hpp"
+#include "atomic_bits.hpp"
+#include <type_traits>
+#include <vector>
+
+namespace crown::detail {
+namespace {
+
+/// One MPI_Put/MPI_Get of a group of runs: contiguous, or through an hindexed type.
+/// With `requests`, request-based (MPI_Rput/MPI_Rget) and appended there.
+void rma_transfer(bool put, MPI_Win win, int rank, std::span<const run> runs, std::byte* packed,
+                  std::vector<MPI_Request>* requests = nullptr) {
+  std::size_t total = 0;
+  for (const run& r : runs) total += r.bytes;
+  const int count = static_cast<int>(total);
+  MPI_Datatype target = MPI_BYTE;
+  int target_count = count;
+  MPI_Aint disp = static_cast<MPI_Aint>(runs[0].offset);
+  if (runs.size() > 1) {
+    std::vector<int> lengths(runs.size());
+    std::vector<MPI_Aint> displacements(runs.size());
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      lengths[i] = static_cast<int>(runs[i].bytes);
+      displacements[i] = static_cast<MPI_Aint>(runs[i].offset);
+    }
+    check_mpi(MPI_Type_create_hindexed(static_cast<int>(runs.size()), lengths.data(),
+                                       displacements.data(), MPI_BYTE, &target),
+              "MPI_Type_create_hindexed");
+    MPI_Type_commit(&target);
+    target_count = 1;
+    disp = 0;
+  }
+  int rc = MPI_SUCCESS;
+  if (requests) {
+    MPI_Request r = MPI_REQUEST_NULL;
+    rc = put ? MPI_Rput(packed, count, MPI_BYTE, rank, disp, target_count, target, win, &r)
+             : MPI_Rget(packed, count, MPI_BYTE, rank, disp, target_count, target, win, &r);
+    if (rc == MPI_SUCCESS) requests->push_back(r);
+  } else {
+    rc = put ? MPI_Put(packed, count, MPI_BYTE, rank, disp, target_count, target, win)
+             : MPI_Get(packed, count, MPI_BYTE, rank, disp, target_count, target, win);
+  }
+  if (target != MPI_BYTE) MPI_Type_free(&target); // pending operations keep their copy
+  check_mpi(rc, put ? "MPI_Put" : "MPI_Get");
+}
+
+MPI_Datatype mpi_type(int width, bool floating) {
+  if (floating) return width == 4 ? MPI_FLOAT : MPI_DOUBLE;
+  return width == 4 ? MPI_INT32_T : MPI_INT64_T;
+}
+
+/// MPI only promises atomicity between accumulates of one operation (plus MPI_NO_OP),
+/// and coarray codes mix operations on one word, so every update goes through
+/// MPI_Compare_and_swap: a loop for the operations MPI would do in one call.
+template <typename T>
+std::uint64_t mpi_atomic(MPI_Win win, int rank, std::uint64_t offset, atomic_op op,
+                         std::uint64_t operand_bits, std::uint64_t compare_bits) {
+  const MPI_Datatype type = mpi_type(sizeof(T), std::is_floating_point_v<T>);
+  const auto disp = static_cast<MPI_Aint>(offset);
+  auto fetch = [&] {
+    T value{};
+    check_mpi(MPI_Fetch_and_op(nullptr, &value, type, rank, disp, MPI_NO_OP, win),
+              "MPI_Fetch_and_op(load)");
+    check_mpi(MPI_Win_flush(rank, win), "MPI_Win_flush");
+    return value;
+  };
+  auto cas = [&](T expected, T desired) {
+    T previous{};
+    check_mpi(MPI_Compare_and_swap(&desired, &expected, &previous, type, rank, disp, win),
+              "MPI_Compare_and_swap");
+    check_mpi(MPI_Win_flush(rank, win), "MPI_Win_flush");
+    return previous;
+  };
+  if (op == atomic_op::load) return bits_of(fetch());
+  if (op == atomic_op::compare_swap)
+    return bits_of(cas(from_bits<T>(compare_bits), from_bits<T>(operand_bits)));
+  return compare_and_swap_loop(
+      op, sizeof(T), std::is_floating_point_v<T>, operand_bits, [&] { return bits_of(fetch()); },
+      [&](std::uint64_t expected, std::uint64_t desired) {
+        return bits_of(cas(from_bits<T>(expected), from_bits<T>(desired)));
+      });
+}
+
+} // namespace
+
+std::unique_ptr<mpi_window> mpi_window::create(MPI_Comm world, std::byte* heap, std::size_t bytes,
+                                               std::string& reason) {
+  MPI_Win win = MPI_WIN_NULL;
+  MPI_Info info = MPI_INFO_NULL;
+  MPI_Info_create(&info);
+  MPI_Info_set(info, "same_disp_unit", "true");
+  const int rc = MPI_Win_create(heap, static_cast<MPI_Aint>(bytes), 1, info, world, &win);
+  MPI_Info_free(&info);
+  int ok = rc == MPI_SUCCESS;
+  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, world),
+            "MPI_Allreduce(heap window created)");
+  if (!ok) {
+    if (rc == MPI_SUCCESS) MPI_Win_free(&win);
+    reason = "MPI_Win_create over the heap failed on some rank";
+    return nullptr;
+  }
+  check_mpi(MPI_Win_set_errhandler(win, MPI_ERRORS_RETURN), "MPI_Win_set_errhandler");
+  int* model = nullptr;
+  int flag = 0;
+  check_mpi(MPI_Win_get_attr(win, MPI_WIN_MODEL, &model, &flag), "MPI_Win_get_attr");
+  if (!flag || *model != MPI_WIN_UNIFIED) {
+    MPI_Win_free(&win);
+    throw state_error("symmetric heap", "MPI gave a window in the SEPARATE memory model, which "
+                                        "Crown does not support (it needs MPI_WIN_UNIFIED)");
+  }
+  check_mpi(MPI_Win_lock_all(MPI_MODE_NOCHECK, win), "MPI_Win_lock_all");
+  return std::make_unique<mpi_window>(win);
+}
+
+mpi_window::~mpi_window() {
+  MPI_Win_unlock_all(win_);
+  MPI_Win_free(&win_);
+}
+
+void mpi_window::put(int rank, std::span<const run> runs, const std::byte* packed) {
+  rma_transfer(true, win_, rank, runs, const_cast<std::byte*>(packed));
+  flush(rank);
+}
+
+void mpi_window::get(int rank, std::span<const run> runs, std::byte* packed) {
+  rma_transfer(false, win_, rank, runs, packed);
+  flush(rank);
+}
+
+bool mpi_window::start(bool put, int rank, std::span<const run> runs, std::byte* packed,
+                       std::vector<MPI_Request>& requests) {
+  rma_transfer(put, win_, rank, runs, packed, &requests);
+  return true;
+}
+
+std::uint64_t mpi_window::atomic(int rank, std::uint64_t offset, atomic_op op, int width,
+                                 bool floating, std::uint64_t operand, std::uint64_t compare) {
+  if (floating)
+    return width == 4 ? mpi_atomic<float>(win_, rank, offset, op, operand, compare)
+                      : mpi_atomic<double>(win_, rank, offset, op, operand, compare);
+  return width == 4 ? mpi_atomic<std::int32_t>(win_, rank, offset, op, operand, compare)
+                    : mpi_atomic<std::int64_t>(win_, rank, offset, op, operand, compare);
+}
+
+void mpi_window::flush(int rank) { check_mpi(MPI_Win_flush(rank, win_), "MPI_Win_flush"); }
+
+void mpi_window::quiet() {
+  check_mpi(MPI_Win_flush_all(win_), "MPI_Win_flush_all");
+  check_mpi(MPI_Win_sync(win_), "MPI_Win_sync");
+}
+
+void mpi_window::sync_local() { check_mpi(MPI_Win_sync(win_), "MPI_Win_sync"); }
+
+void mpi_window::progress() noexcept {
+  // MPI's progress engine for two-sided traffic, and the window's own: osc/ucx advances
+  // incoming emulated RMA (UCX over TCP) only inside calls on the window.
+  int flag = 0;
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
+  MPI_Win_flush_local_all(win_);
+}
+
+} // namespace crown::detail
