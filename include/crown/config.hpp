@@ -20,6 +20,9 @@ struct config_variable {
   std::string_view name;
   std::string_view default_value;
   std::string_view description;
+  /// May differ between ranks (it tunes one rank only); every other variable must have
+  /// the same value on every rank, which start-up checks.
+  bool per_rank = false;
 };
 
 /// Every CROWN_* variable Crown reads.
@@ -42,11 +45,14 @@ struct config {
   int progress_thread = -1;
   int fanout = 16; ///< CROWN_FANOUT: children per node of the controller's command tree
   /// CROWN_WATCHDOG: seconds without a heartbeat after which the controller declares a
-  /// serving rank hung and aborts the job (0: never)
+  /// serving rank hung and aborts the job (0: never; else at least 1 s with the scale)
   double watchdog = 30;
   double timeout_scale = 1; ///< CROWN_TIMEOUT_SCALE: multiplies every Crown timeout
   /// CROWN_ACTOR_STDOUT: actors' stdout travels to the controller, tagged (0: printed locally)
   bool actor_stdout = false;
+  /// CROWN_SINGLE_COPY: large host-local co_* may read other processes' memory with
+  /// process_vm_readv (auto); false: staged copies only, no ptrace rights asked for
+  bool single_copy = true;
 
   /// Parses the given variables (name -> value). Invalid values throw config_error
   /// naming the variable, the value and what is allowed; unknown CROWN_* names are

@@ -2,16 +2,22 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <crown/config.hpp>
 #include <crown/error.hpp>
+#include <cstdint>
+#include <sstream>
 
 extern char** environ;
 
 namespace crown {
 namespace {
 
-constexpr std::array<config_variable, 13> variables{{
-    {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace."},
+constexpr std::uint64_t max_heap_bytes = std::uint64_t{1} << 44; ///< 16 TiB per rank
+constexpr double min_watchdog_seconds = 1;
+
+constexpr std::array<config_variable, 14> variables{{
+    {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace.", true},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
      "none (every core of the host)."},
@@ -20,10 +26,12 @@ constexpr std::array<config_variable, 13> variables{{
      "so multi-host code paths run on one machine."},
     {"CROWN_WAIT_SPINS", "auto",
      "Busy polls before a waiting rank yields its core; auto = 1000, or 0 when a host's ranks "
-     "outnumber its hardware threads."},
+     "outnumber its hardware threads.",
+     true},
     {"CROWN_HEAP_SIZE", "128M",
-     "Symmetric heap per rank, in bytes with an optional K, M or G suffix (at least 1M). "
-     "Reserved in /dev/shm at start-up."},
+     "Symmetric heap per rank, in bytes with an optional K, M, G or T suffix (1M to 16T). "
+     "Reserved at start-up in /dev/shm (as a file without a name), within the memory and "
+     "cgroup limits."},
     {"CROWN_SHM", "1",
      "1: ranks of one host reach each other's heap with loads, stores and memcpy. 0: every "
      "remote access goes through the cross-host transport (a correctness mode)."},
@@ -41,9 +49,11 @@ constexpr std::array<config_variable, 13> variables{{
     {"CROWN_WATCHDOG", "30",
      "Seconds a serving rank may go without a heartbeat (sent every tenth of this by a "
      "thread, also while an endpoint runs) before the controller declares it hung, names "
-     "it and aborts the job; 0 turns the watchdog off. Needs MPI_THREAD_MULTIPLE."},
+     "it and aborts the job; 0 turns the watchdog off, otherwise 1 to 1e7 (and at least 1 "
+     "times CROWN_TIMEOUT_SCALE). Needs MPI_THREAD_MULTIPLE."},
     {"CROWN_TIMEOUT_SCALE", "1",
-     "Multiplies every Crown timeout (the watchdog's), for slow or oversubscribed machines."},
+     "Multiplies every Crown timeout (the watchdog's), for slow or oversubscribed machines; "
+     "0.1 to 1000."},
     {"CROWN_ACTOR_STDOUT", "0",
      "1: what actors write to stdout (printf, std::cout) in constructors and endpoints "
      "reaches the controller's stdout, tagged with actor mesh and point and collapsed like "
@@ -53,7 +63,14 @@ constexpr std::array<config_variable, 13> variables{{
      "allows it and some rank is reached through a transport, so that a rank computing "
      "outside Crown or blocked in its own MPI calls still serves other ranks' puts, gets "
      "and atomics; it naps when idle (under 2% of a core). 1: required (an error without "
-     "MPI_THREAD_MULTIPLE). 0: never; ranks then serve only inside Crown calls."},
+     "MPI_THREAD_MULTIPLE). 0: never; ranks then serve only inside Crown calls.",
+     true},
+    {"CROWN_SINGLE_COPY", "auto",
+     "auto: co_* of more than 64 KiB of ordinary memory on one host read the other "
+     "processes' buffers with one kernel copy (process_vm_readv), where ptrace rules allow "
+     "it (under Yama ptrace_scope 1 each rank then allows any process of its user to read "
+     "it: PR_SET_PTRACER_ANY), else staged copies; 0: staged copies only, never ptrace "
+     "rights (like Open MPI's btl_vader_single_copy_mechanism=none, UCX_TLS=^cma)."},
 }};
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -92,13 +109,20 @@ int parse_int(std::string_view name, const std::string& value, int minimum) {
   return v;
 }
 
-double parse_seconds(std::string_view name, const std::string& value, bool zero_allowed) {
+/// A finite number in [minimum, maximum], or 0 where `zero_allowed` (nan and inf are
+/// refused: every comparison with nan is false, which once switched the watchdog off).
+double parse_number(std::string_view name, const std::string& value, double minimum, double maximum,
+                    bool zero_allowed) {
   double v = -1;
   const char* end = value.data() + value.size();
   auto [ptr, ec] = std::from_chars(value.data(), end, v);
-  if (ec != std::errc() || ptr != end || v < 0 || (v == 0 && !zero_allowed) || v > 1e7)
-    throw config_error(std::string(name), "invalid value '" + value + "' (expected a number " +
-                                              (zero_allowed ? ">= 0" : "> 0") + ")");
+  if (ec != std::errc() || ptr != end || !std::isfinite(v) ||
+      !((v >= minimum && v <= maximum) || (zero_allowed && v == 0))) {
+    std::ostringstream allowed;
+    allowed << (zero_allowed ? "0 or " : "") << "a number from " << minimum << " to " << maximum;
+    throw config_error(std::string(name),
+                       "invalid value '" + value + "' (expected " + allowed.str() + ")");
+  }
   return v;
 }
 
@@ -108,6 +132,9 @@ bool parse_flag(std::string_view name, const std::string& value) {
   return value == "1";
 }
 
+/// Bytes with an optional K/M/G/T suffix, within [1M, max_heap_bytes]. Compared
+/// before shifting, so that no value wraps around (4398046511105M once became 4 MiB
+/// per host after the multiplication by the number of ranks).
 std::size_t parse_bytes(std::string_view name, const std::string& value) {
   std::size_t digits = 0;
   while (digits < value.size() && value[digits] >= '0' && value[digits] <= '9') ++digits;
@@ -116,14 +143,16 @@ std::size_t parse_bytes(std::string_view name, const std::string& value) {
                     : suffix == "K" || suffix == "k" ? 10
                     : suffix == "M" || suffix == "m" ? 20
                     : suffix == "G" || suffix == "g" ? 30
+                    : suffix == "T" || suffix == "t" ? 40
                                                      : -1;
-  std::size_t v = 0;
+  std::uint64_t v = 0;
   const auto [ptr, ec] = std::from_chars(value.data(), value.data() + digits, v);
-  if (digits == 0 || ec != std::errc() || shift < 0 || v > (std::size_t{1} << (63 - shift)) ||
-      (v << shift) < (std::size_t{1} << 20))
-    throw config_error(std::string(name),
-                       "invalid value '" + value + "' (expected bytes >= 1M, e.g. 512M or 2G)");
-  return v << shift;
+  if (digits == 0 || ec != std::errc() || shift < 0 || v > (max_heap_bytes >> shift) ||
+      (v << shift) < (std::uint64_t{1} << 20))
+    throw config_error(std::string(name), "invalid value '" + value +
+                                              "' (expected bytes from 1M to 16T, e.g. 512M or "
+                                              "2G)");
+  return static_cast<std::size_t>(v << shift);
 }
 
 } // namespace
@@ -175,9 +204,13 @@ config config::parse(const std::map<std::string, std::string>& vars,
       if (c.fanout > 65535)
         throw config_error(name, "invalid value '" + value + "' (expected 1 to 65535)");
     } else if (name == "CROWN_WATCHDOG") {
-      c.watchdog = parse_seconds(name, value, true);
+      c.watchdog = parse_number(name, value, min_watchdog_seconds, 1e7, true);
     } else if (name == "CROWN_TIMEOUT_SCALE") {
-      c.timeout_scale = parse_seconds(name, value, false);
+      c.timeout_scale = parse_number(name, value, 0.1, 1000, false);
+    } else if (name == "CROWN_SINGLE_COPY") {
+      if (value != "auto" && value != "0")
+        throw config_error(name, "invalid value '" + value + "' (allowed: auto, 0)");
+      c.single_copy = value == "auto";
     } else if (name == "CROWN_ACTOR_STDOUT") {
       c.actor_stdout = parse_flag(name, value);
     } else if (name == "CROWN_PROGRESS_THREAD") {
@@ -195,6 +228,14 @@ config config::parse(const std::map<std::string, std::string>& vars,
         w += " (did you mean " + std::string(closest->name) + "?)";
       warnings->push_back(std::move(w));
     }
+  }
+  // A watchdog shorter than a second aborts healthy jobs on busy machines.
+  if (c.watchdog > 0 && c.watchdog * c.timeout_scale < min_watchdog_seconds) {
+    std::ostringstream m;
+    m << "CROWN_WATCHDOG=" << c.watchdog << " x CROWN_TIMEOUT_SCALE=" << c.timeout_scale << " is "
+      << c.watchdog * c.timeout_scale << " s; the watchdog needs at least " << min_watchdog_seconds
+      << " s (0 turns it off)";
+    throw config_error("CROWN_WATCHDOG", m.str());
   }
   return c;
 }

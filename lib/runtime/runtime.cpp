@@ -1,10 +1,11 @@
 // crown::runtime: MPI initialisation or attachment, start-up agreement, shutdown order.
+#include "../transport/host_collectives.hpp"
 #include "../transport/progress_thread.hpp"
 #include "../transport/symmetric_heap.hpp"
 #include "runtime_state.hpp"
+#include "startup_agreement.hpp"
 #include <algorithm>
 #include <chrono>
-#include <climits>
 #include <crown/build_config.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
@@ -42,56 +43,6 @@ thread_level to_level(int provided) {
   default:
     return thread_level::multiple;
   }
-}
-
-/// Start-up steps may fail on some ranks only (e.g. one host with too few ranks for
-/// CROWN_FAKE_HOSTS). Every rank learns whether any failed, so that none walks into
-/// the next collective alone and hangs: the failing ranks rethrow their own error,
-/// the others a state_error naming the first failing rank.
-void agree(MPI_Comm world, const std::exception_ptr& failure, std::string_view step) {
-  int first_failed = INT_MAX;
-  if (failure) first_failed = current_rank();
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, world),
-            "MPI_Allreduce(start-up agreement)");
-  if (failure) std::rethrow_exception(failure);
-  if (first_failed != INT_MAX)
-    throw state_error("crown::runtime start-up (" + std::string(step) + ")",
-                      "failed on rank " + std::to_string(first_failed) + "; see its message");
-}
-
-/// Settings that change collective behaviour must be the same on every rank (the
-/// launcher may pass different environments): one allreduce of {v, -v} per setting.
-void require_same_config(MPI_Comm world, const config& c) {
-  const long long values[] = {c.fake_hosts, static_cast<long long>(c.bind),
-                              c.shm,        static_cast<long long>(c.heap_size),
-                              c.check,      static_cast<long long>(c.transport)};
-  constexpr const char* names[] = {"CROWN_FAKE_HOSTS", "CROWN_BIND",  "CROWN_SHM",
-                                   "CROWN_HEAP_SIZE",  "CROWN_CHECK", "CROWN_TRANSPORT"};
-  constexpr int n = 6;
-  long long bounds[2 * n];
-  for (int i = 0; i < n; ++i) {
-    bounds[i] = values[i];
-    bounds[n + i] = -values[i];
-  }
-  check_mpi(MPI_Allreduce(MPI_IN_PLACE, bounds, 2 * n, MPI_LONG_LONG, MPI_MAX, world),
-            "MPI_Allreduce(configuration)");
-  for (int i = 0; i < n; ++i)
-    if (bounds[i] != -bounds[n + i])
-      throw config_error(names[i], "differs between ranks (here " + std::to_string(values[i]) +
-                                       ", range " + std::to_string(-bounds[n + i]) + ".." +
-                                       std::to_string(bounds[i]) +
-                                       "); every rank needs the same value");
-}
-
-template <typename Step>
-void agreed_step(MPI_Comm world, std::string_view name, Step&& step) {
-  std::exception_ptr failure;
-  try {
-    step();
-  } catch (...) {
-    failure = std::current_exception();
-  }
-  agree(world, failure, name);
 }
 
 /// Open MPI falls back to osc/pt2pt when no RDMA-capable transport exists, and that
@@ -414,6 +365,7 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
                         [&] { st->heap = std::make_unique<detail::symmetric_heap>(*st); });
     detail::agreed_step(dup, "symmetric heap transport", [&] { st->heap->connect(*st); });
     detail::install_heap(st->heap.get(), st->cfg);
+    detail::configure_host_collectives(st->cfg);
     detail::start_progress_thread(*st);
 #ifdef OPEN_MPI
     const char* osc = std::getenv("OMPI_MCA_osc");

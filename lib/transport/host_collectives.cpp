@@ -5,6 +5,7 @@
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/detail/wait.hpp>
+#include <cstdio>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -38,10 +39,14 @@ struct scratch {
   std::uint64_t rounds = 0;      ///< slot uses; its parity picks the slots
   std::uint64_t tiny_rounds = 0; ///< tiny-line uses; its parity picks the line
   std::vector<pid_t> pids;       ///< every member's process, for single-copy reads
-  bool single_copy = false;      ///< process_vm_readv works between every pair
+  /// Probed at the first reduction that would use kernel copies, never before: a mesh
+  /// that only reduces scalars asks for no ptrace rights.
+  single_copy_state single_copy = single_copy_state::unprobed;
 };
 
-std::atomic<bool> g_single_copy_allowed{true};
+std::atomic<bool> g_single_copy_allowed{true}; ///< the tests' switch
+std::atomic<bool> g_single_copy_setting{true}; ///< CROWN_SINGLE_COPY
+std::atomic<bool> g_ptracer_granted{false};    ///< this process set PR_SET_PTRACER_ANY
 std::mutex g_mutex;
 std::map<std::vector<int>, scratch> g_scratch;
 std::pair<const std::vector<int>, scratch>* g_last = nullptr;
@@ -112,27 +117,64 @@ bool read_process(pid_t pid, std::uint64_t remote, void* local, std::size_t byte
   return process_vm_readv(pid, &here, 1, &there, 1, 0) == static_cast<ssize_t>(bytes);
 }
 
-/// Exchanges process ids and checks that every member may read every other's memory
-/// (same user; Yama's ptrace_scope 1 needs the PR_SET_PTRACER below, as Open MPI's
-/// shared-memory transport does). Collective; the answer is agreed.
-void probe_single_copy(scratch& s, int me) {
-  prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
-  const announcement mine{getpid(),
-                          reinterpret_cast<std::uint64_t>(s.image[static_cast<std::size_t>(me)])};
-  flag_barrier(s, me, &mine);
-  std::int64_t ok = 1;
+/// Yama's kernel.yama.ptrace_scope: 0 classic rules (same user suffices), 1 only
+/// descendants unless the target names its reader (PR_SET_PTRACER), 2 only
+/// CAP_SYS_PTRACE, 3 never; -1 without Yama (classic rules).
+int yama_ptrace_scope() {
+  std::FILE* f = std::fopen("/proc/sys/kernel/yama/ptrace_scope", "r");
+  int scope = -1;
+  if (f) {
+    if (std::fscanf(f, "%d", &scope) != 1) scope = -1;
+    std::fclose(f);
+  }
+  return scope;
+}
+
+/// Every image reads 8 bytes of every other's scratch block; true on every image alike
+/// when all reads succeeded (and `ready` on every image). Two flag barriers.
+bool all_can_read(scratch& s, int me, const std::vector<std::uint64_t>& addresses, bool ready) {
+  flag_barrier(s, me); // every image has set up what it was going to (ptracer)
+  std::int64_t ok = ready ? 1 : 0;
   for (std::size_t j = 0; j < s.image.size(); ++j) {
-    const announcement other = announced(s, s.image[j]);
-    s.pids.push_back(static_cast<pid_t>(other.offset));
     std::uint64_t probe = 0;
-    if (static_cast<int>(j) != me &&
-        !read_process(s.pids.back(), other.address, &probe, sizeof probe))
+    if (static_cast<int>(j) != me && !read_process(s.pids[j], addresses[j], &probe, sizeof probe))
       ok = 0;
   }
   const announcement verdict{ok, 0};
   flag_barrier(s, me, &verdict);
-  s.single_copy = true;
-  for (std::byte* b : s.image) s.single_copy = s.single_copy && announced(s, b).offset == 1;
+  bool all = true;
+  for (std::byte* b : s.image) all = all && announced(s, b).offset == 1;
+  return all;
+}
+
+/// Finds out, collectively and with one answer on every image, whether the members may
+/// read each other's memory with process_vm_readv. The ptrace rules decide: first as
+/// they stand; then, only where Yama's scope 1 is what refuses, after each image lets
+/// any process of its user read it (PR_SET_PTRACER_ANY, as Open MPI's vader and UCX's
+/// cma do; one pid would not do, since one process reduces with several peers). The
+/// grant is taken back if even then some read fails. Several flag barriers.
+void probe_single_copy(scratch& s, int me) {
+  const announcement mine{getpid(),
+                          reinterpret_cast<std::uint64_t>(s.image[static_cast<std::size_t>(me)])};
+  flag_barrier(s, me, &mine);
+  std::vector<std::uint64_t> addresses;
+  for (std::byte* b : s.image) {
+    const announcement other = announced(s, b);
+    s.pids.push_back(static_cast<pid_t>(other.offset));
+    addresses.push_back(other.address);
+  }
+  s.single_copy = single_copy_state::in_use;
+  if (all_can_read(s, me, addresses, true)) return;
+  s.single_copy = single_copy_state::unavailable;
+  if (yama_ptrace_scope() != 1) return; // the same kernel, so the same answer everywhere
+  const bool had_grant = g_ptracer_granted.load();
+  const bool granted = had_grant || prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0;
+  if (granted && !had_grant) g_ptracer_granted = true;
+  if (all_can_read(s, me, addresses, granted)) {
+    s.single_copy = single_copy_state::in_use;
+    return;
+  }
+  if (granted && !had_grant && prctl(PR_SET_PTRACER, 0, 0, 0, 0) == 0) g_ptracer_granted = false;
 }
 
 /// [begin, end) of `count` elements that image `i` of `n` reduces.
@@ -215,7 +257,6 @@ scratch* scratch_for(const mesh& m) {
   }
   scratch s;
   for (int r : ranks) s.image.push_back(heap_peer_address(r, b.offset));
-  probe_single_copy(s, m.rank());
   const std::lock_guard lock(g_mutex);
   g_last = &*g_scratch.emplace(std::move(ranks), std::move(s)).first;
   return &g_last->second;
@@ -225,10 +266,22 @@ scratch* scratch_for(const mesh& m) {
 
 void set_host_single_copy(bool allowed) noexcept { g_single_copy_allowed = allowed; }
 
+void configure_host_collectives(const config& c) noexcept { g_single_copy_setting = c.single_copy; }
+
+single_copy_state host_single_copy_state(const mesh& m) {
+  const std::lock_guard lock(g_mutex);
+  const auto it = g_scratch.find(std::vector<int>(m.begin(), m.end()));
+  return it == g_scratch.end() ? single_copy_state::unprobed : it->second.single_copy;
+}
+
+bool host_ptracer_granted() noexcept { return g_ptracer_granted.load(); }
+
 void forget_host_scratch() noexcept {
   const std::lock_guard lock(g_mutex);
   g_scratch.clear();
   g_last = nullptr;
+  // Nothing reads this process any more: its ptrace rules go back to what they were.
+  if (g_ptracer_granted && prctl(PR_SET_PTRACER, 0, 0, 0, 0) == 0) g_ptracer_granted = false;
 }
 
 bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
@@ -294,10 +347,16 @@ bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype t
   // from theirs. A last barrier keeps every buffer in place until all have read it.
   // Measured here: about MPI_Allreduce's speed from 256 KiB up (which copies the same
   // way), where the staged path below ran at 0.5-0.65 of it; below 64 KiB staging wins.
-  if (s->single_copy && g_single_copy_allowed.load(std::memory_order_relaxed) && result_image < 0 &&
+  // Every image takes the same decision: the settings and arguments agree, and so does
+  // the probe. `where` is read before the probe's barriers reuse the announcement slots.
+  std::vector<announcement> where;
+  if (g_single_copy_allowed.load(std::memory_order_relaxed) &&
+      g_single_copy_setting.load(std::memory_order_relaxed) && result_image < 0 &&
       total > single_copy_bytes) {
-    std::vector<announcement> where;
     for (std::byte* b : s->image) where.push_back(announced(*s, b));
+    if (s->single_copy == single_copy_state::unprobed) probe_single_copy(*s, me);
+  }
+  if (s->single_copy == single_copy_state::in_use && !where.empty()) {
     // A failed read is agreed at the last barrier (every image throws), never left to
     // one image while the others wait for it.
     std::int64_t unreadable = -1;

@@ -1,6 +1,8 @@
 // lib/transport/host_collectives.hpp — co_sum/co_min/co_max among ranks of one host.
 #pragma once
 #include <crown/collectives.hpp>
+#include <crown/config.hpp>
+#include <crown/detail/single_copy.hpp>
 #include <crown/mesh.hpp>
 #include <cstddef>
 #include <mpi.h>
@@ -12,14 +14,19 @@ namespace crown::detail {
 /// travel in the arrival flag's cache line; up to 2 KiB every image reduces all values
 /// after one flag barrier; heap data at one offset on every member is reduced in place,
 /// each image its share; ordinary memory above 64 KiB to every image is read from the
-/// other processes with one kernel copy (process_vm_readv) where allowed; anything
+/// other processes with one kernel copy (process_vm_readv) where CROWN_SINGLE_COPY and the
+/// ptrace rules allow (probed at the first such reduction of a mesh); anything
 /// else goes through heap buffers in chunks. Elements are combined in image order, so every image
 /// gets bitwise the same result. Returns false, on every member alike, when some member is not
 /// reachable by load/store or `type` is not a plain number type.
 bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
                     std::size_t elem_size, reduction op, int result_image);
 
-/// Drops the per-mesh flag and buffer blocks (the heap they live in is going away).
+/// Drops the per-mesh flag and buffer blocks (the heap they live in is going away) and
+/// takes back the ptrace grant, if the probe made one.
 void forget_host_scratch() noexcept;
+
+/// Applies CROWN_SINGLE_COPY (at runtime start, the same on every rank).
+void configure_host_collectives(const config& c) noexcept;
 
 } // namespace crown::detail

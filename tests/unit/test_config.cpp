@@ -51,6 +51,58 @@ BOOST_AUTO_TEST_CASE(invalid_values_name_variable_value_and_choices) {
              std::string::npos);
 }
 
+BOOST_AUTO_TEST_CASE(watchdog_settings_are_finite_and_not_too_short) {
+  // nan once passed every range check (all comparisons false) and switched the watchdog
+  // off; 0.001 s or a scale of 1e-9 aborted healthy jobs.
+  for (auto bad : {"nan", "NaN", "-nan", "inf", "-inf", "infinity", "0.001", "0.5", "-1", "1e8", "",
+                   "ten", "5s", "1e999"})
+    BOOST_TEST(message_of<crown::config_error>({{"CROWN_WATCHDOG", bad}})
+                       .find("CROWN_WATCHDOG: invalid value '" + std::string(bad) +
+                             "' (expected 0 or a number from 1 to 1e+07)") != std::string::npos,
+               bad);
+  for (auto bad : {"nan", "inf", "0", "1e-9", "0.05", "-1", "1001", "", "x"})
+    BOOST_TEST(message_of<crown::config_error>({{"CROWN_TIMEOUT_SCALE", bad}})
+                       .find("CROWN_TIMEOUT_SCALE: invalid value '" + std::string(bad) +
+                             "' (expected a number from 0.1 to 1000)") != std::string::npos,
+               bad);
+  const auto product =
+      message_of<crown::config_error>({{"CROWN_WATCHDOG", "2"}, {"CROWN_TIMEOUT_SCALE", "0.25"}});
+  BOOST_TEST(product == "crown::config_error: rank ?: CROWN_WATCHDOG: CROWN_WATCHDOG=2 x "
+                        "CROWN_TIMEOUT_SCALE=0.25 is 0.5 s; the watchdog needs at least 1 s (0 "
+                        "turns it off)");
+  const config off = config::parse({{"CROWN_WATCHDOG", "0"}, {"CROWN_TIMEOUT_SCALE", "0.1"}});
+  BOOST_TEST(off.watchdog == 0);
+  BOOST_TEST(off.timeout_scale == 0.1);
+  const config slow = config::parse({{"CROWN_WATCHDOG", "1.5"}, {"CROWN_TIMEOUT_SCALE", "1000"}});
+  BOOST_TEST(slow.watchdog == 1.5);
+  BOOST_TEST(slow.timeout_scale == 1000);
+}
+
+BOOST_AUTO_TEST_CASE(heap_sizes_never_wrap_and_have_a_cap) {
+  // 4398046511105M (2^42 + 1 MiB) passed and wrapped to 4 MiB per host at 4 ranks.
+  for (auto bad : {"4398046511105M", "16385G", "17T", "17592186044417", "18446744073709551616",
+                   "99999999999999999999K", "1048575", "0", "-1M", "1.5G", "M", "", "nan", "1MB"})
+    BOOST_TEST(message_of<crown::config_error>({{"CROWN_HEAP_SIZE", bad}})
+                       .find("CROWN_HEAP_SIZE: invalid value '" + std::string(bad) +
+                             "' (expected bytes from 1M to 16T") != std::string::npos,
+               bad);
+  BOOST_TEST(config::parse({{"CROWN_HEAP_SIZE", "16T"}}).heap_size == std::size_t{1} << 44);
+  BOOST_TEST(config::parse({{"CROWN_HEAP_SIZE", "16384G"}}).heap_size == std::size_t{1} << 44);
+  BOOST_TEST(config::parse({{"CROWN_HEAP_SIZE", "1048576"}}).heap_size == std::size_t{1} << 20);
+  BOOST_TEST(config::parse({{"CROWN_HEAP_SIZE", "1048577"}}).heap_size == 1048577u);
+  BOOST_TEST(config::parse({{"CROWN_HEAP_SIZE", "2g"}}).heap_size == std::size_t{2} << 30);
+}
+
+BOOST_AUTO_TEST_CASE(single_copy_is_auto_or_off) {
+  BOOST_TEST(config::parse({}).single_copy);
+  BOOST_TEST(config::parse({{"CROWN_SINGLE_COPY", "auto"}}).single_copy);
+  BOOST_TEST(!config::parse({{"CROWN_SINGLE_COPY", "0"}}).single_copy);
+  for (auto bad : {"1", "", "none", "off", "AUTO"})
+    BOOST_TEST(message_of<crown::config_error>({{"CROWN_SINGLE_COPY", bad}}) ==
+               "crown::config_error: rank ?: CROWN_SINGLE_COPY: invalid value '" +
+                   std::string(bad) + "' (allowed: auto, 0)");
+}
+
 BOOST_AUTO_TEST_CASE(unknown_names_warn_with_the_closest_known_name) {
   std::vector<std::string> warnings;
   (void)config::parse({{"CROWN_BNID", "core"}, {"CROWN_ZZZZZZZZZZZZZ", "1"}, {"XCROWN_LOG", "x"}},
