@@ -17,7 +17,7 @@ inline constexpr int caf_register_static = 0, caf_register_alloc = 1, caf_regist
 // Atomic operations (GFC_CAF_ATOMIC_*) and the STAT_* values of LOCK/UNLOCK.
 inline constexpr int caf_atomic_add = 1, caf_atomic_and = 2, caf_atomic_or = 3, caf_atomic_xor = 4;
 inline constexpr int stat_unlocked = 0, stat_locked = 1, stat_locked_other_image = 2, // gfortran's
-    stat_stopped_image = 6000;
+    stat_stopped_image = 6000, stat_failed_image = 6001;
 // co_reduce's opr_flags (GFC_CAF_*): the result comes by reference, hidden string
 // lengths follow, the arguments are passed by value.
 inline constexpr int caf_byref = 1, caf_hiddenlen = 2, caf_arg_value = 4, caf_arg_desc = 8;
@@ -100,7 +100,20 @@ struct dimension {
   std::ptrdiff_t ubound;
 };
 
-/// gfortran's array descriptor (a scalar has rank 0).
+/// Whether a descriptor's `span` may be read. gfortran (11 to 14) sets it in every
+/// descriptor it builds for a coindexed access (gfc_conv_expr_descriptor: the byte
+/// distance of the elements, the parent type's size for a component of an array of
+/// derived type; gfc_conv_scalar_to_descriptor; ALLOCATE) and in the arguments of the
+/// collectives, except one case: co_broadcast of a derived type with allocatable
+/// components passes each allocatable or character component as a rank-1 view that
+/// sets only dtype, the bounds, stride 1 and data, leaving span and offset as garbage
+/// (trans-array.cc, structure_alloc_comps, BCAST_ALLOC_COMP). A collective's argument is
+/// never a component section (gfortran passes the whole parent array then), so the
+/// collectives ignore span and take elements elem_len bytes times the stride apart.
+enum class span_rule { trusted, ignored };
+
+/// gfortran's array descriptor (a scalar has rank 0). Only the first `rank()` entries
+/// of `dim` exist: gfortran allocates descriptors with as many as the rank.
 struct descriptor {
   void* base_addr;
   std::size_t offset;
@@ -119,10 +132,10 @@ struct descriptor {
     for (int d = 0; d < rank(); ++d) n *= extent(d);
     return n;
   }
-  /// Bytes between neighbours along dimension d (span is the element's distance when
-  /// the array is a component of an array of derived type).
-  [[nodiscard]] std::ptrdiff_t byte_stride(int d) const noexcept {
-    return dim[d].stride * (span > 0 ? span : static_cast<std::ptrdiff_t>(dtype.elem_len));
+  /// Bytes between neighbours along dimension d.
+  [[nodiscard]] std::ptrdiff_t byte_stride(int d, span_rule rule) const noexcept {
+    const auto elem = static_cast<std::ptrdiff_t>(dtype.elem_len);
+    return dim[d].stride * (rule == span_rule::trusted && span > 0 ? span : elem);
   }
 };
 

@@ -3,14 +3,12 @@
 // tokens, and how a failure reaches the program (stat= or error termination).
 #pragma once
 #include "caf_abi.hpp"
-#include <chrono>
 #include <crown/detail/heap.hpp>
-#include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/mesh.hpp>
 #include <crown/sync.hpp>
 #include <cstdint>
-#include <span>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,16 +39,26 @@ struct team {
   detail::heap_block flags;
   std::vector<std::uint64_t*> partner_flags;
   std::uint64_t syncs = 0;
+  /// Collectives (co_*, FORM TEAM, coarray allocation) this image entered in the team.
+  std::uint64_t collectives = 0;
+  /// What this image publishes when it ends (caf_status.hpp): collectives, SYNC ALLs,
+  /// then SYNC IMAGES with each image, one word each.
+  detail::heap_block progress;
+
+  team(crown::mesh m, int n, team* p) : images(std::move(m)), number(n), parent(p) {}
 };
 
 /// Makes `t` ready for image control statements: its control communicator (split from
-/// `parent` by `number` and `key`, or a duplicate of the world's) and its barrier
-/// flags. Collective over the images of `t` (of the parent for the split).
+/// `parent` by `number` and `key`, or a duplicate of the world's), its barrier flags and
+/// its progress words. Collective over the images of `t` (of the parent for the split).
 void prepare_team(team& t, const team* parent, int key);
 
-/// An image control statement or collective met an image that has stopped
-/// (STAT_STOPPED_IMAGE).
+/// An image control statement, collective or access met an image that has stopped
+/// (STAT_STOPPED_IMAGE) or failed (STAT_FAILED_IMAGE).
 struct image_stopped : crown::state_error {
+  using state_error::state_error;
+};
+struct image_failed : crown::state_error {
   using state_error::state_error;
 };
 
@@ -61,7 +69,9 @@ void start(int* argc, char*** argv);
 team& current_team();
 void set_current_team(team* t);
 /// Keeps a team formed by FORM TEAM until the end (team variables are never freed).
-team* keep_team(team t);
+team* keep_team(std::unique_ptr<team> t);
+/// The initial team and every team this image formed.
+std::vector<const team*> member_teams();
 const crown::mesh& images();
 /// The world rank of a 1-based image of the current team.
 int rank_of(int image, const char* what);
@@ -79,53 +89,14 @@ void guarded(int* stat, char* errmsg, std::size_t errmsg_len, F&& f) {
     f();
   } catch (const image_stopped& e) {
     fail(stat, errmsg, errmsg_len, e.context() + ": " + e.message(), stat_stopped_image);
+  } catch (const image_failed& e) {
+    fail(stat, errmsg, errmsg_len, e.context() + ": " + e.message(), stat_failed_image);
   } catch (const crown::error& e) { // "<context>: <message>": the image is named by fail
     fail(stat, errmsg, errmsg_len, e.context() + ": " + e.message(), 1);
   } catch (const std::exception& e) {
     fail(stat, errmsg, errmsg_len, e.what(), 1);
   }
 }
-
-/// Marks this image as stopped (for IMAGE_STATUS, STOPPED_IMAGES and the image control
-/// statements of the others).
-void mark_stopped() noexcept;
-/// Whether world rank `rank` has begun a normal STOP.
-bool has_stopped(int rank);
-/// Throws image_stopped naming the first image of `t` that has stopped, if one has;
-/// only among `watched` (0-based images of `t`) when given.
-void check_running(const team& t, const char* what, std::span<const int> watched = {});
-/// Polls `finished()` until it is true. When an image of `t` (of `watched`, 0-based,
-/// when given) has stopped, it polls a second more, long enough for what that image
-/// sent before it stopped to arrive, then throws image_stopped; whatever was pending
-/// is left so.
-template <typename F>
-void wait_unless_stopped(const team& t, const char* what, std::span<const int> watched,
-                         F&& finished) {
-  detail::backoff pause;
-  for (unsigned polls = 1; !finished(); ++polls) {
-    if (polls % 64 == 0) { // the flags are cheap, but not free
-      try {
-        check_running(t, what, watched);
-      } catch (const image_stopped&) {
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-        while (std::chrono::steady_clock::now() < until) {
-          if (finished()) return;
-          pause.pause();
-        }
-        throw;
-      }
-    }
-    pause.pause();
-  }
-}
-/// SYNC ALL over `t`, returning STAT_STOPPED_IMAGE (as image_stopped) instead of waiting
-/// for an image that has stopped.
-void sync_team(team& t, const char* what);
-/// SYNC IMAGES with `partners` (0-based images of `t`, not this one): a message to and
-/// from each; image_stopped when a partner has stopped.
-void sync_partners(team& t, std::span<const int> partners);
-/// Normal termination: this image is stopped; it waits until every image is.
-void wait_for_all_to_stop();
 
 /// Frees what is left at the end: tokens the program never deregistered, teams.
 void release_all() noexcept;

@@ -254,19 +254,20 @@ bool walk::contiguous() const noexcept {
   return true;
 }
 
-walk walk_of(const descriptor& d, std::ptrdiff_t offset, const vector_subscript* vector) {
+walk walk_of(const descriptor& d, std::ptrdiff_t offset, const vector_subscript* vector,
+             span_rule rule) {
   walk w;
   w.first = offset;
   w.elem = d.elem();
   for (int k = 0; k < d.rank(); ++k) {
     if (!vector) {
-      w.axes.push_back(axis{d.byte_stride(k), d.extent(k), {}});
+      w.axes.push_back(axis{d.byte_stride(k, rule), d.extent(k), {}});
       continue;
     }
     // With vector subscripts the descriptor keeps the coarray's bounds and strides;
     // the selection is in Fortran indices.
     const vector_subscript& v = vector[k];
-    const std::ptrdiff_t lower = d.dim[k].lower_bound, scale = d.byte_stride(k);
+    const std::ptrdiff_t lower = d.dim[k].lower_bound, scale = d.byte_stride(k, rule);
     if (v.nvec == 0) {
       w.axes.push_back(progression(v.u.triplet.lower_bound, v.u.triplet.upper_bound,
                                    v.u.triplet.stride, lower, scale, w.first, "coarray section"));

@@ -35,7 +35,7 @@ struct walk {
 /// The elements a descriptor describes, `offset` bytes into the memory walked;
 /// `vector` (one entry per dimension) when the statement has vector subscripts.
 walk walk_of(const descriptor& d, std::ptrdiff_t offset = 0,
-             const vector_subscript* vector = nullptr);
+             const vector_subscript* vector = nullptr, span_rule rule = span_rule::trusted);
 /// The elements a reference chain selects in a coarray, of gfortran type `type`, on
 /// `image` (for messages).
 walk walk_of(const token_data& t, const reference* refs, int type, int image, const char* what);
