@@ -6,6 +6,7 @@
 // transfer by a descriptor plus a byte offset into the coarray (with vector subscripts
 // beside it) or by a reference chain; both become walks (caf_walk.hpp).
 #include "caf_abi.hpp"
+#include "caf_refs.hpp"
 #include "caf_runtime.hpp"
 #include "caf_status.hpp"
 #include "caf_sync.hpp"
@@ -33,9 +34,6 @@ void _gfortran_random_seed_i4(std::int32_t* size, crown::caf::descriptor* put,
 namespace {
 
 using namespace crown::caf;
-
-/// Locks, events and critical sections: one 8-byte word per element.
-constexpr std::size_t word = sizeof(std::int64_t);
 
 bool is_me(int image, const char* what) {
   return rank_of(image, what) == crown::this_runtime().rank();
@@ -70,8 +68,8 @@ const std::byte* fit_source(const std::byte* packed, std::size_t count, const el
 /// Puts local `src` into the elements `remote` selects on `image`: element for element
 /// when the types match and source and target cannot overlap; otherwise through a
 /// packed copy (a scalar repeated, kinds converted, an overlap resolved).
-void put(const token_data& t, int image, const walk& remote, const descriptor& src, int src_kind,
-         bool may_overlap, const char* what) {
+void put(const crown::detail::heap_block& t, int image, const walk& remote, const descriptor& src,
+         int src_kind, bool may_overlap, const char* what) {
   const std::size_t n = remote.elements();
   (void)rank_of(image, what);
   if (!n) return;
@@ -86,8 +84,8 @@ void put(const token_data& t, int image, const walk& remote, const descriptor& s
 }
 
 /// Gets the elements `remote` selects on `image` into local `dst` (same count).
-void get(const token_data& t, int image, const walk& remote, const descriptor& dst, int dst_kind,
-         bool may_overlap, const char* what) {
+void get(const crown::detail::heap_block& t, int image, const walk& remote, const descriptor& dst,
+         int dst_kind, bool may_overlap, const char* what) {
   const std::size_t n = remote.elements();
   (void)rank_of(image, what);
   const walk to = with_kind(walk_of(dst), dst_kind);
@@ -104,8 +102,8 @@ void get(const token_data& t, int image, const walk& remote, const descriptor& d
 }
 
 /// a(...)[i] = b(...)[j]: through a buffer here.
-void copy(const token_data& to_t, int to_image, const walk& to, const token_data& from_t,
-          int from_image, const walk& from) {
+void copy(const crown::detail::heap_block& to_t, int to_image, const walk& to,
+          const crown::detail::heap_block& from_t, int from_image, const walk& from) {
   const std::size_t n = to.elements(), count = from.elements();
   (void)rank_of(to_image, "coarray put");
   if (!n) return;
@@ -125,46 +123,13 @@ void _gfortran_caf_init(int* argc, char*** argv) { start(argc, argv); }
 
 int _gfortran_caf_this_image(int /*distance*/) { return images().rank() + 1; }
 
-void _gfortran_caf_register(std::size_t size, int type, void** token, descriptor* desc, int* stat,
-                            char* errmsg, std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len, [&] {
-    // For locks, events and critical sections `size` counts elements.
-    const bool words = type >= caf_register_lock_static && type <= caf_register_event_alloc;
-    if (type != caf_register_static && type != caf_register_alloc && !words)
-      throw crown::argument_error("coarray registration",
-                                  "registration type " + std::to_string(type) +
-                                      " (allocatable components of coarrays) is not supported");
-    const std::size_t bytes = std::max<std::size_t>(size, 1) * (words ? word : 1);
-    enter_collective(current_team(), "coarray allocation");
-    token_data* t = new_token(images(), bytes, words);
-    if (words) { // free locks and empty events before any image may use them
-      std::memset(crown::detail::heap_address(t->block.offset), 0, bytes);
-      crown::sync_all(images());
-    }
-    *token = t;
-    if (desc) desc->base_addr = crown::detail::heap_address(t->block.offset);
-    if (type == caf_register_alloc) t->desc = desc;
-  });
-}
-
-void _gfortran_caf_deregister(void** token, int /*type*/, int* stat, char* errmsg,
-                              std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len, [&] {
-    auto* t = static_cast<token_data*>(*token);
-    if (!t) throw crown::state_error("coarray deallocation", "not allocated");
-    enter_collective(current_team(), "coarray deallocation");
-    delete_token(t);
-    *token = nullptr;
-  });
-}
-
 void _gfortran_caf_send(void* token, std::size_t offset, int image, descriptor* dest,
                         vector_subscript* dst_vector, descriptor* src, int dst_kind, int src_kind,
                         bool may_require_tmp, int* stat) {
   guarded(stat, nullptr, 0, [&] {
     const walk remote =
         with_kind(walk_of(*dest, static_cast<std::ptrdiff_t>(offset), dst_vector), dst_kind);
-    put(*static_cast<token_data*>(token), image, remote, *src, src_kind, may_require_tmp,
+    put(static_cast<token_data*>(token)->block, image, remote, *src, src_kind, may_require_tmp,
         "coarray put");
   });
 }
@@ -175,7 +140,7 @@ void _gfortran_caf_get(void* token, std::size_t offset, int image, descriptor* s
   guarded(stat, nullptr, 0, [&] {
     const walk remote =
         with_kind(walk_of(*src, static_cast<std::ptrdiff_t>(offset), src_vector), src_kind);
-    get(*static_cast<token_data*>(token), image, remote, *dest, dst_kind, may_require_tmp,
+    get(static_cast<token_data*>(token)->block, image, remote, *dest, dst_kind, may_require_tmp,
         "coarray get");
   });
 }
@@ -185,9 +150,9 @@ void _gfortran_caf_sendget(void* dst_token, std::size_t dst_offset, int dst_imag
                            int src_image, descriptor* src, vector_subscript* src_vector,
                            int dst_kind, int src_kind, bool /*may_require_tmp*/, int* stat) {
   guarded(stat, nullptr, 0, [&] {
-    copy(*static_cast<token_data*>(dst_token), dst_image,
+    copy(static_cast<token_data*>(dst_token)->block, dst_image,
          with_kind(walk_of(*dest, static_cast<std::ptrdiff_t>(dst_offset), dst_vector), dst_kind),
-         *static_cast<token_data*>(src_token), src_image,
+         static_cast<token_data*>(src_token)->block, src_image,
          with_kind(walk_of(*src, static_cast<std::ptrdiff_t>(src_offset), src_vector), src_kind));
   });
 }
@@ -197,19 +162,23 @@ void _gfortran_caf_get_by_ref(void* token, int image, descriptor* dst, reference
                               bool dst_reallocatable, int* stat, int src_type) {
   guarded(stat, nullptr, 0, [&] {
     const auto& t = *static_cast<const token_data*>(token);
-    const walk remote = with_kind(walk_of(t, refs, src_type, image, "coarray get"), src_kind);
-    if (dst_reallocatable) fit(*dst, remote);
-    get(t, image, remote, *dst, dst_kind, may_require_tmp, "coarray get");
+    located remote = locate(t, refs, src_type, image, "coarray get");
+    remote.w = with_kind(remote.w, src_kind);
+    if (dst_reallocatable) fit(*dst, remote.w);
+    get(remote.block, image, remote.w, *dst, dst_kind, may_require_tmp, "coarray get");
   });
 }
 
+/// An allocatable component of another image is written, never reallocated: its shape
+/// must match (dst_reallocatable is ignored).
 void _gfortran_caf_send_by_ref(void* token, int image, descriptor* src, reference* refs,
                                int dst_kind, int src_kind, bool may_require_tmp,
                                bool /*dst_reallocatable*/, int* stat, int dst_type) {
   guarded(stat, nullptr, 0, [&] {
     const auto& t = *static_cast<const token_data*>(token);
-    put(t, image, with_kind(walk_of(t, refs, dst_type, image, "coarray put"), dst_kind), *src,
-        src_kind, may_require_tmp, "coarray put");
+    const located remote = locate(t, refs, dst_type, image, "coarray put");
+    put(remote.block, image, with_kind(remote.w, dst_kind), *src, src_kind, may_require_tmp,
+        "coarray put");
   });
 }
 
@@ -219,13 +188,27 @@ void _gfortran_caf_sendget_by_ref(void* dst_token, int dst_image, reference* dst
                                   int* src_stat, int dst_type, int src_type) {
   if (src_stat) *src_stat = 0;
   guarded(dst_stat ? dst_stat : src_stat, nullptr, 0, [&] {
-    const auto& to = *static_cast<const token_data*>(dst_token);
-    const auto& from = *static_cast<const token_data*>(src_token);
-    copy(to, dst_image,
-         with_kind(walk_of(to, dst_refs, dst_type, dst_image, "coarray put"), dst_kind), from,
-         src_image,
-         with_kind(walk_of(from, src_refs, src_type, src_image, "coarray get"), src_kind));
+    const located to = locate(*static_cast<const token_data*>(dst_token), dst_refs, dst_type,
+                              dst_image, "coarray put");
+    const located from = locate(*static_cast<const token_data*>(src_token), src_refs, src_type,
+                                src_image, "coarray get");
+    copy(to.block, dst_image, with_kind(to.w, dst_kind), from.block, src_image,
+         with_kind(from.w, src_kind));
   });
+}
+
+/// ALLOCATED(x[i]%a): whether the allocatable component `refs` ends at is allocated on
+/// image i.
+int _gfortran_caf_is_present(void* token, int image, reference* refs) {
+  int present = 0;
+  guarded(nullptr, nullptr, 0, [&] {
+    present =
+        locate(*static_cast<const token_data*>(token), refs, bt_derived, image, "allocated", true)
+                .allocated
+            ? 1
+            : 0;
+  });
+  return present;
 }
 
 void _gfortran_caf_sync_all(int* stat, char* errmsg, std::size_t errmsg_len) {

@@ -11,9 +11,11 @@ namespace crown::caf {
 // gfortran's basic types (libgfortran's BT_*).
 inline constexpr int bt_integer = 1, bt_logical = 2, bt_real = 3, bt_complex = 4, bt_derived = 5,
                      bt_character = 6;
-// caf_register_t values handled here (locks to events: one word per element).
+// caf_register_t values (locks to events: one word per element; the last two: allocatable
+// components of coarrays) and caf_deregister_t's "free the memory, keep the token".
 inline constexpr int caf_register_static = 0, caf_register_alloc = 1, caf_register_lock_static = 2,
-                     caf_register_event_alloc = 6;
+                     caf_register_event_alloc = 6, caf_register_component_only = 7,
+                     caf_register_component_allocate = 8, caf_deregister_deallocate_only = 1;
 // Atomic operations (GFC_CAF_ATOMIC_*) and the STAT_* values of LOCK/UNLOCK.
 inline constexpr int caf_atomic_add = 1, caf_atomic_and = 2, caf_atomic_or = 3, caf_atomic_xor = 4;
 inline constexpr int stat_unlocked = 0, stat_locked = 1, stat_locked_other_image = 2, // gfortran's

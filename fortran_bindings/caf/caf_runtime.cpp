@@ -20,9 +20,12 @@ namespace {
 std::unique_ptr<team> g_initial;
 std::vector<std::unique_ptr<team>> g_formed;
 team* g_current = nullptr;
-/// Every registered coarray (freed at the end if the program did not: static coarrays
-/// never are).
+/// Every registered coarray and component token (freed at the end if the program did
+/// not: static coarrays never are).
 std::set<token_data*> g_tokens;
+/// Where each image's heap starts in its own address space (descriptors of allocatable
+/// components hold such addresses).
+std::vector<std::uintptr_t> g_heap_bases;
 
 /// An image that leaves by exit() (a libgfortran runtime error, CALL EXIT) and not by
 /// STOP, END or ERROR STOP would leave the others waiting for it: end the job.
@@ -49,6 +52,11 @@ void start(int* argc, char*** argv) {
   init_status(world);
   g_initial = std::make_unique<team>(world, -1, nullptr);
   prepare_team(*g_initial, nullptr, 0); // its closing barrier: every state word is clear too
+  const auto base = reinterpret_cast<std::uintptr_t>(detail::heap_address(0));
+  g_heap_bases.assign(static_cast<std::size_t>(world.size()), 0);
+  crown::check_mpi(MPI_Allgather(&base, 1, MPI_UINT64_T, g_heap_bases.data(), 1, MPI_UINT64_T,
+                                 g_initial->control),
+                   "caf: MPI_Allgather");
   g_current = g_initial.get();
   std::atexit(exit_without_stop);
 }
@@ -142,9 +150,50 @@ token_data* new_token(const crown::mesh& m, std::size_t bytes, bool words) {
 }
 
 void delete_token(token_data* t) {
-  detail::heap_release(t->owner, t->block);
+  detail::heap_release(*t->owner, t->block);
   g_tokens.erase(t);
   delete t;
+}
+
+token_data* new_component_token() {
+  auto* t = new token_data{{}, nullptr, std::nullopt, true};
+  g_tokens.insert(t);
+  return t;
+}
+
+bool is_component_token(const void* p) noexcept {
+  const auto it = g_tokens.find(static_cast<token_data*>(const_cast<void*>(p)));
+  return it != g_tokens.end() && (*it)->component;
+}
+
+void* allocate_component(token_data& t, std::size_t bytes) {
+  free_component(t);
+  t.block.offset = detail::heap_allocate_local(bytes, "allocatable component of a coarray");
+  t.block.bytes = bytes;
+  return detail::heap_address(t.block.offset);
+}
+
+void free_component(token_data& t) noexcept {
+  if (!t.block.bytes) return;
+  try {
+    detail::heap_quiet(); // nothing of this image's still reads or writes it
+    detail::heap_release_local(t.block.offset);
+  } catch (const std::exception&) { // a double free: the offset was taken away already
+  }
+  t.block = {};
+}
+
+void delete_component_token(token_data* t) noexcept {
+  free_component(*t);
+  g_tokens.erase(t);
+  delete t;
+}
+
+std::int64_t peer_heap_offset(int world_rank, std::uintptr_t address, std::size_t bytes) {
+  const std::uintptr_t base = g_heap_bases.at(static_cast<std::size_t>(world_rank));
+  const std::size_t size = crown::this_runtime().config().heap_size;
+  if (address < base || address - base > size || bytes > size - (address - base)) return -1;
+  return static_cast<std::int64_t>(address - base);
 }
 
 void release_all() noexcept {

@@ -9,16 +9,21 @@
 #include <crown/sync.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace crown::caf {
 
-/// What a caf_token_t points to: a collective heap block of the team that allocated it.
+/// What a caf_token_t points to: a collective heap block of the team that allocated a
+/// coarray, or (`component`) an allocatable component of a coarray: this image's own
+/// allocation in its heap (`block.bytes` 0 while unallocated), which other images find
+/// through the component's descriptor or pointer in the coarray.
 struct token_data {
   detail::heap_block block;
   const descriptor* desc = nullptr; ///< an allocatable coarray's (same bounds everywhere)
-  crown::mesh owner;                ///< the images that allocated it (and free it)
+  std::optional<crown::mesh> owner; ///< the images that allocated it (and free it)
+  bool component = false;
 };
 
 /// A team (FORM TEAM): its members in image order, its number, the team it was formed
@@ -102,5 +107,17 @@ void guarded(int* stat, char* errmsg, std::size_t errmsg_len, F&& f) {
 void release_all() noexcept;
 token_data* new_token(const crown::mesh& m, std::size_t bytes, bool words);
 void delete_token(token_data* t);
+/// A token for an allocatable component (no memory yet; not collective).
+token_data* new_component_token();
+/// Whether `p` is a live component token of this image.
+bool is_component_token(const void* p) noexcept;
+/// Gives a component `bytes` of this image's heap (freeing what it had); its address.
+void* allocate_component(token_data& t, std::size_t bytes);
+void free_component(token_data& t) noexcept;
+void delete_component_token(token_data* t) noexcept;
+/// The offset in `world_rank`'s heap of [address, address + bytes), an address in that
+/// image's own address space (a component's data, found in its descriptor); -1 when
+/// the range is not in its heap.
+std::int64_t peer_heap_offset(int world_rank, std::uintptr_t address, std::size_t bytes);
 
 } // namespace crown::caf

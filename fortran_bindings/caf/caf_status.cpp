@@ -76,6 +76,12 @@ void check_reachable(int world_rank, const char* what) {
                                  " (of the initial team) has failed");
 }
 
+int reachable_rank(int image, const char* what) {
+  const int rank = rank_of(image, what);
+  check_reachable(rank, what);
+  return rank;
+}
+
 image_state missing_part(const team& t, int image, counter c) {
   const int me = t.images.rank();
   if (image == me) return image_state::running;

@@ -29,6 +29,8 @@ std::uint64_t failures_seen() noexcept;
 /// Throws image_failed when `world_rank` (another image) has failed: coindexed accesses,
 /// locks and events. Costs one local load while no image has failed.
 void check_reachable(int world_rank, const char* what);
+/// rank_of(image), checked with check_reachable.
+int reachable_rank(int image, const char* what);
 
 /// How image `image` (0-based in `t`) stands in this image's current operation of kind
 /// `c`: running when it runs or ended after doing its part, else how it ended.
