@@ -38,6 +38,7 @@ detail::heap_block follow(int world_rank, const detail::heap_block& block, std::
                        sizeof address);
   } else {
     detail::remote_get(world_rank, block.offset + static_cast<std::uint64_t>(at), &desc, bytes);
+    if (!desc.base_addr) return {}; // the rest is not set before the first ALLOCATE
     if (desc.rank() != rank)
       throw crown::argument_error(what, "image " + std::to_string(image) + ": a rank-" +
                                             std::to_string(rank) +
