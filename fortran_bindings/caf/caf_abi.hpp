@@ -1,6 +1,6 @@
-// fortran_bindings/caf/caf_abi.hpp — the parts of gfortran 12's coarray ABI that
-// libcrown_caf reads: its array descriptor and the registration kinds. Layout as in
-// libgfortran (GFC_ARRAY_DESCRIPTOR, dtype_type) for GCC 12 to 14.
+// fortran_bindings/caf/caf_abi.hpp — the parts of gfortran's coarray ABI (11 to 14)
+// that libcrown_caf reads: its array descriptor and the registration kinds. Layout as
+// in libgfortran (GFC_ARRAY_DESCRIPTOR, dtype_type) for GCC 11 to 14.
 #pragma once
 #include <cstddef>
 #include <cstdint>

@@ -44,6 +44,7 @@ void exit_without_stop() {
 
 void start(int* argc, char*** argv) {
   if (g_initial) return;
+  check_compiler();
   if (!crown_initialized() && crown_init(argc, argv) != CROWN_OK) {
     std::fprintf(stderr, "crown caf: %s\n", crown_last_error());
     std::exit(1);

@@ -67,6 +67,9 @@ struct image_failed : crown::state_error {
   using state_error::state_error;
 };
 
+/// Ends the program, naming the compiler, when it was built by a gfortran whose coarray
+/// interface libcrown_caf does not implement (15 and later; caf_version.cpp).
+void check_compiler();
 /// Starts Crown if it has not started (gfortran registers static coarrays before it
 /// calls _gfortran_caf_init).
 void start(int* argc, char*** argv);
