@@ -8,14 +8,18 @@
 //    broadcast just before, or a component token;
 //  - (gfortran 12) the hidden token of an allocatable scalar component, typed BT_VOID,
 //    whose "data" is the token's value, often garbage: a BT_VOID value (also type(c_ptr)
-//    and type(c_funptr), addresses that mean nothing on another image) is not broadcast.
+//    and type(c_funptr), addresses that mean nothing on another image) is not broadcast;
+//  - an allocatable array component of a derived type with allocatable components, as a
+//    whole, also when it is not allocated: a view without data is not broadcast (the
+//    component is unallocated on every image, or the program is not conforming).
 #include "caf_abi.hpp"
 #include "caf_runtime.hpp"
 #include "caf_status.hpp"
 #include "caf_walk.hpp"
-#include <array>
 #include <crown/collectives.hpp>
 #include <cstring>
+#include <deque>
+#include <unordered_set>
 #include <vector>
 
 namespace {
@@ -24,19 +28,25 @@ using namespace crown::caf;
 
 constexpr int bt_void = 10;
 
-/// The data addresses of the last views broadcast on this image.
-struct recent_views {
-  std::array<std::uintptr_t, 64> address{};
-  std::size_t next = 0;
+/// The data addresses of the last views broadcast on this image (an array of a derived
+/// type is broadcast after one view per allocatable component of each element).
+class recent_views {
+public:
   void add(const void* p) {
-    address[next++ % address.size()] = reinterpret_cast<std::uintptr_t>(p);
+    const auto a = reinterpret_cast<std::uintptr_t>(p);
+    if (order_.size() == capacity) {
+      known_.erase(known_.find(order_.front()));
+      order_.pop_front();
+    }
+    order_.push_back(a);
+    known_.insert(a);
   }
-  [[nodiscard]] bool holds(std::uintptr_t word) const {
-    if (!word) return false;
-    for (const std::uintptr_t a : address)
-      if (a == word) return true;
-    return false;
-  }
+  [[nodiscard]] bool holds(std::uintptr_t word) const { return word && known_.count(word); }
+
+private:
+  static constexpr std::size_t capacity = 1 << 16;
+  std::deque<std::uintptr_t> order_;
+  std::unordered_multiset<std::uintptr_t> known_;
 };
 recent_views g_views;
 
@@ -60,7 +70,7 @@ void _gfortran_caf_co_broadcast(descriptor* a, int source_image, int* stat, char
                                 std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
     (void)rank_of(source_image, "co_broadcast");
-    if (a->dtype.type == bt_void) return;
+    if (a->dtype.type == bt_void || !a->base_addr) return; // see above; unallocated
     enter_collective(current_team(), "co_broadcast");
     packed_array data(*a);
     const bool derived = a->dtype.type == bt_derived;

@@ -6,21 +6,6 @@
 ! assignment and DEALLOCATE seen from the others. With the argument "unallocated" a read
 ! of a component the other image has not allocated ends the job with the image and the
 ! cause. Prints "PASS caf_alloc_components" on image 1.
-module component_types
-  implicit none
-  type :: leaf
-    integer, allocatable :: k(:)
-  end type
-  type :: node
-    integer :: tag = 0
-    real(8), allocatable :: a(:)
-    integer, allocatable :: m(:, :)
-    integer, allocatable :: s
-    type(leaf) :: inner
-    type(leaf), allocatable :: leaves(:)
-  end type
-end module
-
 program caf_alloc_components
   use caf_checks
   use component_types
