@@ -20,9 +20,12 @@ int dimensions_of(const reference& r) {
 /// Follows one allocatable component: reads its descriptor (when an array reference
 /// follows; its first `rank` dimensions) or its pointer from `at` in `block` on
 /// `rank`, into `desc`. Returns the component's data as a block of that image's heap
-/// ({} when it is not allocated).
+/// ({} when it is not allocated). `element` becomes the size of its elements, which
+/// gfortran gives as 0 for a deferred-length character: the descriptor's, or for a
+/// scalar the size the owner allocated (component_size).
 detail::heap_block follow(int world_rank, const detail::heap_block& block, std::ptrdiff_t at,
-                          const reference& r, descriptor& desc, int image, const char* what) {
+                          const reference& r, descriptor& desc, std::size_t& element, int image,
+                          const char* what) {
   const reference* next = r.next;
   const int rank = next && next->type == caf_ref_array ? dimensions_of(*next) : -1;
   const std::size_t header = offsetof(descriptor, dim),
@@ -48,6 +51,8 @@ detail::heap_block follow(int world_rank, const detail::heap_block& block, std::
     size = desc.elements() * desc.dtype.elem_len;
   }
   if (!address) return {};
+  if (rank < 0 && size == 0) size = component_size(world_rank, address);
+  element = rank < 0 ? size : desc.dtype.elem_len;
   const std::int64_t offset = peer_heap_offset(world_rank, address, size);
   if (offset < 0)
     throw crown::state_error(what, "image " + std::to_string(image) +
@@ -60,8 +65,8 @@ detail::heap_block follow(int world_rank, const detail::heap_block& block, std::
 /// Adds an array reference's dimensions to `w`. An allocatable array's reference gives
 /// Fortran indices within its descriptor `bounds`; a static array's gives element
 /// offsets, already scaled by the dimension's stride (`bounds` null).
-void add_array_ref(walk& w, const reference& r, const descriptor* bounds, bool& ranked, int image,
-                   const char* what) {
+void add_array_ref(walk& w, const reference& r, std::size_t item_size, const descriptor* bounds,
+                   bool& ranked, int image, const char* what) {
   const bool had_rank = ranked;
   for (int d = 0; d < dimensions_of(r); ++d) {
     const unsigned char mode = r.u.a.mode[d];
@@ -71,7 +76,7 @@ void add_array_ref(walk& w, const reference& r, const descriptor* bounds, bool& 
     if (bounds && d >= bounds->rank())
       throw crown::argument_error(what, "an array reference beyond the array's rank");
     std::ptrdiff_t lo = mode == caf_arr_full ? 0 : s.start, hi = s.end, step = s.stride, lower = 0;
-    auto scale = static_cast<std::ptrdiff_t>(r.item_size);
+    auto scale = static_cast<std::ptrdiff_t>(item_size);
     if (bounds) {
       lower = bounds->dim[d].lower_bound;
       scale *= bounds->dim[d].stride;
@@ -108,9 +113,11 @@ located locate(const token_data& t, const reference* refs, int type, int image, 
   located at{t.block, {}, true};
   descriptor component{}; // the last allocatable component's descriptor, read from the image
   const descriptor* bounds = t.desc;
-  bool ranked = false; // Fortran allows one part reference with rank
+  bool ranked = false;      // Fortran allows one part reference with rank
+  std::size_t deferred = 0; // the element size of the last allocatable component
   for (const reference* r = refs; r; r = r->next) {
-    at.w.elem = {type, r->item_size};
+    const std::size_t item_size = r->item_size ? r->item_size : deferred;
+    at.w.elem = {type, item_size};
     if (r->type == caf_ref_component && r->u.c.caf_token_offset == 0) {
       if (r->next && r->next->type == caf_ref_array)
         throw crown::argument_error(what, "pointer components of coarrays are not supported");
@@ -120,9 +127,10 @@ located locate(const token_data& t, const reference* refs, int type, int image, 
     if (r->type == caf_ref_component) { // an allocatable component: its data is walked next
       if (ranked)
         throw crown::argument_error(what, "an allocatable component after a part with rank");
-      at.block =
-          follow(world_rank, at.block, at.w.first + r->u.c.offset, *r, component, image, what);
+      at.block = follow(world_rank, at.block, at.w.first + r->u.c.offset, *r, component, deferred,
+                        image, what);
       at.w.first = 0;
+      at.w.elem.size = r->item_size ? r->item_size : deferred;
       bounds = &component;
       if (at.block.bytes) continue;
       if (may_be_unallocated) return {{}, {}, false};
@@ -133,7 +141,8 @@ located locate(const token_data& t, const reference* refs, int type, int image, 
       throw crown::argument_error(what, "reference type " + std::to_string(r->type));
     if (r->type == caf_ref_array && !bounds)
       throw crown::argument_error(what, "an array reference without a descriptor");
-    add_array_ref(at.w, *r, r->type == caf_ref_array ? bounds : nullptr, ranked, image, what);
+    add_array_ref(at.w, *r, item_size, r->type == caf_ref_array ? bounds : nullptr, ranked, image,
+                  what);
     bounds = nullptr;
   }
   return at;

@@ -167,11 +167,27 @@ bool is_component_token(const void* p) noexcept {
   return it != g_tokens.end() && (*it)->component;
 }
 
+/// Bytes before a component's data that hold its size (keeping the data's alignment).
+constexpr std::uint64_t size_header = 16;
+
 void* allocate_component(token_data& t, std::size_t bytes) {
   free_component(t);
-  t.block.offset = detail::heap_allocate_local(bytes, "allocatable component of a coarray");
-  t.block.bytes = bytes;
-  return detail::heap_address(t.block.offset);
+  t.block.offset =
+      detail::heap_allocate_local(bytes + size_header, "allocatable component of a coarray");
+  t.block.bytes = bytes + size_header;
+  std::byte* header = detail::heap_address(t.block.offset);
+  const std::uint64_t size = bytes;
+  std::memcpy(header, &size, sizeof size);
+  return header + size_header;
+}
+
+std::size_t component_size(int world_rank, std::uintptr_t address) {
+  const std::int64_t data = peer_heap_offset(world_rank, address, 0);
+  if (data < static_cast<std::int64_t>(size_header)) return 0;
+  std::uint64_t size = 0;
+  detail::remote_get(world_rank, static_cast<std::uint64_t>(data) - size_header, &size,
+                     sizeof size);
+  return size;
 }
 
 void free_component(token_data& t) noexcept {

@@ -115,7 +115,10 @@ token_data* new_component_token();
 /// Whether `p` is a live component token of this image.
 bool is_component_token(const void* p) noexcept;
 /// Gives a component `bytes` of this image's heap (freeing what it had); its address.
+/// The size is kept just before the data, where other images read it (component_size).
 void* allocate_component(token_data& t, std::size_t bytes);
+/// The size of the component data at `address` (an address of that image) on `world_rank`.
+std::size_t component_size(int world_rank, std::uintptr_t address);
 void free_component(token_data& t) noexcept;
 void delete_component_token(token_data* t) noexcept;
 /// The offset in `world_rank`'s heap of [address, address + bytes), an address in that

@@ -1,7 +1,8 @@
 ! Coarrays of derived types with allocatable components, allocated on each image with its
 ! own size: remote reads and writes of whole components, sections and elements, of rank
 ! 1 and 2 and scalars, with kind conversions; a nested type, an allocatable array of a
-! type with allocatable components, an allocatable coarray of the type; ALLOCATED() of
+! type with allocatable components, an allocatable coarray of the type, a deferred-length
+! character component; ALLOCATED() of
 ! another image's component; a copy between two other images; reallocation by
 ! assignment and DEALLOCATE seen from the others. With the argument "unallocated" a read
 ! of a component the other image has not allocated ends the job with the image and the
@@ -12,6 +13,8 @@ program caf_alloc_components
   implicit none
   type(node) :: x[*]
   type(node), allocatable :: y(:)[:]
+  type(named) :: label[*]
+  character(len=8) :: text
   real(8), allocatable :: r8(:)
   real, allocatable :: r4(:)
   integer, allocatable :: row(:), mm(:, :), kk(:)
@@ -25,6 +28,8 @@ program caf_alloc_components
   allocate(y(2)[*])
   allocate(y(2)%a(me))
   y(2)%a = -me
+  allocate(character(len=me + 1) :: label%name)
+  label%name(:) = repeat(achar(iachar("a") + me - 1), me + 1) ! (:): no reallocation
   sync all
 
   if (command_argument_count() > 0) then
@@ -63,6 +68,9 @@ program caf_alloc_components
   r8 = y(2)[right]%a(:)
   call check(size(r8) == right .and. all(r8 == -right), &
              "a component of an element of an allocatable coarray")
+  text = label[right]%name
+  call check(text == repeat(achar(iachar("a") + right - 1), right + 1), &
+             "a deferred-length character component, blank-padded")
   sync all
 
   ! Writes into the right neighbour's components (each of its own size).
@@ -73,6 +81,7 @@ program caf_alloc_components
   x[right]%leaves(1)%k(1) = 1000 + me
   x[right]%a(1) = me ! integer into real(8)
   y(2)[right]%a(right) = 0.5_8
+  label[right]%name = "Z"
   sync all
   call check(size(x%a) == me + 2, "writes keep this image's size")
   call check(x%a(1) == left .and. all(x%a(2:) == [(-real(i, 8), i = 2, me + 2)]), &
@@ -84,6 +93,8 @@ program caf_alloc_components
              "an element of a nested allocatable component written")
   call check(y(2)%a(me) == 0.5_8 .and. all(y(2)%a(:me - 1) == -me), &
              "an element in an allocatable coarray's component")
+  call check(len(label%name) == me + 1 .and. label%name == "Z", &
+             "a deferred-length character component written, keeping its length")
   sync all
 
   ! The right neighbour's first two elements into the left neighbour's (image to image),

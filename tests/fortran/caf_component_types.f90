@@ -1,6 +1,7 @@
 ! tests/fortran/caf_component_types.f90 — derived types with allocatable components of
 ! every kind the native coarray tests use: arrays of rank 1 and 2, a scalar, a nested
-! type, and an allocatable array of a type with allocatable components.
+! type, an allocatable array of a type with allocatable components, a deferred-length
+! character.
 module component_types
   implicit none
   type :: leaf
@@ -14,5 +15,8 @@ module component_types
     integer, allocatable :: s
     type(leaf) :: inner
     type(leaf), allocatable :: leaves(:)
+  end type
+  type :: named
+    character(len=:), allocatable :: name
   end type
 end module
