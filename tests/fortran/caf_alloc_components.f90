@@ -2,9 +2,8 @@
 ! own size: remote reads and writes of whole components, sections and elements, of rank
 ! 1 and 2 and scalars, with kind conversions; a nested type, an allocatable array of a
 ! type with allocatable components, an allocatable coarray of the type, a deferred-length
-! character component; ALLOCATED() of
-! another image's component; a copy between two other images; reallocation by
-! assignment and DEALLOCATE seen from the others. With the argument "unallocated" a read
+! character component; ALLOCATED() of another image's component; a copy between two
+! other images; reallocation by assignment and DEALLOCATE seen from the others. With the argument "unallocated" a read
 ! of a component the other image has not allocated ends the job with the image and the
 ! cause. Prints "PASS caf_alloc_components" on image 1.
 program caf_alloc_components
