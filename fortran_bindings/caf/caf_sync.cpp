@@ -32,7 +32,7 @@ void message_barrier(team& t, const char* what) {
     int done = 0;
     crown::check_mpi(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE), what);
     return done != 0;
-  }); // left pending when an image ended without its part: that communicator is not used again
+  }); // left pending when an image ended without its part
 }
 
 /// The images of `t` other than this one that have not ended (0-based).
@@ -51,6 +51,7 @@ void sync_team(team& t, const char* what) {
   detail::heap_quiet();
   ++t.syncs;
   try {
+    if (failures_seen() != 0) check_partners(t, what, counter::sync_all); // no barrier with it
     if (!t.partner_flags.empty() || t.images.size() == 1)
       flag_barrier(t, what);
     else
