@@ -41,8 +41,7 @@ void return_images(descriptor* out, const int* kind, const std::vector<int>& lis
   out->span = k;
 }
 
-/// The images (1-based) of the current team, or of its ancestor `distance` teams up, in
-/// state `s`.
+/// The images (1-based) of the current team in state `s`.
 std::vector<int> images_in(image_state s) {
   std::vector<int> list;
   const crown::mesh& m = images();
