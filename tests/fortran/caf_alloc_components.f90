@@ -117,6 +117,7 @@ program caf_alloc_components
   call check(.not. allocated(x[right]%s), "a deallocated component")
   sync all
   deallocate(y)
+  deallocate(r8, r4, row, mm, kk)
   call finish("caf_alloc_components")
 contains
   subroutine fill(t, me) ! a coarray dummy: its components are allocated as coarrays' are

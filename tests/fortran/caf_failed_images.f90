@@ -75,6 +75,7 @@ program caf_failed_images
   call check(st == stat_failed_image, "a later sync all reports it again")
   call check(got == -left, "sync all orders the survivors' writes")
 
+  deallocate(failed)
   report(me)[1, stat=st] = bad
   sync all (stat=st)
   if (me == 1 .and. all(report(1:n - 1) == 0)) print '(a)', "PASS caf_failed_images"

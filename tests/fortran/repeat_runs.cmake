@@ -8,7 +8,7 @@ foreach(run RANGE 1 $ENV{REPEAT})
   math(EXPR which "${run} % ${cases}")
   list(GET args ${which} case)
   execute_process(COMMAND ${MPIEXEC} -np ${NP} --oversubscribe ${program} ${case}
-                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 30)
+                  OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc TIMEOUT 60)
   if(NOT rc EQUAL 0 OR NOT "${out}${err}" MATCHES "${EXPECT}")
     message(FATAL_ERROR "run ${run} of $ENV{REPEAT} (${case}): exit status ${rc}; output:\n"
                         "${out}${err}")
