@@ -9,7 +9,7 @@ cd "$CROWN_ROOT" # presets are read from the current directory
 CROWN_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   openmpi-bin libopenmpi-dev libhwloc-dev hwloc libboost-test-dev libcereal-dev
-  libucx-dev ucx-utils libhdf5-openmpi-dev gfortran clang-format iproute2
+  libucx-dev ucx-utils libhdf5-openmpi-dev gfortran gfortran-11 clang-format iproute2
   clang libclang-rt-14-dev slurm-wlm munge libpng-dev libcoarrays-openmpi-dev
 )
 

@@ -1,6 +1,6 @@
-// fortran_bindings/caf/caf_abi.hpp — the parts of gfortran 12's coarray ABI that
-// libcrown_caf reads: its array descriptor and the registration kinds. Layout as in
-// libgfortran (GFC_ARRAY_DESCRIPTOR, dtype_type) for GCC 12 to 14.
+// fortran_bindings/caf/caf_abi.hpp — the parts of gfortran's coarray ABI (11 to 14)
+// that libcrown_caf reads: its array descriptor and the registration kinds. Layout as
+// in libgfortran (GFC_ARRAY_DESCRIPTOR, dtype_type) for GCC 11 to 14.
 #pragma once
 #include <cstddef>
 #include <cstdint>
@@ -11,13 +11,15 @@ namespace crown::caf {
 // gfortran's basic types (libgfortran's BT_*).
 inline constexpr int bt_integer = 1, bt_logical = 2, bt_real = 3, bt_complex = 4, bt_derived = 5,
                      bt_character = 6;
-// caf_register_t values handled here (locks to events: one word per element).
+// caf_register_t values (locks to events: one word per element; the last two: allocatable
+// components of coarrays) and caf_deregister_t's "free the memory, keep the token".
 inline constexpr int caf_register_static = 0, caf_register_alloc = 1, caf_register_lock_static = 2,
-                     caf_register_event_alloc = 6;
+                     caf_register_event_alloc = 6, caf_register_component_only = 7,
+                     caf_register_component_allocate = 8, caf_deregister_deallocate_only = 1;
 // Atomic operations (GFC_CAF_ATOMIC_*) and the STAT_* values of LOCK/UNLOCK.
 inline constexpr int caf_atomic_add = 1, caf_atomic_and = 2, caf_atomic_or = 3, caf_atomic_xor = 4;
 inline constexpr int stat_unlocked = 0, stat_locked = 1, stat_locked_other_image = 2, // gfortran's
-    stat_stopped_image = 6000;
+    stat_stopped_image = 6000, stat_failed_image = 6001;
 // co_reduce's opr_flags (GFC_CAF_*): the result comes by reference, hidden string
 // lengths follow, the arguments are passed by value.
 inline constexpr int caf_byref = 1, caf_hiddenlen = 2, caf_arg_value = 4, caf_arg_desc = 8;
@@ -100,7 +102,20 @@ struct dimension {
   std::ptrdiff_t ubound;
 };
 
-/// gfortran's array descriptor (a scalar has rank 0).
+/// Whether a descriptor's `span` may be read. gfortran (11 to 14) sets it in every
+/// descriptor it builds for a coindexed access (gfc_conv_expr_descriptor: the byte
+/// distance of the elements, the parent type's size for a component of an array of
+/// derived type; gfc_conv_scalar_to_descriptor; ALLOCATE) and in the arguments of the
+/// collectives, except one case: co_broadcast of a derived type with allocatable
+/// components passes each allocatable or character component as a rank-1 view that
+/// sets only dtype, the bounds, stride 1 and data, leaving span and offset as garbage
+/// (trans-array.cc, structure_alloc_comps, BCAST_ALLOC_COMP). A collective's argument is
+/// never a component section (gfortran passes the whole parent array then), so the
+/// collectives ignore span and take elements elem_len bytes times the stride apart.
+enum class span_rule { trusted, ignored };
+
+/// gfortran's array descriptor (a scalar has rank 0). Only the first `rank()` entries
+/// of `dim` exist: gfortran allocates descriptors with as many as the rank.
 struct descriptor {
   void* base_addr;
   std::size_t offset;
@@ -119,10 +134,10 @@ struct descriptor {
     for (int d = 0; d < rank(); ++d) n *= extent(d);
     return n;
   }
-  /// Bytes between neighbours along dimension d (span is the element's distance when
-  /// the array is a component of an array of derived type).
-  [[nodiscard]] std::ptrdiff_t byte_stride(int d) const noexcept {
-    return dim[d].stride * (span > 0 ? span : static_cast<std::ptrdiff_t>(dtype.elem_len));
+  /// Bytes between neighbours along dimension d.
+  [[nodiscard]] std::ptrdiff_t byte_stride(int d, span_rule rule) const noexcept {
+    const auto elem = static_cast<std::ptrdiff_t>(dtype.elem_len);
+    return dim[d].stride * (rule == span_rule::trusted && span > 0 ? span : elem);
   }
 };
 

@@ -1,7 +1,8 @@
-// libcrown_caf's collective subroutines (co_sum, co_min, co_max, co_broadcast,
-// co_reduce) over the images of the current team.
+// libcrown_caf's reductions (co_sum, co_min, co_max, co_reduce) over the images of the
+// current team (co_broadcast: caf_broadcast.cpp).
 #include "caf_abi.hpp"
 #include "caf_runtime.hpp"
+#include "caf_status.hpp"
 #include "caf_walk.hpp"
 #include <algorithm>
 #include <complex>
@@ -27,30 +28,10 @@ void with_numeric(const element& e, const char* what, F&& f) {
   throw crown::argument_error(what, "no reduction for " + e.text());
 }
 
-/// The whole of `a`, packed: in place when it is contiguous, else a copy.
-struct packed_array {
-  walk w;
-  std::vector<std::byte> copy;
-  std::span<std::byte> bytes;
-  explicit packed_array(const descriptor& a) : w(walk_of(a)) {
-    const std::size_t size = w.elements() * w.elem.size;
-    if (w.contiguous()) {
-      bytes = {static_cast<std::byte*>(a.base_addr) + w.first, size};
-      return;
-    }
-    copy.resize(size);
-    bytes = copy;
-    pack(w, a.base_addr, bytes.data());
-  }
-  void store(const descriptor& a) const {
-    if (!copy.empty()) unpack(bytes.data(), w, a.base_addr);
-  }
-};
-
 /// Runs a built-in co_* collective over the data of `a`.
 template <typename Reduce>
 void collective(const descriptor& a, const char* what, Reduce&& reduce) {
-  check_running(current_team(), what);
+  enter_collective(current_team(), what);
   packed_array data(a);
   with_numeric(data.w.elem, what, [&](auto zero) {
     using T = decltype(zero);
@@ -64,7 +45,7 @@ void collective(const descriptor& a, const char* what, Reduce&& reduce) {
 template <typename Op>
 void reduce_in_order(const descriptor& a, int result_image, const char* what, Op&& op) {
   if (result_image) (void)rank_of(result_image, what);
-  check_running(current_team(), what);
+  enter_collective(current_team(), what);
   packed_array data(a);
   const element e = data.w.elem;
   const std::uint64_t tag = (static_cast<std::uint64_t>(e.type) << 32 | e.size) << 1;
@@ -235,17 +216,6 @@ void _gfortran_caf_co_max(descriptor* a, int result_image, int* stat, char* errm
                           std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len,
           [&] { builtin(*a, result_image, crown::detail::reduction::max, a_len); });
-}
-
-void _gfortran_caf_co_broadcast(descriptor* a, int source_image, int* stat, char* errmsg,
-                                std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len, [&] {
-    (void)rank_of(source_image, "co_broadcast");
-    check_running(current_team(), "co_broadcast");
-    packed_array data(*a);
-    crown::co_broadcast(images(), data.bytes, source_image - 1);
-    data.store(*a);
-  });
 }
 
 void _gfortran_caf_co_reduce(descriptor* a, void* (*opr)(void*, void*), int opr_flags,

@@ -1,5 +1,6 @@
 // libcrown_caf's state: start-up, teams, tokens, failure reporting, stopped images.
 #include "caf_runtime.hpp"
+#include "caf_status.hpp"
 #include <algorithm>
 #include <atomic>
 #include <crown/crown.h>
@@ -19,13 +20,12 @@ namespace {
 std::unique_ptr<team> g_initial;
 std::vector<std::unique_ptr<team>> g_formed;
 team* g_current = nullptr;
-/// Every registered coarray (freed at the end if the program did not: static coarrays
-/// never are).
+/// Every registered coarray and component token (freed at the end if the program did
+/// not: static coarrays never are).
 std::set<token_data*> g_tokens;
-/// Buffers of sends to images that stopped, which MPI may still read.
-std::vector<std::unique_ptr<std::uint32_t[]>> g_abandoned;
-/// One word per image, set when that image begins a normal STOP.
-detail::heap_block g_stopped;
+/// Where each image's heap starts in its own address space (descriptors of allocatable
+/// components hold such addresses).
+std::vector<std::uintptr_t> g_heap_bases;
 
 /// An image that leaves by exit() (a libgfortran runtime error, CALL EXIT) and not by
 /// STOP, END or ERROR STOP would leave the others waiting for it: end the job.
@@ -44,15 +44,20 @@ void exit_without_stop() {
 
 void start(int* argc, char*** argv) {
   if (g_initial) return;
+  check_compiler();
   if (!crown_initialized() && crown_init(argc, argv) != CROWN_OK) {
     std::fprintf(stderr, "crown caf: %s\n", crown_last_error());
     std::exit(1);
   }
   const crown::mesh& world = crown::this_runtime().world();
-  g_stopped = detail::heap_allocate(world, sizeof(std::int64_t), 0x63616602u, "stop flags");
-  std::memset(detail::heap_address(g_stopped.offset), 0, sizeof(std::int64_t));
-  g_initial = std::make_unique<team>(team{world, -1, nullptr, MPI_COMM_NULL, {}, {}, {}, 0});
-  prepare_team(*g_initial, nullptr, 0); // its closing barrier: every stop flag is clear too
+  init_status(world);
+  g_initial = std::make_unique<team>(world, -1, nullptr);
+  prepare_team(*g_initial, nullptr, 0); // its closing barrier: every state word is clear too
+  const auto base = reinterpret_cast<std::uintptr_t>(detail::heap_address(0));
+  g_heap_bases.assign(static_cast<std::size_t>(world.size()), 0);
+  crown::check_mpi(MPI_Allgather(&base, 1, MPI_UINT64_T, g_heap_bases.data(), 1, MPI_UINT64_T,
+                                 g_initial->control),
+                   "caf: MPI_Allgather");
   g_current = g_initial.get();
   std::atexit(exit_without_stop);
 }
@@ -63,9 +68,16 @@ team& current_team() {
 }
 void set_current_team(team* t) { g_current = t; }
 
-team* keep_team(team t) {
-  g_formed.push_back(std::make_unique<team>(std::move(t)));
+team* keep_team(std::unique_ptr<team> t) {
+  g_formed.push_back(std::move(t));
   return g_formed.back().get();
+}
+
+std::vector<const team*> member_teams() {
+  std::vector<const team*> all;
+  if (g_initial) all.push_back(g_initial.get());
+  for (const auto& t : g_formed) all.push_back(t.get());
+  return all;
 }
 
 const crown::mesh& images() { return current_team().images; }
@@ -98,35 +110,6 @@ void fail(int* stat, char* errmsg, std::size_t errmsg_len, const std::string& me
   MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
-void mark_stopped() noexcept {
-  if (!g_initial) return;
-  try {
-    (void)detail::remote_atomic(crown::this_runtime().rank(), g_stopped.offset,
-                                detail::atomic_op::store, 8, false, 1, 0, g_stopped.cpu_atomics);
-  } catch (const std::exception& e) { // the others would wait for this image
-    std::fprintf(stderr, "crown caf: image %d cannot mark itself stopped: %s\n",
-                 crown_this_image() + 1, e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1);
-  }
-}
-
-bool has_stopped(int rank) {
-  start(nullptr, nullptr);
-  return detail::remote_atomic(rank, g_stopped.offset, detail::atomic_op::load, 8, false, 0, 0,
-                               g_stopped.cpu_atomics) != 0;
-}
-
-void check_running(const team& t, const char* what, std::span<const int> watched) {
-  const auto& ranks = t.images.ranks();
-  const auto check = [&](std::size_t i) {
-    if (has_stopped(ranks[i]))
-      throw image_stopped(what, "image " + std::to_string(i + 1) + " has stopped");
-  };
-  if (watched.empty())
-    for (std::size_t i = 0; i < ranks.size(); ++i) check(i);
-  for (const int i : watched) check(static_cast<std::size_t>(i));
-}
-
 void prepare_team(team& t, const team* parent, int key) {
   if (parent)
     crown::check_mpi(MPI_Comm_split(parent->control, t.number, key, &t.control),
@@ -153,95 +136,11 @@ void prepare_team(team& t, const team* parent, int key) {
   crown::check_mpi(MPI_Allreduce(MPI_IN_PLACE, &mapped, 1, MPI_INT, MPI_LAND, t.control),
                    "caf: MPI_Allreduce");
   if (!mapped) t.partner_flags.clear();
+  t.syncs_with.assign(static_cast<std::size_t>(n), 0);
+  const std::size_t words = 2 + static_cast<std::size_t>(n);
+  t.progress = detail::heap_allocate(t.images, words * 8, 0x63616605u, "team progress");
+  std::memset(detail::heap_address(t.progress.offset), 0, words * 8);
   crown::sync_all(t.images); // the flags are clear before anyone writes them
-}
-
-void sync_team(team& t, const char* what) {
-  detail::heap_quiet();
-  if (!t.partner_flags.empty() || t.images.size() == 1) {
-    const std::uint64_t sync = ++t.syncs;
-    auto* mine = reinterpret_cast<std::uint64_t*>(detail::heap_address(t.flags.offset));
-    for (std::size_t r = 0; r < t.partner_flags.size(); ++r) {
-      std::atomic_ref<std::uint64_t>(*t.partner_flags[r]).store(sync, std::memory_order_release);
-      wait_unless_stopped(t, what, {}, [&] {
-        return std::atomic_ref<std::uint64_t>(mine[r]).load(std::memory_order_acquire) >= sync;
-      });
-    }
-    detail::heap_sync_local();
-    return;
-  }
-  MPI_Request barrier;
-  crown::check_mpi(MPI_Ibarrier(t.control, &barrier), what);
-  wait_unless_stopped(t, what, {}, [&] {
-    int done = 0;
-    crown::check_mpi(MPI_Test(&barrier, &done, MPI_STATUS_IGNORE), what);
-    return done != 0;
-  });
-  detail::heap_sync_local();
-}
-
-void sync_partners(team& t, std::span<const int> partners) {
-  constexpr int tag = 7101;
-  const std::size_t n = partners.size();
-  if (t.syncs_with.empty()) t.syncs_with.assign(static_cast<std::size_t>(t.images.size()), 0);
-  detail::heap_quiet();
-  // Sent values live on the heap: a send to an image that has stopped is never
-  // completed, and its buffer must outlive this call (kept in g_abandoned then).
-  auto owned = std::make_unique<std::uint32_t[]>(n);
-  std::uint32_t* sent = owned.get();
-  std::vector<std::uint32_t> got(n);
-  std::vector<MPI_Request> sends(n), receives(n);
-  std::vector<bool> done(n, false);
-  const auto post_receive = [&](std::size_t i) {
-    crown::check_mpi(MPI_Irecv(&got[i], 1, MPI_UINT32_T, partners[i], tag, t.control, &receives[i]),
-                     "sync images: MPI_Irecv");
-  };
-  for (std::size_t i = 0; i < n; ++i) {
-    sent[i] = ++t.syncs_with[static_cast<std::size_t>(partners[i])];
-    crown::check_mpi(MPI_Isend(&sent[i], 1, MPI_UINT32_T, partners[i], tag, t.control, &sends[i]),
-                     "sync images: MPI_Isend");
-    post_receive(i);
-  }
-  std::size_t left = n;
-  try {
-    wait_unless_stopped(t, "sync images", partners, [&] {
-      for (std::size_t i = 0; i < n; ++i) {
-        int arrived = 0;
-        if (done[i]) continue;
-        crown::check_mpi(MPI_Test(&receives[i], &arrived, MPI_STATUS_IGNORE), "sync images");
-        if (!arrived) continue;
-        if (got[i] == sent[i]) {
-          done[i] = true;
-          --left;
-        } else {
-          post_receive(i); // from an earlier SYNC IMAGES that failed
-        }
-      }
-      return left == 0;
-    });
-    crown::check_mpi(MPI_Waitall(static_cast<int>(n), sends.data(), MPI_STATUSES_IGNORE),
-                     "sync images: MPI_Waitall");
-  } catch (...) { // image_stopped, or an MPI error: nothing posted may outlive this
-    for (std::size_t i = 0; i < n; ++i) {
-      if (!done[i]) {
-        MPI_Cancel(&receives[i]);
-        MPI_Wait(&receives[i], MPI_STATUS_IGNORE); // got[] dies with this call
-      }
-      if (sends[i] != MPI_REQUEST_NULL) MPI_Request_free(&sends[i]);
-    }
-    g_abandoned.push_back(std::move(owned)); // sends to a stopped image may never complete
-    throw;
-  }
-  detail::heap_sync_local();
-}
-
-void wait_for_all_to_stop() {
-  if (!g_initial) return;
-  mark_stopped();
-  const auto& ranks = g_initial->images.ranks();
-  detail::backoff pause;
-  for (std::size_t i = 0; i < ranks.size(); ++i)
-    while (!has_stopped(ranks[i])) pause.pause();
 }
 
 token_data* new_token(const crown::mesh& m, std::size_t bytes, bool words) {
@@ -252,9 +151,66 @@ token_data* new_token(const crown::mesh& m, std::size_t bytes, bool words) {
 }
 
 void delete_token(token_data* t) {
-  detail::heap_release(t->owner, t->block);
+  detail::heap_release(*t->owner, t->block);
   g_tokens.erase(t);
   delete t;
+}
+
+token_data* new_component_token() {
+  auto* t = new token_data{{}, nullptr, std::nullopt, true};
+  g_tokens.insert(t);
+  return t;
+}
+
+bool is_component_token(const void* p) noexcept {
+  const auto it = g_tokens.find(static_cast<token_data*>(const_cast<void*>(p)));
+  return it != g_tokens.end() && (*it)->component;
+}
+
+/// Bytes before a component's data that hold its size (keeping the data's alignment).
+constexpr std::uint64_t size_header = 16;
+
+void* allocate_component(token_data& t, std::size_t bytes) {
+  free_component(t);
+  t.block.offset =
+      detail::heap_allocate_local(bytes + size_header, "allocatable component of a coarray");
+  t.block.bytes = bytes + size_header;
+  std::byte* header = detail::heap_address(t.block.offset);
+  const std::uint64_t size = bytes;
+  std::memcpy(header, &size, sizeof size);
+  return header + size_header;
+}
+
+std::size_t component_size(int world_rank, std::uintptr_t address) {
+  const std::int64_t data = peer_heap_offset(world_rank, address, 0);
+  if (data < static_cast<std::int64_t>(size_header)) return 0;
+  std::uint64_t size = 0;
+  detail::remote_get(world_rank, static_cast<std::uint64_t>(data) - size_header, &size,
+                     sizeof size);
+  return size;
+}
+
+void free_component(token_data& t) noexcept {
+  if (!t.block.bytes) return;
+  try {
+    detail::heap_quiet(); // nothing of this image's still reads or writes it
+    detail::heap_release_local(t.block.offset);
+  } catch (const std::exception&) { // a double free: the offset was taken away already
+  }
+  t.block = {};
+}
+
+void delete_component_token(token_data* t) noexcept {
+  free_component(*t);
+  g_tokens.erase(t);
+  delete t;
+}
+
+std::int64_t peer_heap_offset(int world_rank, std::uintptr_t address, std::size_t bytes) {
+  const std::uintptr_t base = g_heap_bases.at(static_cast<std::size_t>(world_rank));
+  const std::size_t size = crown::this_runtime().config().heap_size;
+  if (address < base || address - base > size || bytes > size - (address - base)) return -1;
+  return static_cast<std::int64_t>(address - base);
 }
 
 void release_all() noexcept {
@@ -263,6 +219,7 @@ void release_all() noexcept {
   g_formed.clear();
   g_current = nullptr;
   g_initial.reset();
+  release_status();
 }
 
 } // namespace crown::caf

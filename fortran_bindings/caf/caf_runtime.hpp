@@ -3,24 +3,27 @@
 // tokens, and how a failure reaches the program (stat= or error termination).
 #pragma once
 #include "caf_abi.hpp"
-#include <chrono>
 #include <crown/detail/heap.hpp>
-#include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/mesh.hpp>
 #include <crown/sync.hpp>
 #include <cstdint>
-#include <span>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace crown::caf {
 
-/// What a caf_token_t points to: a collective heap block of the team that allocated it.
+/// What a caf_token_t points to: a collective heap block of the team that allocated a
+/// coarray, or (`component`) an allocatable component of a coarray: this image's own
+/// allocation in its heap (`block.bytes` 0 while unallocated), which other images find
+/// through the component's descriptor or pointer in the coarray.
 struct token_data {
   detail::heap_block block;
   const descriptor* desc = nullptr; ///< an allocatable coarray's (same bounds everywhere)
-  crown::mesh owner;                ///< the images that allocated it (and free it)
+  std::optional<crown::mesh> owner; ///< the images that allocated it (and free it)
+  bool component = false;
 };
 
 /// A team (FORM TEAM): its members in image order, its number, the team it was formed
@@ -41,19 +44,32 @@ struct team {
   detail::heap_block flags;
   std::vector<std::uint64_t*> partner_flags;
   std::uint64_t syncs = 0;
+  /// Collectives (co_*, FORM TEAM, coarray allocation) this image entered in the team.
+  std::uint64_t collectives = 0;
+  /// What this image publishes when it ends (caf_status.hpp): collectives, SYNC ALLs,
+  /// then SYNC IMAGES with each image, one word each.
+  detail::heap_block progress;
+
+  team(crown::mesh m, int n, team* p) : images(std::move(m)), number(n), parent(p) {}
 };
 
 /// Makes `t` ready for image control statements: its control communicator (split from
-/// `parent` by `number` and `key`, or a duplicate of the world's) and its barrier
-/// flags. Collective over the images of `t` (of the parent for the split).
+/// `parent` by `number` and `key`, or a duplicate of the world's), its barrier flags and
+/// its progress words. Collective over the images of `t` (of the parent for the split).
 void prepare_team(team& t, const team* parent, int key);
 
-/// An image control statement or collective met an image that has stopped
-/// (STAT_STOPPED_IMAGE).
+/// An image control statement, collective or access met an image that has stopped
+/// (STAT_STOPPED_IMAGE) or failed (STAT_FAILED_IMAGE).
 struct image_stopped : crown::state_error {
   using state_error::state_error;
 };
+struct image_failed : crown::state_error {
+  using state_error::state_error;
+};
 
+/// Ends the program, naming the compiler, when it was built by a gfortran whose coarray
+/// interface libcrown_caf does not implement (15 and later; caf_version.cpp).
+void check_compiler();
 /// Starts Crown if it has not started (gfortran registers static coarrays before it
 /// calls _gfortran_caf_init).
 void start(int* argc, char*** argv);
@@ -61,7 +77,9 @@ void start(int* argc, char*** argv);
 team& current_team();
 void set_current_team(team* t);
 /// Keeps a team formed by FORM TEAM until the end (team variables are never freed).
-team* keep_team(team t);
+team* keep_team(std::unique_ptr<team> t);
+/// The initial team and every team this image formed.
+std::vector<const team*> member_teams();
 const crown::mesh& images();
 /// The world rank of a 1-based image of the current team.
 int rank_of(int image, const char* what);
@@ -79,6 +97,8 @@ void guarded(int* stat, char* errmsg, std::size_t errmsg_len, F&& f) {
     f();
   } catch (const image_stopped& e) {
     fail(stat, errmsg, errmsg_len, e.context() + ": " + e.message(), stat_stopped_image);
+  } catch (const image_failed& e) {
+    fail(stat, errmsg, errmsg_len, e.context() + ": " + e.message(), stat_failed_image);
   } catch (const crown::error& e) { // "<context>: <message>": the image is named by fail
     fail(stat, errmsg, errmsg_len, e.context() + ": " + e.message(), 1);
   } catch (const std::exception& e) {
@@ -86,50 +106,24 @@ void guarded(int* stat, char* errmsg, std::size_t errmsg_len, F&& f) {
   }
 }
 
-/// Marks this image as stopped (for IMAGE_STATUS, STOPPED_IMAGES and the image control
-/// statements of the others).
-void mark_stopped() noexcept;
-/// Whether world rank `rank` has begun a normal STOP.
-bool has_stopped(int rank);
-/// Throws image_stopped naming the first image of `t` that has stopped, if one has;
-/// only among `watched` (0-based images of `t`) when given.
-void check_running(const team& t, const char* what, std::span<const int> watched = {});
-/// Polls `finished()` until it is true. When an image of `t` (of `watched`, 0-based,
-/// when given) has stopped, it polls a second more, long enough for what that image
-/// sent before it stopped to arrive, then throws image_stopped; whatever was pending
-/// is left so.
-template <typename F>
-void wait_unless_stopped(const team& t, const char* what, std::span<const int> watched,
-                         F&& finished) {
-  detail::backoff pause;
-  for (unsigned polls = 1; !finished(); ++polls) {
-    if (polls % 64 == 0) { // the flags are cheap, but not free
-      try {
-        check_running(t, what, watched);
-      } catch (const image_stopped&) {
-        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(1);
-        while (std::chrono::steady_clock::now() < until) {
-          if (finished()) return;
-          pause.pause();
-        }
-        throw;
-      }
-    }
-    pause.pause();
-  }
-}
-/// SYNC ALL over `t`, returning STAT_STOPPED_IMAGE (as image_stopped) instead of waiting
-/// for an image that has stopped.
-void sync_team(team& t, const char* what);
-/// SYNC IMAGES with `partners` (0-based images of `t`, not this one): a message to and
-/// from each; image_stopped when a partner has stopped.
-void sync_partners(team& t, std::span<const int> partners);
-/// Normal termination: this image is stopped; it waits until every image is.
-void wait_for_all_to_stop();
-
 /// Frees what is left at the end: tokens the program never deregistered, teams.
 void release_all() noexcept;
 token_data* new_token(const crown::mesh& m, std::size_t bytes, bool words);
 void delete_token(token_data* t);
+/// A token for an allocatable component (no memory yet; not collective).
+token_data* new_component_token();
+/// Whether `p` is a live component token of this image.
+bool is_component_token(const void* p) noexcept;
+/// Gives a component `bytes` of this image's heap (freeing what it had); its address.
+/// The size is kept just before the data, where other images read it (component_size).
+void* allocate_component(token_data& t, std::size_t bytes);
+/// The size of the component data at `address` (an address of that image) on `world_rank`.
+std::size_t component_size(int world_rank, std::uintptr_t address);
+void free_component(token_data& t) noexcept;
+void delete_component_token(token_data* t) noexcept;
+/// The offset in `world_rank`'s heap of [address, address + bytes), an address in that
+/// image's own address space (a component's data, found in its descriptor); -1 when
+/// the range is not in its heap.
+std::int64_t peer_heap_offset(int world_rank, std::uintptr_t address, std::size_t bytes);
 
 } // namespace crown::caf

@@ -2,6 +2,8 @@
 // gfortran 12 emits them (no STAT= on these statements, no team arguments to the
 // inquiry functions). A team variable holds a pointer to a team kept until the end.
 #include "caf_runtime.hpp"
+#include "caf_status.hpp"
+#include "caf_sync.hpp"
 #include <algorithm>
 #include <crown/collectives.hpp>
 #include <crown/runtime.hpp>
@@ -26,6 +28,7 @@ void _gfortran_caf_form_team(int number, void** variable, int new_index) {
   guarded(nullptr, nullptr, 0, [&] {
     team& parent = current_team();
     const crown::mesh& m = parent.images;
+    enter_collective(parent, "form team");
     struct request {
       int number, index;
     } const mine{number, new_index};
@@ -51,15 +54,9 @@ void _gfortran_caf_form_team(int number, void** variable, int new_index) {
       if (rank == crown::this_runtime().rank()) key = position;
       ranks.push_back(rank);
     }
-    team formed{crown::mesh({crown::dim{"team", static_cast<int>(ranks.size())}}, ranks),
-                number,
-                &parent,
-                MPI_COMM_NULL,
-                {},
-                {},
-                {},
-                0};
-    prepare_team(formed, &parent, key);
+    auto formed = std::make_unique<team>(
+        crown::mesh({crown::dim{"team", static_cast<int>(ranks.size())}}, ranks), number, &parent);
+    prepare_team(*formed, &parent, key);
     *variable = keep_team(std::move(formed));
   });
 }

@@ -1,6 +1,7 @@
 // Walks: what a descriptor, vector subscripts or a reference chain select, and moving
 // those elements to and from the image that holds a coarray.
 #include "caf_walk.hpp"
+#include "caf_status.hpp"
 #include <algorithm>
 #include <complex>
 #include <cstdint>
@@ -25,21 +26,6 @@ std::int64_t read_index(const void* vector, std::size_t i, int kind) {
   default:
     throw crown::argument_error("vector subscript", "integer kind " + std::to_string(kind));
   }
-}
-
-/// How many of lo, lo + step, ... lie between lo and hi (Fortran's triplet; 0 when none).
-std::size_t count_of(std::ptrdiff_t lo, std::ptrdiff_t hi, std::ptrdiff_t step, const char* what) {
-  if (step == 0) throw crown::argument_error(what, "a zero stride");
-  const std::ptrdiff_t count = (hi - lo + step) / step;
-  return count > 0 ? static_cast<std::size_t>(count) : 0;
-}
-
-/// The elements lo..hi by step of a dimension whose index `lower` is at byte 0 and whose
-/// neighbours are `scale` bytes apart; adds the offset of `lo` to `first`.
-axis progression(std::ptrdiff_t lo, std::ptrdiff_t hi, std::ptrdiff_t step, std::ptrdiff_t lower,
-                 std::ptrdiff_t scale, std::ptrdiff_t& first, const char* what) {
-  first += (lo - lower) * scale;
-  return axis{step * scale, count_of(lo, hi, step, what), {}};
 }
 
 template <typename T>
@@ -238,6 +224,21 @@ private:
 
 } // namespace
 
+// How many of lo, lo + step, ... lie between lo and hi (Fortran's triplet; 0 when none).
+std::size_t count_of(std::ptrdiff_t lo, std::ptrdiff_t hi, std::ptrdiff_t step, const char* what) {
+  if (step == 0) throw crown::argument_error(what, "a zero stride");
+  const std::ptrdiff_t count = (hi - lo + step) / step;
+  return count > 0 ? static_cast<std::size_t>(count) : 0;
+}
+
+// The elements lo..hi by step of a dimension whose index `lower` is at byte 0 and whose
+/// neighbours are `scale` bytes apart; adds the offset of `lo` to `first`.
+axis progression(std::ptrdiff_t lo, std::ptrdiff_t hi, std::ptrdiff_t step, std::ptrdiff_t lower,
+                 std::ptrdiff_t scale, std::ptrdiff_t& first, const char* what) {
+  first += (lo - lower) * scale;
+  return axis{step * scale, count_of(lo, hi, step, what), {}};
+}
+
 std::size_t walk::elements() const noexcept {
   std::size_t n = 1;
   for (const axis& a : axes) n *= a.size();
@@ -254,19 +255,20 @@ bool walk::contiguous() const noexcept {
   return true;
 }
 
-walk walk_of(const descriptor& d, std::ptrdiff_t offset, const vector_subscript* vector) {
+walk walk_of(const descriptor& d, std::ptrdiff_t offset, const vector_subscript* vector,
+             span_rule rule) {
   walk w;
   w.first = offset;
   w.elem = d.elem();
   for (int k = 0; k < d.rank(); ++k) {
     if (!vector) {
-      w.axes.push_back(axis{d.byte_stride(k), d.extent(k), {}});
+      w.axes.push_back(axis{d.byte_stride(k, rule), d.extent(k), {}});
       continue;
     }
     // With vector subscripts the descriptor keeps the coarray's bounds and strides;
     // the selection is in Fortran indices.
     const vector_subscript& v = vector[k];
-    const std::ptrdiff_t lower = d.dim[k].lower_bound, scale = d.byte_stride(k);
+    const std::ptrdiff_t lower = d.dim[k].lower_bound, scale = d.byte_stride(k, rule);
     if (v.nvec == 0) {
       w.axes.push_back(progression(v.u.triplet.lower_bound, v.u.triplet.upper_bound,
                                    v.u.triplet.stride, lower, scale, w.first, "coarray section"));
@@ -276,65 +278,6 @@ walk walk_of(const descriptor& d, std::ptrdiff_t offset, const vector_subscript*
     for (std::size_t i = 0; i < v.nvec; ++i)
       a.list.push_back((read_index(v.u.v.vector, i, v.u.v.kind) - lower) * scale);
     w.axes.push_back(std::move(a));
-  }
-  return w;
-}
-
-walk walk_of(const token_data& t, const reference* refs, int type, int image, const char* what) {
-  walk w;
-  bool ranked = false; // Fortran allows one part reference with rank
-  for (const reference* r = refs; r; r = r->next) {
-    w.elem = {type, r->item_size};
-    if (r->type == caf_ref_component) {
-      if (r->next && r->next->type == caf_ref_array)
-        throw crown::argument_error(what, "allocatable and pointer components of coarrays are "
-                                          "not supported");
-      w.first += r->u.c.offset;
-      continue;
-    }
-    if (r->type != caf_ref_array && r->type != caf_ref_static_array)
-      throw crown::argument_error(what, "reference type " + std::to_string(r->type));
-    // An allocatable coarray's reference gives Fortran indices within its descriptor; a
-    // static array's gives element offsets, already scaled by the dimension's stride.
-    const descriptor* bounds = r->type == caf_ref_array ? t.desc : nullptr;
-    if (r->type == caf_ref_array && (r != refs || !bounds))
-      throw crown::argument_error(what, "an array reference without a descriptor");
-    const bool had_rank = ranked;
-    for (int d = 0; d < 15 && r->u.a.mode[d] != caf_arr_none; ++d) {
-      const unsigned char mode = r->u.a.mode[d];
-      const auto& s = r->u.a.dim[d].s;
-      if (mode == caf_arr_vector)
-        throw crown::argument_error(what, "vector subscripts in this statement are not supported");
-      if (bounds && d >= bounds->rank())
-        throw crown::argument_error(what, "an array reference beyond the coarray's rank");
-      std::ptrdiff_t lo = s.start, hi = s.end, step = s.stride, lower = 0;
-      auto scale = static_cast<std::ptrdiff_t>(r->item_size);
-      if (bounds) {
-        lower = bounds->dim[d].lower_bound;
-        scale *= bounds->dim[d].stride;
-        const std::ptrdiff_t upper = bounds->dim[d].ubound;
-        // Omitted bounds are the array's whatever the stride's sign: d(::-1) is empty.
-        if (mode == caf_arr_full || mode == caf_arr_open_start) lo = lower;
-        if (mode == caf_arr_full || mode == caf_arr_open_end) hi = upper;
-        if (step == 0) step = 1;
-        const std::size_t count = mode == caf_arr_single ? 1 : count_of(lo, hi, step, what);
-        const std::ptrdiff_t last = lo + (static_cast<std::ptrdiff_t>(count) - 1) * step;
-        if (count && (std::min(lo, last) < lower || std::max(lo, last) > upper))
-          throw crown::argument_error(what, "image " + std::to_string(image) + ": index " +
-                                                std::to_string(lo < lower ? lo : last) +
-                                                " of dimension " + std::to_string(d + 1) +
-                                                " out of bounds " + std::to_string(lower) + ":" +
-                                                std::to_string(upper));
-      }
-      if (mode == caf_arr_single) {
-        w.first += (lo - lower) * scale;
-        continue;
-      }
-      if (had_rank)
-        throw crown::argument_error(what, "two part references with rank in one reference");
-      ranked = true;
-      w.axes.push_back(progression(lo, hi, step, lower, scale, w.first, what));
-    }
   }
   return w;
 }
@@ -398,7 +341,7 @@ std::vector<std::byte> convert(const std::byte* in, std::size_t count, const ele
 
 namespace {
 
-void check_bounds(int image, const token_data& t, const walk& w, const char* what) {
+void check_bounds(int image, const detail::heap_block& t, const walk& w, const char* what) {
   std::ptrdiff_t lo = w.first, hi = w.first + static_cast<std::ptrdiff_t>(w.elem.size);
   for (const axis& a : w.axes) {
     if (a.list.empty()) {
@@ -411,18 +354,21 @@ void check_bounds(int image, const token_data& t, const walk& w, const char* wha
       hi += *high;
     }
   }
-  if (lo < 0 || hi > static_cast<std::ptrdiff_t>(t.block.bytes))
+  if (lo < 0 || hi > static_cast<std::ptrdiff_t>(t.bytes))
     throw crown::argument_error(what, "image " + std::to_string(image) +
                                           ": the section spans bytes [" + std::to_string(lo) +
-                                          ", " + std::to_string(hi) + ") of a coarray of " +
-                                          std::to_string(t.block.bytes) + " bytes (out of bounds)");
+                                          ", " + std::to_string(hi) + ") of " +
+                                          std::to_string(t.bytes) +
+                                          " (a coarray, or an allocatable component's data): out "
+                                          "of bounds");
 }
 
 /// transfer() once the walk is checked: one strided transfer when it fits Crown's
 /// layout, else row by row (a row of packed elements at a time where there is one).
-void transfer_checked(bool put, int rank, const token_data& t, const walk& w, std::byte* packed) {
+void transfer_checked(bool put, int rank, const detail::heap_block& t, const walk& w,
+                      std::byte* packed) {
   detail::strided s;
-  if (as_strided(w, t.block.offset, s)) {
+  if (as_strided(w, t.offset, s)) {
     if (put)
       detail::remote_put_strided(rank, s, packed);
     else
@@ -433,7 +379,7 @@ void transfer_checked(bool put, int rank, const token_data& t, const walk& w, st
   cursor c(w);
   for (std::size_t n = w.elements(); n;) {
     const std::size_t k = c.step() == static_cast<std::ptrdiff_t>(elem) ? c.left() : 1;
-    const std::uint64_t where = t.block.offset + static_cast<std::uint64_t>(c.offset());
+    const std::uint64_t where = t.offset + static_cast<std::uint64_t>(c.offset());
     if (put)
       detail::remote_put(rank, where, packed, k * elem);
     else
@@ -446,20 +392,20 @@ void transfer_checked(bool put, int rank, const token_data& t, const walk& w, st
 
 } // namespace
 
-void transfer(bool put, int image, const token_data& t, const walk& w, std::byte* packed,
+void transfer(bool put, int image, const detail::heap_block& t, const walk& w, std::byte* packed,
               const char* what) {
   if (!w.elements()) return;
-  const int rank = rank_of(image, what);
+  const int rank = reachable_rank(image, what);
   check_bounds(image, t, w, what);
   transfer_checked(put, rank, t, w, packed);
 }
 
-void move(bool put, int image, const token_data& t, const walk& remote, const walk& local,
+void move(bool put, int image, const detail::heap_block& t, const walk& remote, const walk& local,
           void* base, const char* what) {
   if (!remote.elements()) return;
-  const int rank = rank_of(image, what);
+  const int rank = reachable_rank(image, what);
   check_bounds(image, t, remote, what);
-  if (std::byte* peer = detail::heap_peer_address(rank, t.block.offset)) { // load/store
+  if (std::byte* peer = detail::heap_peer_address(rank, t.offset)) { // load/store
     if (put)
       copy(local, base, remote, peer);
     else
@@ -472,6 +418,21 @@ void move(bool put, int image, const token_data& t, const walk& remote, const wa
   if (put) pack(local, base, packed);
   transfer_checked(put, rank, t, remote, packed);
   if (!put) unpack(packed, local, base);
+}
+
+packed_array::packed_array(const descriptor& a) : w(walk_of(a, 0, nullptr, span_rule::ignored)) {
+  const std::size_t size = w.elements() * w.elem.size;
+  if (w.contiguous()) {
+    bytes = {static_cast<std::byte*>(a.base_addr) + w.first, size};
+    return;
+  }
+  copy.resize(size);
+  bytes = copy;
+  pack(w, a.base_addr, bytes.data());
+}
+
+void packed_array::store(const descriptor& a) const {
+  if (!copy.empty()) unpack(bytes.data(), w, a.base_addr);
 }
 
 void fit(descriptor& d, const walk& w) {

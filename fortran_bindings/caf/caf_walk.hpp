@@ -6,6 +6,7 @@
 #include "caf_abi.hpp"
 #include "caf_runtime.hpp"
 #include <cstddef>
+#include <span>
 #include <vector>
 
 namespace crown::caf {
@@ -32,13 +33,17 @@ struct walk {
   [[nodiscard]] bool contiguous() const noexcept;
 };
 
+/// How many of lo, lo + step, ... lie between lo and hi (Fortran's triplet; 0 when none).
+std::size_t count_of(std::ptrdiff_t lo, std::ptrdiff_t hi, std::ptrdiff_t step, const char* what);
+/// The elements lo..hi by step of a dimension whose index `lower` is at byte 0 and whose
+/// neighbours are `scale` bytes apart; adds the offset of `lo` to `first`.
+axis progression(std::ptrdiff_t lo, std::ptrdiff_t hi, std::ptrdiff_t step, std::ptrdiff_t lower,
+                 std::ptrdiff_t scale, std::ptrdiff_t& first, const char* what);
+
 /// The elements a descriptor describes, `offset` bytes into the memory walked;
 /// `vector` (one entry per dimension) when the statement has vector subscripts.
 walk walk_of(const descriptor& d, std::ptrdiff_t offset = 0,
-             const vector_subscript* vector = nullptr);
-/// The elements a reference chain selects in a coarray, of gfortran type `type`, on
-/// `image` (for messages).
-walk walk_of(const token_data& t, const reference* refs, int type, int image, const char* what);
+             const vector_subscript* vector = nullptr, span_rule rule = span_rule::trusted);
 
 /// Copies the elements `from` selects in memory at `from_base` to those `to` selects at
 /// `to_base` (as many), row by row.
@@ -55,16 +60,29 @@ std::byte* scratch(int slot, std::size_t bytes);
 std::vector<std::byte> convert(const std::byte* in, std::size_t count, const element& from,
                                const element& to);
 
-/// Moves a walk's elements between the coarray `t` on `image` (of the current team)
-/// and a packed buffer here. Throws, naming the image, when the walk leaves the coarray.
-void transfer(bool put, int image, const token_data& t, const walk& w, std::byte* packed,
+/// Moves a walk's elements between the block `t` (a coarray, or an allocatable component's
+/// data) on `image` (of the current team) and a packed buffer here. Throws, naming the image, when
+/// the walk leaves the coarray.
+void transfer(bool put, int image, const detail::heap_block& t, const walk& w, std::byte* packed,
               const char* what);
 
-/// Moves the elements `remote` selects in coarray `t` on `image` to or from those
+/// Moves the elements `remote` selects in block `t` on `image` to or from those
 /// `local` selects at `base` (same type and count): directly between the two when the
 /// image's memory is mapped here, else through one strided transfer.
-void move(bool put, int image, const token_data& t, const walk& remote, const walk& local,
+void move(bool put, int image, const detail::heap_block& t, const walk& remote, const walk& local,
           void* base, const char* what);
+
+/// The whole of a collective's argument `a`, packed: in place when it is contiguous, else a
+/// copy. gfortran leaves `span` unset in some of them (span_rule), so the elements are
+/// taken `elem_len` bytes times the stride apart.
+struct packed_array {
+  walk w;
+  std::vector<std::byte> copy;
+  std::span<std::byte> bytes;
+  explicit packed_array(const descriptor& a);
+  /// Writes a copy back into `a`.
+  void store(const descriptor& a) const;
+};
 
 /// Makes an allocatable destination the shape of `w` (gfortran allocates with malloc).
 void fit(descriptor& d, const walk& w);

@@ -1,8 +1,8 @@
-// libcrown_caf's send_by_ref and sendget_by_ref, called the way gfortran would: gfortran
-// 12 emits them only for derived types with allocatable components (which libcrown_caf
-// refuses), so no Fortran program reaches them. Reference chains into a static coarray
-// of 6 particles {real x; integer tag(4)}: particles(2:6:2)%tag(3), a component range,
-// and an index beyond the coarray (stat= set). Prints "PASS caf_abi_by_ref" on image 1.
+// libcrown_caf's send_by_ref and sendget_by_ref, called the way gfortran would (gfortran
+// 12 emits them for derived types with allocatable components: caf_alloc_components).
+// Reference chains into a static coarray of 6 particles {real x; integer tag(4)}, which
+// no Fortran program makes: particles(2:6:2)%tag(3), a component range, and an index
+// beyond the coarray (stat= set). Prints "PASS caf_abi_by_ref" on image 1.
 #include "caf_abi.hpp"
 #include <cstdio>
 #include <cstring>

@@ -1,6 +1,7 @@
-! FAIL IMAGE ends the job with a message (no image can fail and leave the others
-! running without fault-tolerant MPI); STOP with a number ends normally with it; a
-! runtime error on one image ends every image instead of leaving them waiting.
+! Error paths of image termination: after FAIL IMAGE a SYNC ALL without STAT= ends the
+! job naming the failed image (caf_failed_images handles it with STAT=); STOP with a
+! number ends normally with it; a runtime error on one image ends every image instead
+! of leaving them waiting.
 program caf_fail_image
   implicit none
   character(len=8) :: how

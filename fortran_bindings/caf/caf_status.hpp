@@ -1,0 +1,65 @@
+// fortran_bindings/caf/caf_status.hpp — whether each image runs, has stopped (STOP, END
+// PROGRAM) or has failed (FAIL IMAGE), and how far an image that ended had got.
+//
+// An image that ends publishes, for every team it belongs to, how many collectives, SYNC
+// ALLs and SYNC IMAGES with each partner it completed, then its state. Another image
+// waiting for it in the k-th such operation therefore knows exactly whether its part
+// was done (k <= published: keep waiting, it has arrived or will) or never will be
+// (the operation ends with STAT_STOPPED_IMAGE or STAT_FAILED_IMAGE). No timeout decides.
+#pragma once
+#include "caf_runtime.hpp"
+#include <crown/detail/wait.hpp>
+#include <span>
+
+namespace crown::caf {
+
+enum class image_state : std::uint64_t { running = 0, stopped = 1, failed = 2 };
+
+/// The operations whose progress an ending image publishes (per team).
+enum class counter { collectives, sync_all, sync_images };
+
+/// Collective over the world at start-up: the state words (all running).
+void init_status(const crown::mesh& world);
+/// Forgets the state words (the heap goes at the end).
+void release_status() noexcept;
+image_state state_of(int world_rank);
+/// The number of images known here to have failed (cheap: a word in this image's heap
+/// that each failing image increments).
+std::uint64_t failures_seen() noexcept;
+/// Throws image_failed when `world_rank` (another image) has failed: coindexed accesses,
+/// locks and events. Costs one local load while no image has failed.
+void check_reachable(int world_rank, const char* what);
+/// rank_of(image), checked with check_reachable.
+int reachable_rank(int image, const char* what);
+
+/// How image `image` (0-based in `t`) stands in this image's current operation of kind
+/// `c`: running when it runs or ended after doing its part, else how it ended.
+image_state missing_part(const team& t, int image, counter c);
+/// Throws image_stopped (first) or image_failed naming the first image of `t` (of
+/// `watched`, 0-based, when given) that ended before doing its part in this image's
+/// current operation of kind `c` (for sync_images: with this image).
+void check_partners(const team& t, const char* what, counter c, std::span<const int> watched = {});
+/// Numbers a collective of `t` (co_*, FORM TEAM, coarray allocation) and checks that
+/// every image of `t` is running or ended after doing its part in it.
+void enter_collective(team& t, const char* what);
+
+/// Polls `finished()` until it is true; every 64 polls, check_partners (an image that
+/// ended without doing its part never will: then it throws, whatever was pending is
+/// left so).
+template <typename F>
+void wait_for(const team& t, const char* what, counter c, std::span<const int> watched,
+              F&& finished) {
+  detail::backoff pause;
+  for (unsigned polls = 1; !finished(); ++polls) {
+    if (polls % 64 == 0) check_partners(t, what, c, watched); // the words are cheap, not free
+    pause.pause();
+  }
+}
+
+/// Ends this image's part: publishes its progress in every team, then `state` (a
+/// failing image also tells every image that one more has failed).
+void end_image(image_state state) noexcept;
+/// Normal termination and FAIL IMAGE: waits until every image has stopped or failed.
+void wait_for_all_to_end();
+
+} // namespace crown::caf
