@@ -11,6 +11,7 @@ namespace crown::detail {
 /// once with the target and the rule; with one, only after a minute (a hung target).
 class stall_watch {
 public:
+  /// `target` < 0: several ranks, or none known.
   stall_watch(int target, const char* what) noexcept : target_(target), what_(what) {}
   void poll() noexcept {
     if (reported_ || (++polls_ & 1023) != 0) return;

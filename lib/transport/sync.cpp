@@ -54,6 +54,7 @@ void sync_images(const mesh& m, std::span<const int> images) {
 }
 
 void progress() { detail::progress(); }
+void fence() { detail::heap_fence(); }
 
 void sync_memory() {
   detail::heap_quiet();

@@ -1,5 +1,6 @@
 // include/crown/detail/wait.hpp — how every Crown wait spends its time.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -18,6 +19,20 @@ void set_wait_spins(int spins) noexcept;
 using progress_fn = void (*)() noexcept;
 progress_fn progress_hook() noexcept;
 void set_progress_hook(progress_fn f) noexcept;
+
+/// Threads of this process inside a Crown wait right now. They drive progress
+/// themselves, so the progress thread naps while there are any (on a machine with more
+/// threads than cores it would otherwise take the core they need).
+std::atomic<int>& waiting_threads() noexcept;
+
+/// Counts its owner in waiting_threads() for as long as it lives.
+class waiting_scope {
+public:
+  waiting_scope() noexcept { waiting_threads().fetch_add(1, std::memory_order_relaxed); }
+  waiting_scope(const waiting_scope&) noexcept : waiting_scope() {}
+  waiting_scope& operator=(const waiting_scope&) noexcept { return *this; }
+  ~waiting_scope() { waiting_threads().fetch_sub(1, std::memory_order_relaxed); }
+};
 
 /// Spin briefly, then yield, then sleep in short naps once a wait grows long; drive
 /// progress on every poll.
@@ -43,6 +58,7 @@ private:
   static constexpr int nap_us = 50;
   long spins_ = wait_spins();
   long polls_ = 0;
+  waiting_scope waiting_;
 };
 
 /// Polls `done()` under a backoff until it returns true.
