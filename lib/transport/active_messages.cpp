@@ -1,5 +1,6 @@
 // Active messages over MPI two-sided: request, execution at the target, reply.
 #include "active_messages.hpp"
+#include "../runtime/tags.hpp"
 #include "am_codec.hpp"
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -10,10 +11,9 @@
 namespace crown::detail {
 namespace {
 
-constexpr int request_tag = 1;
-/// Replies carry the request's id in their tag, so concurrent calls from several
-/// threads of one rank never take each other's reply.
-int reply_tag(std::uint32_t id) { return 2 + static_cast<int>(id % 30000); }
+constexpr int request_tag = tags::am_request.first;
+/// Replies carry the request's id in their tag (lib/runtime/tags.hpp).
+int reply_tag(std::uint32_t id) { return tags::am_reply_tag(id); }
 
 /// What the origin sends: header, runs, payload (am_codec.hpp).
 std::vector<std::byte> request_for(const am_header& h, std::span<const run> runs,

@@ -1,0 +1,57 @@
+// lib/runtime/tags.hpp — every point-to-point tag Crown uses, in one table.
+#pragma once
+#include <array>
+#include <cstddef>
+#include <cstdint>
+
+namespace crown::detail::tags {
+
+/// Tags [first, last], inclusive.
+struct tag_range {
+  int first;
+  int last;
+  [[nodiscard]] constexpr int count() const noexcept { return last - first + 1; }
+  [[nodiscard]] constexpr bool contains(int tag) const noexcept {
+    return tag >= first && tag <= last;
+  }
+};
+
+// Each range lives on communicators only Crown holds (the per-mesh private duplicates,
+// the private world, the active-message transport's own duplicate), and no two ranges
+// meet, so no message of one kind can ever match a receive of another even where two
+// kinds share a communicator. The actor channel numbers its tags on a communicator of
+// its own (lib/actor/channel.cpp) and is not part of this table.
+inline constexpr tag_range am_request{1, 1};           ///< active-message requests
+inline constexpr tag_range am_reply{2, 30001};         ///< replies, by request id
+inline constexpr tag_range sync_images{30002, 30002};  ///< sync_images tokens
+inline constexpr tag_range rendezvous{30003, 32002};   ///< meeting before a communicator is made
+inline constexpr int mpi_tag_ub_minimum = 32767;       ///< every MPI allows tags up to this
+
+inline constexpr std::array<tag_range, 4> all{am_request, am_reply, sync_images, rendezvous};
+
+constexpr bool disjoint_and_valid(const std::array<tag_range, 4>& ranges) {
+  for (std::size_t i = 0; i < ranges.size(); ++i) {
+    if (ranges[i].first < 0 || ranges[i].last < ranges[i].first ||
+        ranges[i].last > mpi_tag_ub_minimum)
+      return false;
+    for (std::size_t j = i + 1; j < ranges.size(); ++j)
+      if (ranges[i].first <= ranges[j].last && ranges[j].first <= ranges[i].last) return false;
+  }
+  return true;
+}
+static_assert(disjoint_and_valid(all), "Crown's tag ranges overlap or exceed MPI_TAG_UB");
+
+/// The reply tag of active-message request `id`: concurrent calls from several threads
+/// of one rank never take each other's reply.
+constexpr int am_reply_tag(std::uint32_t id) noexcept {
+  return am_reply.first + static_cast<int>(id % static_cast<std::uint32_t>(am_reply.count()));
+}
+
+/// The rendezvous tag of a communicator creation, derived from a hash of its members so
+/// that creations over different rank lists rarely share one.
+constexpr int rendezvous_tag(std::size_t member_hash) noexcept {
+  return rendezvous.first +
+         static_cast<int>(member_hash % static_cast<std::size_t>(rendezvous.count()));
+}
+
+} // namespace crown::detail::tags
