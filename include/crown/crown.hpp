@@ -1,6 +1,7 @@
 // include/crown/crown.hpp — umbrella header: everything a Crown program uses.
 #pragma once
 #include <crown/actor.hpp>
+#include <crown/block_collectives.hpp>
 #include <crown/build_config.hpp>
 #include <crown/coarray.hpp>
 #include <crown/collectives.hpp>

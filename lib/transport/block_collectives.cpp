@@ -1,0 +1,153 @@
+// all_gather and reduce_scatter: argument checks and the data movement under the templates.
+#include "../mesh/crown_comm.hpp"
+#include "agreement.hpp"
+#include "transfer.hpp"
+#include <algorithm>
+#include <climits>
+#include <cstdlib>
+#include <memory>
+#include <new>
+#include <crown/block_collectives.hpp>
+#include <crown/detail/heap.hpp>
+#include <crown/runtime.hpp>
+#include <crown/sync.hpp>
+#include <string>
+
+namespace crown::detail {
+namespace {
+
+/// `bytes` contiguous bytes spread `extent` apart: one image's piece of a chunk (RAII).
+class spread_bytes {
+public:
+  spread_bytes(std::size_t bytes, std::size_t extent, const std::string& what) {
+    MPI_Datatype run = MPI_DATATYPE_NULL;
+    check_mpi(MPI_Type_contiguous(static_cast<int>(bytes), MPI_BYTE, &run),
+              what + ": MPI_Type_contiguous");
+    const int rc =
+        MPI_Type_create_resized(run, 0, static_cast<MPI_Aint>(extent), &type_);
+    MPI_Type_free(&run);
+    check_mpi(rc, what + ": MPI_Type_create_resized");
+    check_mpi(MPI_Type_commit(&type_), what + ": MPI_Type_commit");
+  }
+  ~spread_bytes() {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized && type_ != MPI_DATATYPE_NULL) MPI_Type_free(&type_);
+  }
+  spread_bytes(const spread_bytes&) = delete;
+  spread_bytes& operator=(const spread_bytes&) = delete;
+  [[nodiscard]] MPI_Datatype get() const noexcept { return type_; }
+
+private:
+  MPI_Datatype type_ = MPI_DATATYPE_NULL;
+};
+
+/// Largest piece one MPI call moves per image (MPI counts are int; tests lower it
+/// through set_transfer_chunk_bytes to exercise the pieces).
+std::size_t piece_bytes() { return std::min<std::size_t>(INT_MAX, transfer_chunk_bytes()); }
+
+bool overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  if (a_bytes == 0 || b_bytes == 0) return false;
+  const auto* x = static_cast<const std::byte*>(a);
+  const auto* y = static_cast<const std::byte*>(b);
+  return x < y + b_bytes && y < x + a_bytes;
+}
+
+} // namespace
+
+void check_block_collective(const mesh& m, std::size_t count, std::size_t given,
+                            std::size_t expected, std::uint64_t tag, const void* a,
+                            std::size_t a_bytes, const void* b, std::size_t b_bytes,
+                            const char* name, const char* given_what) {
+  const std::string what = std::string(name) + " on " + m.to_string();
+  // With CROWN_CHECK=1 first, so that a size wrong on one image only is an error on
+  // every image rather than one image throwing while the others wait for it.
+  if (check_collectives())
+    check_same_arguments(m,
+                         {{"count", static_cast<long long>(count)},
+                          {"element type", static_cast<long long>(tag >> 1)},
+                          {"size of the other buffer", static_cast<long long>(given)}},
+                         what);
+  if (given != expected)
+    throw argument_error(what, std::string(given_what) + " " + std::to_string(given) +
+                                   " elements but needs " + std::to_string(expected) + " (" +
+                                   std::to_string(m.size()) + " images x " +
+                                   std::to_string(count) + ")");
+  if (overlap(a, a_bytes, b, b_bytes))
+    throw argument_error(what, "the input and the result overlap (" + std::to_string(a_bytes) +
+                                   " and " + std::to_string(b_bytes) + " bytes)");
+}
+
+void all_gather_bytes(const mesh& m, const void* mine, std::size_t bytes, void* all,
+                      const char* name) {
+  const std::string what = std::string(name) + " on " + m.to_string();
+  MPI_Comm comm = crown_comm(m);
+  const std::size_t piece = piece_bytes();
+  MPI_Request r;
+  if (bytes <= piece) {
+    const int n = static_cast<int>(bytes);
+    complete(MPI_Iallgather(mine, n, MPI_BYTE, all, n, MPI_BYTE, comm, &r), r,
+             what + ": MPI_Iallgather");
+    return;
+  }
+  // Above one piece: the same bytes of every image's block in one call, received
+  // `bytes` apart.
+  for (std::size_t at = 0; at < bytes; at += piece) {
+    const std::size_t len = std::min(piece, bytes - at);
+    const spread_bytes spread(len, bytes, what);
+    complete(MPI_Iallgather(static_cast<const std::byte*>(mine) + at, static_cast<int>(len),
+                            MPI_BYTE, static_cast<std::byte*>(all) + at, 1, spread.get(), comm,
+                            &r),
+             r, what + ": MPI_Iallgather");
+  }
+}
+
+void exchange_blocks(const mesh& m, const void* in, std::size_t block, void* received,
+                     const char* name) {
+  const std::string what = std::string(name) + " on " + m.to_string();
+  MPI_Comm comm = crown_comm(m);
+  const std::size_t piece = piece_bytes();
+  MPI_Request r;
+  if (block <= piece) {
+    const int n = static_cast<int>(block);
+    complete(MPI_Ialltoall(in, n, MPI_BYTE, received, n, MPI_BYTE, comm, &r), r,
+             what + ": MPI_Ialltoall");
+    return;
+  }
+  for (std::size_t at = 0; at < block; at += piece) {
+    const std::size_t len = std::min(piece, block - at);
+    const spread_bytes spread(len, block, what);
+    complete(MPI_Ialltoall(static_cast<const std::byte*>(in) + at, 1, spread.get(),
+                           static_cast<std::byte*>(received) + at, 1, spread.get(), comm, &r),
+             r, what + ": MPI_Ialltoall");
+  }
+}
+
+void visit_image_blocks(const mesh& m, std::uint64_t offset, std::size_t bytes,
+                        block_visitor visit, void* ctx) {
+  // As sync_all: this image's transfers are complete, every member has arrived, and
+  // what others put into this image's heap is visible to its loads.
+  sync_all(m);
+  const int me = this_runtime().rank();
+  // A buffer only for images reached through a transport, aligned for any element type.
+  struct free_delete {
+    void operator()(void* p) const noexcept { std::free(p); }
+  };
+  std::unique_ptr<std::byte, free_delete> fetched;
+  for (int j = 0; j < m.size(); ++j) {
+    const int rank = m.ranks()[static_cast<std::size_t>(j)];
+    const std::byte* data = rank == me ? heap_address(offset) : heap_peer_address(rank, offset);
+    if (!data) {
+      if (!fetched) {
+        fetched.reset(static_cast<std::byte*>(std::aligned_alloc(64, (bytes + 64) / 64 * 64)));
+        if (!fetched) throw std::bad_alloc();
+      }
+      remote_get(rank, offset, fetched.get(), bytes);
+      data = fetched.get();
+    }
+    visit(ctx, j, data);
+  }
+  crown_barrier(m); // nobody changes its block while another may still read it
+}
+
+} // namespace crown::detail
