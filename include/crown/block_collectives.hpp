@@ -41,8 +41,8 @@ void exchange_blocks(const mesh& m, const void* in, std::size_t block, void* rec
 /// synchronises again before returning, so that no member changes its block while
 /// another still reads it.
 using block_visitor = void (*)(void* ctx, int image, const std::byte* data);
-void visit_image_blocks(const mesh& m, std::uint64_t offset, std::size_t bytes,
-                        block_visitor visit, void* ctx);
+void visit_image_blocks(const mesh& m, std::uint64_t offset, std::size_t bytes, block_visitor visit,
+                        void* ctx);
 
 /// out = fold of `blocks` (n blocks of out.size() elements, one per image) in image order.
 template <typename T, typename Op>
@@ -88,7 +88,8 @@ void all_gather(const coarray<T, N, K>& a, std::span<T> all) {
       m, a.block().offset, c * sizeof(T),
       [](void* ctx, int image, const std::byte* data) {
         auto* t = static_cast<target*>(ctx);
-        std::memcpy(t->all + static_cast<std::size_t>(image) * t->count, data, t->count * sizeof(T));
+        std::memcpy(t->all + static_cast<std::size_t>(image) * t->count, data,
+                    t->count * sizeof(T));
       },
       &t);
 }

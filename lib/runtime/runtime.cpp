@@ -1,6 +1,6 @@
 // crown::runtime: MPI initialisation or attachment, start-up agreement, shutdown order.
-#include "../transport/symmetric_heap.hpp"
 #include "../mesh/crown_comm.hpp"
+#include "../transport/symmetric_heap.hpp"
 #include "runtime_state.hpp"
 #include "tags.hpp"
 #include <algorithm>

@@ -21,11 +21,11 @@ struct tag_range {
 // meet, so no message of one kind can ever match a receive of another even where two
 // kinds share a communicator. The actor channel numbers its tags on a communicator of
 // its own (lib/actor/channel.cpp) and is not part of this table.
-inline constexpr tag_range am_request{1, 1};           ///< active-message requests
-inline constexpr tag_range am_reply{2, 30001};         ///< replies, by request id
-inline constexpr tag_range sync_images{30002, 30002};  ///< sync_images tokens
-inline constexpr tag_range rendezvous{30003, 32002};   ///< meeting before a communicator is made
-inline constexpr int mpi_tag_ub_minimum = 32767;       ///< every MPI allows tags up to this
+inline constexpr tag_range am_request{1, 1};          ///< active-message requests
+inline constexpr tag_range am_reply{2, 30001};        ///< replies, by request id
+inline constexpr tag_range sync_images{30002, 30002}; ///< sync_images tokens
+inline constexpr tag_range rendezvous{30003, 32002};  ///< meeting before a communicator is made
+inline constexpr int mpi_tag_ub_minimum = 32767;      ///< every MPI allows tags up to this
 
 inline constexpr std::array<tag_range, 4> all{am_request, am_reply, sync_images, rendezvous};
 

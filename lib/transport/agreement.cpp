@@ -1,6 +1,6 @@
 // Collective argument checks on Crown's private communicator of a mesh.
-#include "../mesh/crown_comm.hpp"
 #include "agreement.hpp"
+#include "../mesh/crown_comm.hpp"
 #include "transfer.hpp"
 #include <crown/error.hpp>
 #include <vector>

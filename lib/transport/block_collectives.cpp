@@ -4,13 +4,13 @@
 #include "transfer.hpp"
 #include <algorithm>
 #include <climits>
-#include <cstdlib>
-#include <memory>
-#include <new>
 #include <crown/block_collectives.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/runtime.hpp>
 #include <crown/sync.hpp>
+#include <cstdlib>
+#include <memory>
+#include <new>
 #include <string>
 
 namespace crown::detail {
@@ -23,8 +23,7 @@ public:
     MPI_Datatype run = MPI_DATATYPE_NULL;
     check_mpi(MPI_Type_contiguous(static_cast<int>(bytes), MPI_BYTE, &run),
               what + ": MPI_Type_contiguous");
-    const int rc =
-        MPI_Type_create_resized(run, 0, static_cast<MPI_Aint>(extent), &type_);
+    const int rc = MPI_Type_create_resized(run, 0, static_cast<MPI_Aint>(extent), &type_);
     MPI_Type_free(&run);
     check_mpi(rc, what + ": MPI_Type_create_resized");
     check_mpi(MPI_Type_commit(&type_), what + ": MPI_Type_commit");
@@ -71,60 +70,61 @@ void check_block_collective(const mesh& m, std::size_t count, std::size_t given,
   if (given != expected)
     throw argument_error(what, std::string(given_what) + " " + std::to_string(given) +
                                    " elements but needs " + std::to_string(expected) + " (" +
-                                   std::to_string(m.size()) + " images x " +
-                                   std::to_string(count) + ")");
+                                   std::to_string(m.size()) + " images x " + std::to_string(count) +
+                                   ")");
   if (overlap(a, a_bytes, b, b_bytes))
     throw argument_error(what, "the input and the result overlap (" + std::to_string(a_bytes) +
                                    " and " + std::to_string(b_bytes) + " bytes)");
 }
 
+namespace {
+
+/// One MPI collective per piece of an image's `bytes` (MPI counts are int): call(at,
+/// len, count, type) moves bytes [at, at + len) of every image's block, described on the
+/// spread-out side as `count` elements of `type` (bytes MPI_BYTEs when one piece is
+/// enough, else one type of len bytes with an extent of a whole block).
+template <typename Call>
+void in_pieces(std::size_t bytes, const std::string& what, Call&& call) {
+  const std::size_t piece = piece_bytes();
+  if (bytes <= piece) {
+    call(std::size_t{0}, bytes, static_cast<int>(bytes), MPI_BYTE);
+    return;
+  }
+  for (std::size_t at = 0; at < bytes; at += piece) {
+    const std::size_t len = std::min(piece, bytes - at);
+    const spread_bytes spread(len, bytes, what);
+    call(at, len, 1, spread.get());
+  }
+}
+
+} // namespace
+
 void all_gather_bytes(const mesh& m, const void* mine, std::size_t bytes, void* all,
                       const char* name) {
   const std::string what = std::string(name) + " on " + m.to_string();
   MPI_Comm comm = crown_comm(m);
-  const std::size_t piece = piece_bytes();
-  MPI_Request r;
-  if (bytes <= piece) {
-    const int n = static_cast<int>(bytes);
-    complete(MPI_Iallgather(mine, n, MPI_BYTE, all, n, MPI_BYTE, comm, &r), r,
-             what + ": MPI_Iallgather");
-    return;
-  }
-  // Above one piece: the same bytes of every image's block in one call, received
-  // `bytes` apart.
-  for (std::size_t at = 0; at < bytes; at += piece) {
-    const std::size_t len = std::min(piece, bytes - at);
-    const spread_bytes spread(len, bytes, what);
+  in_pieces(bytes, what, [&](std::size_t at, std::size_t len, int count, MPI_Datatype type) {
+    MPI_Request r;
     complete(MPI_Iallgather(static_cast<const std::byte*>(mine) + at, static_cast<int>(len),
-                            MPI_BYTE, static_cast<std::byte*>(all) + at, 1, spread.get(), comm,
-                            &r),
+                            MPI_BYTE, static_cast<std::byte*>(all) + at, count, type, comm, &r),
              r, what + ": MPI_Iallgather");
-  }
+  });
 }
 
 void exchange_blocks(const mesh& m, const void* in, std::size_t block, void* received,
                      const char* name) {
   const std::string what = std::string(name) + " on " + m.to_string();
   MPI_Comm comm = crown_comm(m);
-  const std::size_t piece = piece_bytes();
-  MPI_Request r;
-  if (block <= piece) {
-    const int n = static_cast<int>(block);
-    complete(MPI_Ialltoall(in, n, MPI_BYTE, received, n, MPI_BYTE, comm, &r), r,
-             what + ": MPI_Ialltoall");
-    return;
-  }
-  for (std::size_t at = 0; at < block; at += piece) {
-    const std::size_t len = std::min(piece, block - at);
-    const spread_bytes spread(len, block, what);
-    complete(MPI_Ialltoall(static_cast<const std::byte*>(in) + at, 1, spread.get(),
-                           static_cast<std::byte*>(received) + at, 1, spread.get(), comm, &r),
+  in_pieces(block, what, [&](std::size_t at, std::size_t, int count, MPI_Datatype type) {
+    MPI_Request r;
+    complete(MPI_Ialltoall(static_cast<const std::byte*>(in) + at, count, type,
+                           static_cast<std::byte*>(received) + at, count, type, comm, &r),
              r, what + ": MPI_Ialltoall");
-  }
+  });
 }
 
-void visit_image_blocks(const mesh& m, std::uint64_t offset, std::size_t bytes,
-                        block_visitor visit, void* ctx) {
+void visit_image_blocks(const mesh& m, std::uint64_t offset, std::size_t bytes, block_visitor visit,
+                        void* ctx) {
   // As sync_all: this image's transfers are complete, every member has arrived, and
   // what others put into this image's heap is visible to its loads.
   sync_all(m);

@@ -3,6 +3,7 @@
 #include <crown/runtime.hpp>
 #include <mpi.h>
 #include <string>
+#include <vector>
 
 namespace crown_test {
 
@@ -24,6 +25,16 @@ inline int me() { return crown::world().rank(); }
 inline int n() { return crown::world().size(); }
 inline int right() { return (me() + 1) % n(); }
 inline int left() { return (me() + n() - 1) % n(); }
+
+/// True on every rank when all ranks hold bitwise the same bytes (collective over the world).
+inline bool same_everywhere(const void* data, std::size_t bytes) {
+  std::vector<char> mine(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
+  std::vector<char> first = mine;
+  MPI_Bcast(first.data(), static_cast<int>(bytes), MPI_CHAR, 0, w().comm());
+  int same = first == mine;
+  MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, w().comm());
+  return same != 0;
+}
 
 /// what() of the `Error` that f() throws, or "no exception" (other types propagate).
 template <typename Error, typename F>

@@ -17,16 +17,6 @@ crown::mesh reversed() {
   return crown::mesh({{"r", n()}}, ranks);
 }
 
-/// True on every image when all images hold bitwise the same bytes.
-bool same_everywhere(const void* data, std::size_t bytes) {
-  std::vector<char> mine(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
-  std::vector<char> first = mine;
-  MPI_Bcast(first.data(), static_cast<int>(bytes), MPI_CHAR, 0, w().comm());
-  int same = first == mine;
-  MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, w().comm());
-  return same != 0;
-}
-
 /// Values whose floating-point sum depends on the order of the terms.
 double term(int image, std::size_t i) {
   const double big = (i % 3 == 0) ? 1e16 : 1e3;
@@ -84,7 +74,8 @@ BOOST_AUTO_TEST_CASE(all_gather_of_a_coarray_sees_puts_made_before_it) {
     bool ok = true;
     for (int j = 0; j < imgs; ++j) // image j's block holds its left neighbour's values
       for (std::size_t i = 0; i < 15; ++i)
-        ok = ok && all[static_cast<std::size_t>(j) * 15 + i] == count_term((j + imgs - 1) % imgs, i);
+        ok =
+            ok && all[static_cast<std::size_t>(j) * 15 + i] == count_term((j + imgs - 1) % imgs, i);
     BOOST_TEST(ok, m);
   }
 }
@@ -170,34 +161,31 @@ BOOST_AUTO_TEST_CASE(bad_sizes_and_overlaps_are_errors_on_every_image) {
   // The same bad input on every image: every image throws before communicating.
   const std::string count = std::to_string(n());
   std::vector<int> mine(3), all(3 * static_cast<std::size_t>(n()) + 1);
-  auto m = what_of<crown::argument_error>([&] {
-    crown::all_gather(w(), std::span<const int>(mine), std::span(all));
-  });
+  auto m = what_of<crown::argument_error>(
+      [&] { crown::all_gather(w(), std::span<const int>(mine), std::span(all)); });
   BOOST_TEST(m.find("all_gather on " + w().to_string() + ": the result holds " +
-                    std::to_string(all.size()) + " elements but needs " +
-                    std::to_string(3 * n()) + " (" + count + " images x 3)") != std::string::npos,
+                    std::to_string(all.size()) + " elements but needs " + std::to_string(3 * n()) +
+                    " (" + count + " images x 3)") != std::string::npos,
              m);
-  BOOST_TEST(m.find("rank " + std::to_string(crown::this_runtime().rank())) != std::string::npos, m);
+  BOOST_TEST(m.find("rank " + std::to_string(crown::this_runtime().rank())) != std::string::npos,
+             m);
   std::vector<double> in(5 * static_cast<std::size_t>(n()) - 1), out(5);
-  m = what_of<crown::argument_error>([&] {
-    crown::reduce_scatter(w(), std::span<const double>(in), std::span(out));
-  });
+  m = what_of<crown::argument_error>(
+      [&] { crown::reduce_scatter(w(), std::span<const double>(in), std::span(out)); });
   BOOST_TEST(m.find("reduce_scatter on " + w().to_string() + ": the input holds " +
-                    std::to_string(in.size()) + " elements but needs " +
-                    std::to_string(5 * n())) != std::string::npos,
+                    std::to_string(in.size()) + " elements but needs " + std::to_string(5 * n())) !=
+                 std::string::npos,
              m);
   // The input inside the result.
   std::vector<int> buffer(4 * static_cast<std::size_t>(n()));
-  m = what_of<crown::argument_error>([&] {
-    crown::all_gather(w(), std::span<const int>(buffer.data(), 4), std::span(buffer));
-  });
+  m = what_of<crown::argument_error>(
+      [&] { crown::all_gather(w(), std::span<const int>(buffer.data(), 4), std::span(buffer)); });
   BOOST_TEST(m.find("overlap") != std::string::npos, m);
   crown::coarray<float> a(w(), 6 * static_cast<std::size_t>(n()) + 1);
   std::vector<float> piece(6);
   m = what_of<crown::argument_error>([&] { crown::reduce_scatter(a, std::span(piece)); });
   BOOST_TEST(m.find("reduce_scatter of a coarray on " + w().to_string() +
-                    ": the coarray's block holds " + std::to_string(a.size())) !=
-                 std::string::npos,
+                    ": the coarray's block holds " + std::to_string(a.size())) != std::string::npos,
              m);
   std::vector<float> gathered(a.size()); // one image's worth, not n
   if (n() > 1) {
@@ -217,16 +205,14 @@ BOOST_AUTO_TEST_CASE(counts_that_differ_between_images_are_named_under_crown_che
   // CROWN_CHECK=1: image 0 contributes 3 elements, the others 4; every image learns it.
   const std::size_t c = me() == 0 ? 3 : 4;
   std::vector<int> mine(c), all(c * static_cast<std::size_t>(n()));
-  const auto m = what_of<crown::argument_error>([&] {
-    crown::all_gather(w(), std::span<const int>(mine), std::span(all));
-  });
+  const auto m = what_of<crown::argument_error>(
+      [&] { crown::all_gather(w(), std::span<const int>(mine), std::span(all)); });
   BOOST_TEST(m.find("count is " + std::to_string(c) + " here but " + (me() == 0 ? "4" : "3") +
                     " on rank ") != std::string::npos,
              m);
   std::vector<double> in(4 * static_cast<std::size_t>(n())), out(4);
   std::vector<double> wrong_in(me() == 0 ? in.size() + 1 : in.size());
-  const auto r = what_of<crown::argument_error>([&] {
-    crown::reduce_scatter(w(), std::span<const double>(wrong_in), std::span(out));
-  });
+  const auto r = what_of<crown::argument_error>(
+      [&] { crown::reduce_scatter(w(), std::span<const double>(wrong_in), std::span(out)); });
   BOOST_TEST(r.find("size of the other buffer is") != std::string::npos, r);
 }

@@ -1,8 +1,8 @@
 // Crown initialises MPI itself and finalises it when the runtime goes.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
 #include <harness/crown_test.hpp>
-#include <algorithm>
 #include <optional>
 #include <string>
 #include <vector>

@@ -11,8 +11,8 @@ BOOST_AUTO_TEST_CASE(ranges_are_disjoint_and_within_the_guaranteed_tag_bound) {
     for (std::size_t j = 0; j < tags::all.size(); ++j)
       if (i != j)
         for (int t : {tags::all[i].first, tags::all[i].last})
-          BOOST_TEST(!tags::all[j].contains(t), "tag " << t << " of range " << i
-                                                       << " lies in range " << j);
+          BOOST_TEST(!tags::all[j].contains(t),
+                     "tag " << t << " of range " << i << " lies in range " << j);
   // The layout before the table: active-message replies 2..30001 and communicator
   // rendezvous 30000..31999 overlapped; the check rejects it.
   constexpr std::array<tags::tag_range, 4> before{
@@ -25,7 +25,7 @@ BOOST_AUTO_TEST_CASE(derived_tags_stay_in_their_ranges) {
     BOOST_TEST(tags::am_reply.contains(tags::am_reply_tag(static_cast<std::uint32_t>(id))));
   BOOST_TEST(tags::am_reply.contains(tags::am_reply_tag(UINT32_MAX)));
   BOOST_TEST(tags::am_reply_tag(0) == tags::am_reply.first);
-  for (std::size_t hash : {std::size_t{0}, std::size_t{1999}, std::size_t{2000}, SIZE_MAX,
-                           std::size_t{123456789}})
+  for (std::size_t hash :
+       {std::size_t{0}, std::size_t{1999}, std::size_t{2000}, SIZE_MAX, std::size_t{123456789}})
     BOOST_TEST(tags::rendezvous.contains(tags::rendezvous_tag(hash)));
 }
