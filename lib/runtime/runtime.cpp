@@ -234,14 +234,22 @@ void runtime_state::check_alive(std::string_view op) const {
                                        "attached to it was still alive");
 }
 
+namespace {
+/// True for the world in world order (checked on every collective: no allocation).
+bool is_world(const std::vector<int>& ranks, int size) {
+  if (static_cast<int>(ranks.size()) != size) return false;
+  for (int i = 0; i < size; ++i)
+    if (ranks[static_cast<std::size_t>(i)] != i) return false;
+  return true;
+}
+} // namespace
+
 MPI_Comm runtime_state::comm_for(const std::vector<int>& ranks) {
-  if (static_cast<int>(ranks.size()) == size && ranks == iota_ranks(size)) return user_world.get();
-  return comms_for(ranks).user.get();
+  return is_world(ranks, size) ? user_world.get() : comms_for(ranks).user.get();
 }
 
 MPI_Comm runtime_state::crown_comm_for(const std::vector<int>& ranks) {
-  if (static_cast<int>(ranks.size()) == size && ranks == iota_ranks(size)) return world_comm.get();
-  return comms_for(ranks).crown.get();
+  return is_world(ranks, size) ? world_comm.get() : comms_for(ranks).crown.get();
 }
 
 const runtime_state::mesh_comms& runtime_state::comms_for(const std::vector<int>& ranks) {

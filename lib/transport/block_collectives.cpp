@@ -58,7 +58,8 @@ void check_block_collective(const mesh& m, std::size_t count, std::size_t given,
                             std::size_t expected, std::uint64_t tag, const void* a,
                             std::size_t a_bytes, const void* b, std::size_t b_bytes,
                             const char* name, const char* given_what) {
-  const std::string what = std::string(name) + " on " + m.to_string();
+  // The description is built only when needed: small calls take a few microseconds.
+  auto what = [&] { return std::string(name) + " on " + m.to_string(); };
   // With CROWN_CHECK=1 first, so that a size wrong on one image only is an error on
   // every image rather than one image throwing while the others wait for it.
   if (check_collectives())
@@ -66,15 +67,15 @@ void check_block_collective(const mesh& m, std::size_t count, std::size_t given,
                          {{"count", static_cast<long long>(count)},
                           {"element type", static_cast<long long>(tag >> 1)},
                           {"size of the other buffer", static_cast<long long>(given)}},
-                         what);
+                         what());
   if (given != expected)
-    throw argument_error(what, std::string(given_what) + " " + std::to_string(given) +
-                                   " elements but needs " + std::to_string(expected) + " (" +
-                                   std::to_string(m.size()) + " images x " + std::to_string(count) +
-                                   ")");
+    throw argument_error(what(), std::string(given_what) + " " + std::to_string(given) +
+                                     " elements but needs " + std::to_string(expected) + " (" +
+                                     std::to_string(m.size()) + " images x " +
+                                     std::to_string(count) + ")");
   if (overlap(a, a_bytes, b, b_bytes))
-    throw argument_error(what, "the input and the result overlap (" + std::to_string(a_bytes) +
-                                   " and " + std::to_string(b_bytes) + " bytes)");
+    throw argument_error(what(), "the input and the result overlap (" + std::to_string(a_bytes) +
+                                     " and " + std::to_string(b_bytes) + " bytes)");
 }
 
 namespace {
@@ -83,8 +84,8 @@ namespace {
 /// len, count, type) moves bytes [at, at + len) of every image's block, described on the
 /// spread-out side as `count` elements of `type` (bytes MPI_BYTEs when one piece is
 /// enough, else one type of len bytes with an extent of a whole block).
-template <typename Call>
-void in_pieces(std::size_t bytes, const std::string& what, Call&& call) {
+template <typename What, typename Call>
+void in_pieces(std::size_t bytes, What&& what, Call&& call) {
   const std::size_t piece = piece_bytes();
   if (bytes <= piece) {
     call(std::size_t{0}, bytes, static_cast<int>(bytes), MPI_BYTE);
@@ -92,34 +93,53 @@ void in_pieces(std::size_t bytes, const std::string& what, Call&& call) {
   }
   for (std::size_t at = 0; at < bytes; at += piece) {
     const std::size_t len = std::min(piece, bytes - at);
-    const spread_bytes spread(len, bytes, what);
+    const spread_bytes spread(len, bytes, what());
     call(at, len, 1, spread.get());
   }
 }
 
+/// Checks a started (or finished: `request` null) MPI collective and waits for it,
+/// serving one-sided requests meanwhile; the message is built only on failure.
+template <typename What>
+void checked(int rc, MPI_Request& request, What&& what, const char* call) {
+  if (rc != MPI_SUCCESS) check_mpi(rc, what() + ": " + call);
+  if (request != MPI_REQUEST_NULL) wait_request(request, call);
+}
+
 } // namespace
 
+// Crown's collectives use nonblocking MPI so that no rank sits inside MPI while another
+// waits for it to serve a one-sided request. Where every rank reaches every heap by
+// load/store nobody needs serving, and the blocking collectives are faster here
+// (Open MPI's tuned components against libnbc: 2x for a 256 KiB all-gather).
 void all_gather_bytes(const mesh& m, const void* mine, std::size_t bytes, void* all,
                       const char* name) {
-  const std::string what = std::string(name) + " on " + m.to_string();
+  auto what = [&] { return std::string(name) + " on " + m.to_string(); };
   MPI_Comm comm = crown_comm(m);
+  const bool blocking = world_shares_memory();
   in_pieces(bytes, what, [&](std::size_t at, std::size_t len, int count, MPI_Datatype type) {
-    MPI_Request r;
-    complete(MPI_Iallgather(static_cast<const std::byte*>(mine) + at, static_cast<int>(len),
-                            MPI_BYTE, static_cast<std::byte*>(all) + at, count, type, comm, &r),
-             r, what + ": MPI_Iallgather");
+    const auto* from = static_cast<const std::byte*>(mine) + at;
+    auto* to = static_cast<std::byte*>(all) + at;
+    const int n = static_cast<int>(len);
+    MPI_Request r = MPI_REQUEST_NULL;
+    checked(blocking ? MPI_Allgather(from, n, MPI_BYTE, to, count, type, comm)
+                     : MPI_Iallgather(from, n, MPI_BYTE, to, count, type, comm, &r),
+            r, what, "MPI_Iallgather");
   });
 }
 
 void exchange_blocks(const mesh& m, const void* in, std::size_t block, void* received,
                      const char* name) {
-  const std::string what = std::string(name) + " on " + m.to_string();
+  auto what = [&] { return std::string(name) + " on " + m.to_string(); };
   MPI_Comm comm = crown_comm(m);
+  const bool blocking = world_shares_memory();
   in_pieces(block, what, [&](std::size_t at, std::size_t, int count, MPI_Datatype type) {
-    MPI_Request r;
-    complete(MPI_Ialltoall(static_cast<const std::byte*>(in) + at, count, type,
-                           static_cast<std::byte*>(received) + at, count, type, comm, &r),
-             r, what + ": MPI_Ialltoall");
+    const auto* from = static_cast<const std::byte*>(in) + at;
+    auto* to = static_cast<std::byte*>(received) + at;
+    MPI_Request r = MPI_REQUEST_NULL;
+    checked(blocking ? MPI_Alltoall(from, count, type, to, count, type, comm)
+                     : MPI_Ialltoall(from, count, type, to, count, type, comm, &r),
+            r, what, "MPI_Ialltoall");
   });
 }
 

@@ -77,6 +77,16 @@ int MPI_Ialltoall(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_D
   note(comm, "MPI_Ialltoall");
   return PMPI_Ialltoall(s, sc, st, r, rc, rt, comm, q);
 }
+int MPI_Allgather(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
+                  MPI_Comm comm) {
+  note(comm, "MPI_Allgather");
+  return PMPI_Allgather(s, sc, st, r, rc, rt, comm);
+}
+int MPI_Alltoall(const void* s, int sc, MPI_Datatype st, void* r, int rc, MPI_Datatype rt,
+                 MPI_Comm comm) {
+  note(comm, "MPI_Alltoall");
+  return PMPI_Alltoall(s, sc, st, r, rc, rt, comm);
+}
 int MPI_Ibarrier(MPI_Comm comm, MPI_Request* q) {
   note(comm, "MPI_Ibarrier");
   return PMPI_Ibarrier(comm, q);
@@ -161,6 +171,15 @@ BOOST_AUTO_TEST_CASE(crown_operations_make_no_mpi_call_on_the_users_communicator
     });
     BOOST_TEST(calls == 0,
                m << ": a coarray's life made " << calls << " calls, the last " << g_last);
+    std::vector<double> all(v.size() * static_cast<std::size_t>(imgs)), part(v.size());
+    calls = calls_on(user, [&] {
+      crown::all_gather(m, std::span<const double>(v), std::span(all));
+      crown::reduce_scatter(m, std::span<const double>(all), std::span(part));
+      crown::coarray<double> a(m, v.size());
+      crown::all_gather(a, std::span(all));
+    });
+    BOOST_TEST(calls == 0, m << ": all_gather and reduce_scatter made " << calls
+                             << " calls, the last " << g_last);
     BOOST_TEST(v[0] == static_cast<double>(imgs) * (imgs - 1) / 2); // the sums still crossed
   }
 }
