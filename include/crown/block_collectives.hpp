@@ -25,12 +25,12 @@ void check_block_collective(const mesh& m, std::size_t count, std::size_t given,
                             std::size_t a_bytes, const void* b, std::size_t b_bytes,
                             const char* name, const char* given_what);
 
-/// Every image's `bytes` from `mine` into `all` in image order (MPI_Iallgather on the
+/// Every image's `bytes` from `mine` into `all` in image order (an all-gather on the
 /// mesh's private communicator, in pieces below 2 GiB).
 void all_gather_bytes(const mesh& m, const void* mine, std::size_t bytes, void* all,
                       const char* name);
 /// Block i (of `block` bytes) of every image's `in` into `received` on image i, image j's
-/// at j * block (MPI_Ialltoall on the mesh's private communicator).
+/// at j * block (an all-to-all on the mesh's private communicator).
 void exchange_blocks(const mesh& m, const void* in, std::size_t block, void* received,
                      const char* name);
 
