@@ -2,12 +2,9 @@
 #include "../runtime/runtime_state.hpp"
 #include "crown_comm.hpp"
 #include <algorithm>
-#include <atomic>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/mesh.hpp>
-#include <map>
-#include <mutex>
 #include <numeric>
 #include <ostream>
 #include <unordered_set>
@@ -231,48 +228,7 @@ MPI_Comm detail::runtime_state::crown_comm_of(const crown::mesh& m) {
   return m.rt_->crown_comm_for(m.ranks_);
 }
 
-namespace {
-std::mutex g_deferred_mutex;
-std::map<MPI_Comm, detail::deferred_stage*> g_deferred;
-std::atomic<int> g_deferred_count{0}; ///< lets crown_comm skip the lock when none waits
-
-/// The stage deferred on `c`, taken out of the registry (null if none).
-detail::deferred_stage* take_deferred(MPI_Comm c) {
-  if (g_deferred_count.load(std::memory_order_acquire) == 0) return nullptr;
-  const std::lock_guard lock(g_deferred_mutex);
-  const auto it = g_deferred.find(c);
-  if (it == g_deferred.end()) return nullptr;
-  detail::deferred_stage* op = it->second;
-  g_deferred.erase(it);
-  g_deferred_count.fetch_sub(1, std::memory_order_release);
-  return op;
-}
-} // namespace
-
-void detail::start_deferred_stage(MPI_Comm c) {
-  if (deferred_stage* op = take_deferred(c)) op->start_next_stage(); // outside the lock
-}
-
-void detail::defer_stage(MPI_Comm c, deferred_stage* op) {
-  start_deferred_stage(c);
-  const std::lock_guard lock(g_deferred_mutex);
-  g_deferred[c] = op;
-  g_deferred_count.fetch_add(1, std::memory_order_release);
-}
-
-void detail::forget_stage(MPI_Comm c, deferred_stage* op) noexcept {
-  const std::lock_guard lock(g_deferred_mutex);
-  const auto it = g_deferred.find(c);
-  if (it == g_deferred.end() || it->second != op) return;
-  g_deferred.erase(it);
-  g_deferred_count.fetch_sub(1, std::memory_order_release);
-}
-
-MPI_Comm detail::crown_comm(const mesh& m) {
-  MPI_Comm c = runtime_state::crown_comm_of(m);
-  start_deferred_stage(c); // see deferred_stage: before any other collective on c
-  return c;
-}
+MPI_Comm detail::crown_comm(const mesh& m) { return runtime_state::crown_comm_of(m); }
 
 void detail::crown_barrier(const mesh& m) {
   serving_barrier(crown_comm(m), m.to_string() + " (Crown's barrier)");

@@ -3,6 +3,7 @@
 #include "../mesh/crown_comm.hpp"
 #include "agreement.hpp"
 #include "transfer.hpp"
+#include <atomic>
 #include <climits>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -13,6 +14,17 @@
 
 namespace crown::detail {
 namespace {
+
+std::atomic<int> g_in_flight{0};
+
+/// Counts a collective as in flight for progress_collectives while it lives.
+class in_flight {
+public:
+  in_flight() noexcept { g_in_flight.fetch_add(1, std::memory_order_relaxed); }
+  ~in_flight() { g_in_flight.fetch_sub(1, std::memory_order_relaxed); }
+  in_flight(const in_flight&) = delete;
+  in_flight& operator=(const in_flight&) = delete;
+};
 
 std::string describe(const char* name, const mesh& m) {
   return std::string(name) + " on " + m.to_string();
@@ -39,6 +51,8 @@ void finish_quietly(collective_request& r) noexcept {
 
 /// One nonblocking MPI collective (exact reductions, broadcasts).
 class single_request final : public collective_request {
+  in_flight counted_;
+
 public:
   single_request(std::string what, int peer) : what_(std::move(what)), peer_(peer) {}
   ~single_request() override {
@@ -59,89 +73,60 @@ private:
   MPI_Request request_ = MPI_REQUEST_NULL;
 };
 
-/// Floating-point reduction in two stages, so that every image computes the same
-/// expression in image order: an all-to-all hands image i block i of every image's
-/// (padded) data; image i folds its blocks in image order; an all-gather hands every
-/// image every folded block; the result is copied out.
-class staged_reduction final : public collective_request, public deferred_stage {
+/// Floating-point reduction that every image computes the same way: one all-gather
+/// of every image's data, then each image folds the n contributions in image order
+/// into the caller's buffer, ((x0 op x1) op x2) ... One collective, so nothing depends
+/// on when each image tests; the price is n times the data in memory and traffic.
+class gathered_reduction final : public collective_request {
+  in_flight counted_;
+
 public:
-  staged_reduction(const mesh& m, void* data, std::size_t count, std::size_t elem, fold_fn fold,
-                   const char* name)
-      : what_(describe(name, m)), data_(static_cast<std::byte*>(data)), count_(count), elem_(elem),
-        fold_(fold), images_(m.size()),
+  gathered_reduction(const mesh& m, void* data, std::size_t count, std::size_t elem, fold_fn fold,
+                     const char* name)
+      : what_(describe(name, m)), data_(static_cast<std::byte*>(data)), count_(count),
+        bytes_(count * elem), fold_(fold), images_(m.size()),
         peer_(m.ranks()[static_cast<std::size_t>((m.rank() + 1) % m.size())]) {
-    comm_ = crown_comm(m); // starts any stage deferred on it: collectives stay in order
-    const std::size_t block =
-        (count + static_cast<std::size_t>(images_) - 1) / static_cast<std::size_t>(images_);
-    block_bytes_ = block * elem;
-    block_elems_ = block;
-    const int n = checked_int(block_bytes_, what_, "bytes per image");
-    const std::size_t total = block_bytes_ * static_cast<std::size_t>(images_);
-    buffer_.assign(total, std::byte{0}); // the padding is folded too, and never copied out
-    std::memcpy(buffer_.data(), data_, count * elem);
-    blocks_.resize(total);
+    const int n = checked_int(bytes_, what_, "bytes per image");
+    all_.resize(bytes_ * static_cast<std::size_t>(images_));
     check_mpi(
-        MPI_Ialltoall(buffer_.data(), n, MPI_BYTE, blocks_.data(), n, MPI_BYTE, comm_, &request_),
-        what_ + ": MPI_Ialltoall");
-    defer_stage(comm_, this);
+        MPI_Iallgather(data_, n, MPI_BYTE, all_.data(), n, MPI_BYTE, crown_comm(m), &request_),
+        what_ + ": MPI_Iallgather");
   }
-  ~staged_reduction() override {
-    if (stage_ != done) finish_quietly(*this);
-    forget_stage(comm_, this);
+  ~gathered_reduction() override {
+    if (!done_) finish_quietly(*this);
   }
 
   bool advance() override {
-    if (stage_ == exchanging) {
-      if (!test()) return false;
-      forget_stage(comm_, this); // started here, not by the next collective
-      gather();
-    }
-    if (stage_ == gathering && test()) {
-      std::memcpy(data_, buffer_.data(), count_ * elem_);
-      stage_ = done;
-    }
-    return stage_ == done;
-  }
-  void start_next_stage() override {
-    if (stage_ != exchanging) return;
-    wait_request(request_, what_.c_str());
-    gather();
+    if (done_) return true;
+    int finished = 0;
+    check_mpi(MPI_Test(&request_, &finished, MPI_STATUS_IGNORE), what_ + ": MPI_Test");
+    if (!finished) return false;
+    std::memcpy(data_, all_.data(), bytes_);
+    for (int j = 1; j < images_; ++j)
+      fold_(data_, all_.data() + static_cast<std::size_t>(j) * bytes_, count_);
+    done_ = true;
+    return true;
   }
   [[nodiscard]] int peer() const noexcept override { return peer_; }
 
 private:
-  enum stage { exchanging, gathering, done };
-  bool test() {
-    int finished = 0;
-    check_mpi(MPI_Test(&request_, &finished, MPI_STATUS_IGNORE), what_ + ": MPI_Test");
-    return finished != 0;
-  }
-  /// Folds this image's blocks in image order, then starts the all-gather.
-  void gather() {
-    folded_.assign(blocks_.begin(), blocks_.begin() + static_cast<std::ptrdiff_t>(block_bytes_));
-    for (int j = 1; j < images_; ++j)
-      fold_(folded_.data(), blocks_.data() + static_cast<std::size_t>(j) * block_bytes_,
-            block_elems_);
-    const int n = static_cast<int>(block_bytes_);
-    check_mpi(
-        MPI_Iallgather(folded_.data(), n, MPI_BYTE, buffer_.data(), n, MPI_BYTE, comm_, &request_),
-        what_ + ": MPI_Iallgather");
-    stage_ = gathering;
-  }
-
   std::string what_;
   std::byte* data_;
-  std::size_t count_, elem_;
+  std::size_t count_, bytes_;
   fold_fn fold_;
   int images_, peer_;
-  MPI_Comm comm_ = MPI_COMM_NULL;
-  std::size_t block_bytes_ = 0, block_elems_ = 0;
-  std::vector<std::byte> buffer_, blocks_, folded_;
+  std::vector<std::byte> all_;
   MPI_Request request_ = MPI_REQUEST_NULL;
-  stage stage_ = exchanging;
+  bool done_ = false;
 };
 
 } // namespace
+
+void progress_collectives() noexcept {
+  if (g_in_flight.load(std::memory_order_relaxed) == 0) return;
+  int flag = 0; // an unmatched probe runs one round of MPI's progress engine
+  MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);
+}
 
 std::unique_ptr<collective_request> start_reduction(const mesh& m, void* data, std::size_t count,
                                                     MPI_Datatype type, std::size_t elem_size,
@@ -155,7 +140,7 @@ std::unique_ptr<collective_request> start_reduction(const mesh& m, void* data, s
     (void)crown_comm(m); // members only, as everywhere
     return nullptr;
   }
-  if (fold) return std::make_unique<staged_reduction>(m, data, count, elem_size, fold, name);
+  if (fold) return std::make_unique<gathered_reduction>(m, data, count, elem_size, fold, name);
   const std::string what = describe(name, m);
   const int n = checked_int(count, what, "elements");
   auto r = std::make_unique<single_request>(

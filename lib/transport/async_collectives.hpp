@@ -8,11 +8,11 @@
 
 namespace crown::detail {
 
-/// A collective in flight on a mesh's private communicator. advance() drives it (tests
-/// its MPI request, runs the local steps between stages) and is true once the result is
-/// in the caller's buffer; it throws mpi_error naming the collective. Destroying one
-/// that is still in flight finishes it first (the other members take part in every
-/// stage, and the buffers must outlive MPI's use of them).
+/// A collective in flight on a mesh's private communicator. advance() tests its MPI
+/// request (and, once it completed, runs the local step that finishes the result) and
+/// is true once the result is in the caller's buffer; it throws mpi_error naming the
+/// collective. Destroying one that is still in flight finishes it first (the other
+/// members take part regardless, and MPI may still use the buffers).
 class collective_request {
 public:
   virtual ~collective_request() = default;
@@ -23,10 +23,9 @@ public:
 
 /// Starts a reduction of `count` elements in place into every image. With `fold` null
 /// the operation is exact (integers) and one MPI_Iallreduce; otherwise (floating point)
-/// an all-to-all gives each image one block of every image's data, the image folds it in
-/// image order with `fold`, and an all-gather (a deferred stage: lib/mesh/crown_comm.hpp)
-/// brings every block back, so that every image holds bitwise the same result. Null when
-/// there is nothing to exchange (one image, or no elements).
+/// one MPI_Iallgather of every image's data, folded in image order with `fold` by every
+/// image, so that every image holds bitwise the same result. Null when there is nothing
+/// to exchange (one image, or no elements).
 std::unique_ptr<collective_request> start_reduction(const mesh& m, void* data, std::size_t count,
                                                     MPI_Datatype type, std::size_t elem_size,
                                                     reduction op, fold_fn fold, const char* name);
@@ -34,5 +33,11 @@ std::unique_ptr<collective_request> start_reduction(const mesh& m, void* data, s
 /// Starts a broadcast of `bytes` from `source_image` (one MPI_Ibcast).
 std::unique_ptr<collective_request> start_broadcast(const mesh& m, void* data, std::size_t bytes,
                                                     int source_image, const char* name);
+
+/// While a collective is in flight, drives MPI's progress engine once (the collective
+/// needs every member's MPI to advance). Crown's waits call it on every poll (the
+/// progress hook), so an image that waits in a Crown call that makes no MPI call itself
+/// (a flag barrier, an event) still serves the collectives others wait for.
+void progress_collectives() noexcept;
 
 } // namespace crown::detail

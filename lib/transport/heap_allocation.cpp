@@ -3,6 +3,7 @@
 #include "../mesh/crown_comm.hpp"
 #include "../runtime/runtime_state.hpp"
 #include "agreement.hpp"
+#include "async_collectives.hpp"
 #include "heap_state.hpp"
 #include "host_collectives.hpp"
 #include "transfer.hpp"
@@ -26,6 +27,12 @@ std::atomic<bool> g_check_collectives{false};
 
 constexpr std::size_t alignment = 64;
 
+/// What Crown's waits drive on every poll where a transport needs the target's help.
+void progress_transport_and_collectives() noexcept {
+  progress();
+  progress_collectives();
+}
+
 } // namespace
 
 symmetric_heap* active_heap() noexcept { return g_heap.load(std::memory_order_acquire); }
@@ -43,7 +50,9 @@ void install_heap(symmetric_heap* h, const config& cfg) noexcept {
   g_check_allocations = cfg.check != 0;
   g_check_collectives = cfg.check == 1;
   g_heap.store(h, std::memory_order_release);
-  set_progress_hook(h && h->has_transport() ? &progress : nullptr);
+  set_progress_hook(!h                   ? nullptr
+                    : h->has_transport() ? &progress_transport_and_collectives
+                                         : &progress_collectives);
 }
 
 std::int64_t heap_offset_of(const void* p, std::size_t bytes) noexcept {
