@@ -1,4 +1,4 @@
-# Finds Crown's dependencies. Required: MPI, hwloc, Boost.Test (tests only).
+# Finds Crown's dependencies. Required: MPI, hwloc, cereal, Boost.Test (tests only).
 # Optional, each auto-detected and switchable off with CROWN_ENABLE_<NAME>=OFF:
 # UCX, CUDA toolkit, NCCL, parallel HDF5, gfortran. Results land in CROWN_HAVE_<NAME>.
 include(CheckLanguage)
@@ -15,6 +15,16 @@ endmacro()
 string(REGEX MATCH "[^,]*" mpi_library "${MPI_C_LIBRARY_VERSION_STRING}")
 crown_report("MPI" "found" "MPI ${MPI_C_VERSION}, ${mpi_library}")
 crown_report("hwloc" "found" "${HWLOC_VERSION}")
+include(CrownFindCereal)
+if(NOT TARGET cereal::cereal)
+  message(FATAL_ERROR "cereal not found: install libcereal-dev, or point CMAKE_PREFIX_PATH "
+                      "or CROWN_CEREAL_INCLUDE_DIR at it")
+endif()
+if(cereal_FOUND)
+  crown_report("cereal" "found" "${cereal_VERSION}")
+else()
+  crown_report("cereal" "found" "headers in ${CROWN_CEREAL_INCLUDE_DIR}")
+endif()
 
 # UCX
 set(CROWN_HAVE_UCX OFF)
@@ -40,6 +50,11 @@ if(CROWN_ENABLE_CUDA)
       set(CMAKE_CUDA_ARCHITECTURES 80 90 CACHE STRING "CUDA architectures (explicit; sm_90 = H100/H200)")
     endif()
     enable_language(CUDA)
+    # CUDA code is C++17: CMake 3.25 knows no C++20 flag for nvcc, and a target's CUDA
+    # dialect otherwise defaults to its CXX_STANDARD (20). libcrown, which takes CUDA
+    # objects, then asked for "CUDA20" and the Makefile generator refused to generate.
+    set(CMAKE_CUDA_STANDARD 17)
+    set(CMAKE_CUDA_STANDARD_REQUIRED ON)
     find_package(CUDAToolkit REQUIRED)
     set(CROWN_HAVE_CUDA ON)
     string(REPLACE ";" "," cuda_archs "${CMAKE_CUDA_ARCHITECTURES}")

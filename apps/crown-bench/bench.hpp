@@ -56,5 +56,6 @@ void onesided(const options& o);
 void actors(const options& o);
 void apps(const options& o);
 void fortran(const options& o);
+void progress(const options& o);
 
 } // namespace crown_bench

@@ -1,7 +1,7 @@
 // heat2d: the 2-D heat equation (explicit 5-point update, fixed edges) on an n x n
 // grid, a dist_tensor with halos over a rows x cols mesh of all ranks.
-//   mpirun -np 4 heat2d [--n 1024] [--iterations 100] [--mesh 2x2] [--no-overlap]
-//                       [--png heat2d.png]
+//   mpirun -np 4 crown-heat2d [--n 1024] [--iterations 100] [--mesh 2x2] [--no-overlap]
+//                             [--png heat2d.png]
 // Prints the throughput in million lattice updates per second and `checksum <sum>`,
 // the sum of all cells in global order: bitwise the same for any rank count and mesh.
 #include "heatmap_png.hpp"

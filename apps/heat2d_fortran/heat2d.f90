@@ -1,6 +1,6 @@
 ! heat2d_fortran: apps/heat2d in native coarray Fortran (heat2d_solver.f90), for
 ! libcrown_caf (gfortran -fcoarray=lib) and OpenCoarrays (caf) alike.
-!   mpirun -np 4 heat2d_fortran [--n 1024] [--iterations 100] [--mesh 2x2]
+!   mpirun -np 4 crown-heat2d-fortran [--n 1024] [--iterations 100] [--mesh 2x2]
 ! Prints the throughput in million lattice updates per second and `checksum <sum>`
 ! (as C's %.17g), the sum of all cells in global row-major order: bitwise the same for
 ! any image count and grid, and the same as heat2d's (the C++ app).

@@ -1,5 +1,5 @@
 // transpose: the Parallel Research Kernels' distributed transpose B += A^T on Crown.
-//   mpirun -np 4 transpose [--order 1024] [--iterations 10]
+//   mpirun -np 4 crown-transpose [--order 1024] [--iterations 10]
 // Validates B against the closed form and reports MB/s with 2 x 8 x order^2 bytes per
 // iteration (the PRK's count); the first iteration is not timed.
 #include "solver.hpp"

@@ -70,16 +70,13 @@ public:
   /// Asynchronous sections, completed like the whole-block ones.
   [[nodiscard]] completion put_async(const section<N>& s, std::span<const T> src) const {
     completion c;
-    if (detail::start_transfer_strided(true, rank_, layout(s, src.size(), "put_async"),
-                                       const_cast<T*>(src.data()), c.requests()))
-      c.add_target(rank_);
+    detail::start_transfer_strided(true, rank_, layout(s, src.size(), "put_async"),
+                                   const_cast<T*>(src.data()), c);
     return c;
   }
   [[nodiscard]] completion get_async(const section<N>& s, std::span<T> dst) const {
     completion c;
-    if (detail::start_transfer_strided(false, rank_, layout(s, dst.size(), "get_async"), dst.data(),
-                                       c.requests()))
-      c.add_target(rank_);
+    detail::start_transfer_strided(false, rank_, layout(s, dst.size(), "get_async"), dst.data(), c);
     return c;
   }
 
@@ -156,8 +153,7 @@ private:
   }
   completion start(bool put, T* buffer, std::size_t bytes) const {
     completion c;
-    if (detail::start_transfer(put, rank_, a_->block_.offset, buffer, bytes, c.requests()))
-      c.add_target(rank_);
+    detail::start_transfer(put, rank_, a_->block_.offset, buffer, bytes, c);
     return c;
   }
   T atomic(const index_type& i, detail::atomic_op op, T operand, T compare = T{}) const {

@@ -36,8 +36,10 @@ struct config {
   int check = -1;
   transport_choice transport = transport_choice::automatic; ///< CROWN_TRANSPORT
   /// CROWN_PROGRESS_THREAD: a thread that drives one-sided progress while the
-  /// application computes outside Crown (0 = none)
-  bool progress_thread = false;
+  /// application computes outside Crown: -1 auto (wherever MPI_THREAD_MULTIPLE allows
+  /// it and a rank is reached through a transport), 0 never, 1 always (an error
+  /// without MPI_THREAD_MULTIPLE)
+  int progress_thread = -1;
   int fanout = 16; ///< CROWN_FANOUT: children per node of the controller's command tree
   /// CROWN_WATCHDOG: seconds without a heartbeat after which the controller declares a
   /// serving rank hung and aborts the job (0: never)

@@ -26,6 +26,7 @@ struct transport_support {
   bool cuda = false; ///< built with CUDA and a GPU is visible
   bool nccl = false; ///< built with NCCL
   std::string nccl_version;
+  bool progress_thread = false; ///< Crown's progress thread runs (CROWN_PROGRESS_THREAD)
 };
 
 /// One per process, alive for as long as Crown is used.

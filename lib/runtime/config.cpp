@@ -48,10 +48,12 @@ constexpr std::array<config_variable, 13> variables{{
      "1: what actors write to stdout (printf, std::cout) in constructors and endpoints "
      "reaches the controller's stdout, tagged with actor mesh and point and collapsed like "
      "their log lines; 0: each serving rank prints it itself (mpirun forwards it untagged)."},
-    {"CROWN_PROGRESS_THREAD", "0",
-     "1: a background thread drives one-sided progress, so that a rank computing outside "
-     "Crown still serves other ranks' puts, gets and atomics (UCX over TCP, am). Costs a "
-     "little CPU; use when ranks have a spare hardware thread."},
+    {"CROWN_PROGRESS_THREAD", "auto",
+     "auto: a background thread drives one-sided progress wherever MPI_THREAD_MULTIPLE "
+     "allows it and some rank is reached through a transport, so that a rank computing "
+     "outside Crown or blocked in its own MPI calls still serves other ranks' puts, gets "
+     "and atomics; it naps when idle (under 2% of a core). 1: required (an error without "
+     "MPI_THREAD_MULTIPLE). 0: never; ranks then serve only inside Crown calls."},
 }};
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -179,7 +181,7 @@ config config::parse(const std::map<std::string, std::string>& vars,
     } else if (name == "CROWN_ACTOR_STDOUT") {
       c.actor_stdout = parse_flag(name, value);
     } else if (name == "CROWN_PROGRESS_THREAD") {
-      c.progress_thread = parse_flag(name, value);
+      c.progress_thread = value == "auto" ? -1 : parse_flag(name, value);
     } else if (name == "CROWN_CHECK") {
       c.check = value == "default" ? -1 : parse_int(name, value, 0);
       if (c.check > 1) throw config_error(name, "invalid value '" + value + "' (allowed: 0, 1)");

@@ -1,5 +1,6 @@
 // crown::runtime: MPI initialisation or attachment, start-up agreement, shutdown order.
 #include "../mesh/crown_comm.hpp"
+#include "../transport/progress_thread.hpp"
 #include "../transport/symmetric_heap.hpp"
 #include "runtime_state.hpp"
 #include "tags.hpp"
@@ -316,21 +317,36 @@ runtime_state::runtime_state() = default;
 runtime_state::~runtime_state() = default;
 
 void start_progress_thread(runtime_state& st) {
-  if (st.level != thread_level::multiple)
-    throw config_error("CROWN_PROGRESS_THREAD", "a progress thread needs MPI_THREAD_MULTIPLE, "
-                                                "but MPI provides " +
-                                                    std::string(to_string(st.level)));
+  const int wanted = st.cfg.progress_thread; // -1 auto
+  if (wanted == 0) return;
+  if (st.level != thread_level::multiple) {
+    const std::string provided(to_string(st.level));
+    if (wanted == 1)
+      throw config_error("CROWN_PROGRESS_THREAD",
+                         "a progress thread needs MPI_THREAD_MULTIPLE, but MPI provides " +
+                             provided);
+    if (st.heap->has_transport() && st.rank == 0)
+      log(log_level::info, "no progress thread (MPI provides ", provided,
+          "): ranks serve one-sided requests only inside Crown calls");
+    return;
+  }
   if (!st.heap->has_transport()) return; // load/store needs no progress
-  st.progress_thread = std::jthread([](std::stop_token stop) {
-    // Naps keep the thread off a core the application needs; 20 us still answers a
-    // remote request far faster than a rank that only progresses between phases. The
-    // kernel's default 50 us timer slack would stretch each nap to about 100 us.
-    prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-    while (!stop.stop_requested()) {
-      progress();
-      std::this_thread::sleep_for(std::chrono::microseconds(20));
-    }
-  });
+  st.progress_thread = launch_progress_thread(*st.heap->transport());
+  st.transports.progress_thread = true;
+}
+
+bool set_progress_thread(bool on) {
+  const auto st = current_state();
+  if (!st) throw state_error("set_progress_thread", "no crown::runtime is active");
+  if (!on && st->progress_thread.joinable()) {
+    st->progress_thread.request_stop();
+    st->progress_thread.join();
+  }
+  if (on && !st->progress_thread.joinable() && st->level == thread_level::multiple &&
+      st->heap->has_transport())
+    st->progress_thread = launch_progress_thread(*st->heap->transport());
+  st->transports.progress_thread = st->progress_thread.joinable();
+  return st->transports.progress_thread;
 }
 
 void runtime_state::shutdown() noexcept {
@@ -477,7 +493,7 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
                         [&] { st->heap = std::make_unique<detail::symmetric_heap>(*st); });
     detail::agreed_step(dup, "symmetric heap transport", [&] { st->heap->connect(*st); });
     detail::install_heap(st->heap.get(), st->cfg);
-    if (st->cfg.progress_thread) detail::start_progress_thread(*st);
+    detail::start_progress_thread(*st);
     detail::report_osc(*st);
 
     auto [dims, ranks] = detail::world_layout(*st->topo);

@@ -19,17 +19,23 @@ struct tag_range {
 // Each range lives on communicators only Crown holds (the per-mesh private duplicates,
 // the private world, the active-message transport's own duplicate), and no two ranges
 // meet, so no message of one kind can ever match a receive of another even where two
-// kinds share a communicator. The actor channel numbers its tags on a communicator of
+// kinds share a communicator. Active messages number their replies and payloads by
+// request id: an origin has at most 16000 requests in flight to one target before an
+// id's tags come round again. The actor channel numbers its tags on a communicator of
 // its own (lib/actor/channel.cpp) and is not part of this table.
-inline constexpr tag_range am_request{1, 1};          ///< active-message requests
-inline constexpr tag_range am_reply{2, 30001};        ///< replies, by request id
-inline constexpr tag_range sync_images{30002, 30002}; ///< sync_images tokens
-inline constexpr tag_range rendezvous{30003, 32002};  ///< meeting before a communicator is made
-inline constexpr int mpi_tag_ub_minimum = 32767;      ///< every MPI allows tags up to this
+inline constexpr int am_tag_ids = 16000;
+inline constexpr tag_range am_request{1, 1};                            ///< active-message requests
+inline constexpr tag_range am_reply{2, 1 + am_tag_ids};                 ///< their replies, by id
+inline constexpr tag_range am_data{2 + am_tag_ids, 1 + 2 * am_tag_ids}; ///< payloads apart
+inline constexpr tag_range sync_images{32002, 32002};                   ///< sync_images tokens
+inline constexpr tag_range rendezvous{32003, 32767}; ///< meeting before a communicator is made
+inline constexpr int mpi_tag_ub_minimum = 32767;     ///< every MPI allows tags up to this
 
-inline constexpr std::array<tag_range, 4> all{am_request, am_reply, sync_images, rendezvous};
+inline constexpr std::array<tag_range, 5> all{am_request, am_reply, am_data, sync_images,
+                                              rendezvous};
 
-constexpr bool disjoint_and_valid(const std::array<tag_range, 4>& ranges) {
+template <std::size_t N>
+constexpr bool disjoint_and_valid(const std::array<tag_range, N>& ranges) {
   for (std::size_t i = 0; i < ranges.size(); ++i) {
     if (ranges[i].first < 0 || ranges[i].last < ranges[i].first ||
         ranges[i].last > mpi_tag_ub_minimum)
@@ -44,7 +50,11 @@ static_assert(disjoint_and_valid(all), "Crown's tag ranges overlap or exceed MPI
 /// The reply tag of active-message request `id`: concurrent calls from several threads
 /// of one rank never take each other's reply.
 constexpr int am_reply_tag(std::uint32_t id) noexcept {
-  return am_reply.first + static_cast<int>(id % static_cast<std::uint32_t>(am_reply.count()));
+  return am_reply.first + static_cast<int>(id % static_cast<std::uint32_t>(am_tag_ids));
+}
+/// The tag of request `id`'s payload or data when it travels apart from the request.
+constexpr int am_data_tag(std::uint32_t id) noexcept {
+  return am_data.first + static_cast<int>(id % static_cast<std::uint32_t>(am_tag_ids));
 }
 
 /// The rendezvous tag of a communicator creation, derived from a hash of its members so

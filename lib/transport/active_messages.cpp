@@ -1,29 +1,160 @@
 // Active messages over MPI two-sided: request, execution at the target, reply.
 #include "active_messages.hpp"
-#include "../runtime/tags.hpp"
 #include "am_codec.hpp"
+#include <chrono>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
 #include <cstring>
 #include <string>
+#include <thread>
 
 namespace crown::detail {
 namespace {
 
-constexpr int request_tag = tags::am_request.first;
-/// Replies carry the request's id in their tag (lib/runtime/tags.hpp).
-int reply_tag(std::uint32_t id) { return tags::am_reply_tag(id); }
+/// Payloads and data above this go apart from the request or reply, straight from and
+/// into the caller's buffer; below it one message with a copy is cheaper.
+constexpr std::size_t apart_bytes = 16 * 1024;
 
-/// What the origin sends: header, runs, payload (am_codec.hpp).
-std::vector<std::byte> request_for(const am_header& h, std::span<const run> runs,
-                                   const std::byte* payload, std::size_t payload_bytes) {
-  std::vector<std::byte> msg;
-  encode_am_request(h, runs, {payload, payload_bytes}, msg);
-  return msg;
+std::size_t total_bytes(std::span<const run> runs) {
+  std::size_t bytes = 0;
+  for (const run& r : runs) bytes += r.bytes;
+  return bytes;
 }
 
+/// An MPI datatype for `runs` of the heap at `base` (absolute addresses, MPI_BOTTOM),
+/// freed with the object; MPI_BYTE over the one run when there is one.
+class heap_runs_type {
+public:
+  heap_runs_type(std::byte* base, std::span<const run> runs) {
+    if (runs.size() == 1) {
+      at_ = base + runs[0].offset;
+      count_ = static_cast<int>(runs[0].bytes);
+      return;
+    }
+    std::vector<int> lengths(runs.size());
+    std::vector<MPI_Aint> addresses(runs.size());
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      lengths[i] = static_cast<int>(runs[i].bytes);
+      MPI_Get_address(base + runs[i].offset, &addresses[i]);
+    }
+    check_mpi(MPI_Type_create_hindexed(static_cast<int>(runs.size()), lengths.data(),
+                                       addresses.data(), MPI_BYTE, &type_),
+              "MPI_Type_create_hindexed(heap runs)");
+    MPI_Type_commit(&type_);
+  }
+  ~heap_runs_type() {
+    if (type_ != MPI_BYTE) MPI_Type_free(&type_); // pending operations keep their copy
+  }
+  heap_runs_type(const heap_runs_type&) = delete;
+  heap_runs_type& operator=(const heap_runs_type&) = delete;
+  [[nodiscard]] void* buffer() const noexcept { return type_ == MPI_BYTE ? at_ : MPI_BOTTOM; }
+  [[nodiscard]] int count() const noexcept { return type_ == MPI_BYTE ? count_ : 1; }
+  [[nodiscard]] MPI_Datatype type() const noexcept { return type_; }
+
+private:
+  std::byte* at_ = nullptr;
+  int count_ = 1;
+  MPI_Datatype type_ = MPI_BYTE;
+};
+
 } // namespace
+
+/// One request in flight at the origin: its messages out (request, a put's payload)
+/// and in (the reply with status word and an inline get's data, a get's data apart).
+class am_op final : public async_op {
+public:
+  am_op(active_messages& am, int rank, am_kind kind, std::byte* packed, std::size_t bytes)
+      : async_op(rank), am_(am), rank_(rank), kind_(kind), packed_(packed), bytes_(bytes) {}
+  ~am_op() override { // requests are left only after an error: end them, never wait on one
+    for (MPI_Request* r : {&in_[0], &in_[1]})
+      if (*r != MPI_REQUEST_NULL) {
+        MPI_Cancel(r);
+        MPI_Wait(r, MPI_STATUS_IGNORE);
+      }
+    for (MPI_Request* r : {&out_[0], &out_[1]})
+      if (*r != MPI_REQUEST_NULL) MPI_Request_free(r);
+  }
+
+  /// Sends `head` (its id set here) with `runs`: the payload inline or apart for puts,
+  /// and posts the receives of the reply (and of a get's data apart) first.
+  void send(am_header head, std::span<const run> runs) {
+    if (bytes_ > am_max_reply)
+      throw argument_error(what(), "a piece above 2 GiB reached the transport unchunked");
+    head.id = am_.next_id_++;
+    encode_am_request(head, runs, {packed_, kind_ == am_kind::put ? bytes_ : std::size_t{0}},
+                      request_);
+    // The reply: a get's data inline, or an atomic's old value, then the status word.
+    const std::size_t before = kind_ == am_kind::get      ? bytes_
+                               : kind_ == am_kind::atomic ? sizeof(std::uint64_t)
+                                                          : 0;
+    reply_.assign(before + sizeof(std::uint64_t), std::byte{0});
+    MPI_Comm comm = am_.comm_;
+    const int reply_tag = am_reply_tag(head.id), data_tag = am_data_tag(head.id);
+    check_mpi(MPI_Irecv(reply_.data(), static_cast<int>(reply_.size()), MPI_BYTE, rank_, reply_tag,
+                        comm, &in_[0]),
+              "active message: MPI_Irecv(reply)");
+    if (kind_ == am_kind::get_apart)
+      check_mpi(
+          MPI_Irecv(packed_, static_cast<int>(bytes_), MPI_BYTE, rank_, data_tag, comm, &in_[1]),
+          "active message: MPI_Irecv(data)");
+    check_mpi(MPI_Isend(request_.data(), static_cast<int>(request_.size()), MPI_BYTE, rank_,
+                        am_request_tag, comm, &out_[0]),
+              "active message: MPI_Isend(request)");
+    if (kind_ == am_kind::put_apart)
+      check_mpi(
+          MPI_Isend(packed_, static_cast<int>(bytes_), MPI_BYTE, rank_, data_tag, comm, &out_[1]),
+          "active message: MPI_Isend(payload)");
+  }
+
+  bool test_local() override {
+    if (finished_) return true;
+    if (kind_ == am_kind::put || kind_ == am_kind::put_apart) return test_all(out_);
+    return test_remote();
+  }
+
+  bool test_remote() override {
+    if (finished_) return true;
+    am_.progress();                      // the target may be waiting for us: serve while we wait
+    if (!test_all(in_, 1)) return false; // the reply first: a refused get sends no data
+    std::uint64_t refused = 0;
+    std::memcpy(&refused, reply_.data() + reply_.size() - sizeof refused, sizeof refused);
+    if (refused != 0) {
+      finished_ = true; // the destructor cancels a get's data receive
+      throw argument_error(what(), "the target refused a request outside its heap of " +
+                                       std::to_string(am_.heap_size_) + " bytes");
+    }
+    if (!test_all(in_) || !test_all(out_)) return false;
+    if (kind_ == am_kind::get) std::memcpy(packed_, reply_.data(), bytes_);
+    finished_ = true;
+    return true;
+  }
+
+  /// An atomic's previous value (after remote completion).
+  [[nodiscard]] std::uint64_t word() const {
+    std::uint64_t old = 0;
+    std::memcpy(&old, reply_.data(), sizeof old);
+    return old;
+  }
+
+private:
+  static bool test_all(MPI_Request (&r)[2], int count = 2) {
+    int done = 0;
+    check_mpi(MPI_Testall(count, r, &done, MPI_STATUSES_IGNORE), "active message: MPI_Testall");
+    return done != 0;
+  }
+  std::string what() const { return "active message to rank " + std::to_string(rank_); }
+
+  active_messages& am_;
+  int rank_;
+  am_kind kind_;
+  std::byte* packed_;
+  std::size_t bytes_;
+  bool finished_ = false;
+  std::vector<std::byte> request_, reply_;
+  MPI_Request out_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  MPI_Request in_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+};
 
 active_messages::active_messages(MPI_Comm world, std::byte* heap, std::size_t heap_size)
     : heap_(heap), heap_size_(heap_size) {
@@ -34,145 +165,185 @@ active_messages::active_messages(MPI_Comm world, std::byte* heap, std::size_t he
 active_messages::~active_messages() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized) MPI_Comm_free(&comm_);
-}
-
-std::vector<std::byte> active_messages::call(int rank, std::vector<std::byte>& request,
-                                             std::size_t reply_bytes) {
-  if (request.size() > static_cast<std::size_t>(INT32_MAX) || reply_bytes > INT32_MAX)
-    throw argument_error("active message to rank " + std::to_string(rank),
-                         "a piece above 2 GiB reached the transport unchunked");
-  am_header h;
-  std::memcpy(&h, request.data(), sizeof h);
-  h.id = next_id_++;
-  std::memcpy(request.data(), &h, sizeof h);
-  std::vector<std::byte> reply(reply_bytes + sizeof(std::uint64_t));
-  MPI_Request r[2];
-  check_mpi(MPI_Irecv(reply.data(), static_cast<int>(reply.size()), MPI_BYTE, rank, reply_tag(h.id),
-                      comm_, &r[0]),
-            "active message: MPI_Irecv(reply)");
-  check_mpi(MPI_Isend(request.data(), static_cast<int>(request.size()), MPI_BYTE, rank, request_tag,
-                      comm_, &r[1]),
-            "active message: MPI_Isend(request)");
-  int done = 0;
-  backoff pause;
-  for (;;) {
-    check_mpi(MPI_Testall(2, r, &done, MPI_STATUSES_IGNORE), "active message: MPI_Testall");
-    if (done) break;
-    progress(); // the target may be waiting for us: serve while we wait
-    pause.pause();
+  if (finalized) return;
+  complete_sends();
+  for (pending_send& s : sending_) { // replies nobody will receive any more
+    MPI_Cancel(&s.request);
+    MPI_Wait(&s.request, MPI_STATUS_IGNORE);
   }
-  std::uint64_t status = 0;
-  std::memcpy(&status, reply.data() + reply_bytes, sizeof status);
-  if (status != 0)
-    throw argument_error("active message to rank " + std::to_string(rank),
-                         "the target refused a request outside its heap of " +
-                             std::to_string(heap_size_) + " bytes");
-  reply.resize(reply_bytes);
-  return reply;
+  MPI_Comm_free(&comm_);
 }
 
-void active_messages::put(int rank, std::span<const run> runs, const std::byte* packed) {
-  std::size_t bytes = 0;
-  for (const run& r : runs) bytes += r.bytes;
-  am_header h{am_kind::put, 0, runs.size(), bytes, 0, 0, 0, 0, 0, 0};
-  auto msg = request_for(h, runs, packed, bytes);
-  (void)call(rank, msg, 0);
-}
-
-void active_messages::get(int rank, std::span<const run> runs, std::byte* packed) {
-  std::size_t bytes = 0;
-  for (const run& r : runs) bytes += r.bytes;
-  am_header h{am_kind::get, 0, runs.size(), bytes, 0, 0, 0, 0, 0, 0};
-  auto msg = request_for(h, runs, nullptr, 0);
-  const auto data = call(rank, msg, bytes);
-  std::memcpy(packed, data.data(), bytes);
+async_handle active_messages::start(bool put, int rank, std::span<const run> runs,
+                                    std::byte* packed) {
+  const std::size_t bytes = total_bytes(runs);
+  const bool apart = bytes >= apart_bytes;
+  const am_kind kind = put ? (apart ? am_kind::put_apart : am_kind::put)
+                           : (apart ? am_kind::get_apart : am_kind::get);
+  auto* op = new am_op(*this, rank, kind, packed, bytes);
+  async_handle handle(op);
+  op->send(am_header{kind, 0, runs.size(), bytes, 0, 0, 0, 0, 0, 0}, runs);
+  return handle;
 }
 
 std::uint64_t active_messages::atomic(int rank, std::uint64_t offset, atomic_op op, int width,
                                       bool floating, std::uint64_t operand, std::uint64_t compare) {
-  am_header h{am_kind::atomic,
-              0,
-              0,
-              0,
-              offset,
-              operand,
-              compare,
-              static_cast<std::uint32_t>(op),
-              static_cast<std::uint16_t>(width),
-              static_cast<std::uint16_t>(floating)};
-  auto msg = request_for(h, {}, nullptr, 0);
-  const auto data = call(rank, msg, sizeof(std::uint64_t));
-  std::uint64_t old = 0;
-  std::memcpy(&old, data.data(), sizeof old);
-  return old;
+  am_op call(*this, rank, am_kind::atomic, nullptr, 0);
+  call.send(am_header{am_kind::atomic, 0, 0, 0, offset, operand, compare,
+                      static_cast<std::uint32_t>(op), static_cast<std::uint16_t>(width),
+                      static_cast<std::uint16_t>(floating)},
+            {});
+  wait_remote(call, "atomic");
+  return call.word();
 }
 
-void active_messages::progress() noexcept {
-  if (!serving_.try_lock()) return; // another thread is serving
+bool active_messages::progress() noexcept {
+  if (!serving_.try_lock()) return false; // another thread is serving
   const std::lock_guard lock(serving_, std::adopt_lock);
+  bool moved = false;
   try {
+    moved = complete_sends();
     for (;;) {
       int arrived = 0;
       MPI_Status status;
-      check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, request_tag, comm_, &arrived, &status), "MPI_Iprobe");
-      if (!arrived) return;
-      int size = 0;
-      MPI_Get_count(&status, MPI_BYTE, &size);
-      inbox_.resize(static_cast<std::size_t>(size));
-      check_mpi(MPI_Recv(inbox_.data(), size, MPI_BYTE, status.MPI_SOURCE, request_tag, comm_,
-                         MPI_STATUS_IGNORE),
-                "MPI_Recv(active message)");
-      // A malformed request is refused (status 1), never executed; it still gets a reply
-      // of the size the origin waits for, so that the origin raises an error, not hangs.
-      am_header h{};
-      if (inbox_.size() >= sizeof h) std::memcpy(&h, inbox_.data(), sizeof h);
-      std::uint64_t refused = 1;
-      reply_.clear();
-      if (const auto r = decode_am_request(inbox_, heap_size_)) {
-        execute(*r);
-        refused = 0;
-      } else {
-        log(log_level::error, "refused a malformed one-sided request from rank ", status.MPI_SOURCE,
-            " (", inbox_.size(), " bytes)");
-        reply_.assign(h.what == am_kind::get && h.bytes <= am_max_reply ? h.bytes
-                      : h.what == am_kind::atomic                       ? sizeof(std::uint64_t)
-                                                                        : 0,
-                      std::byte{0});
-      }
-      const std::size_t at = reply_.size();
-      reply_.resize(at + sizeof refused);
-      std::memcpy(reply_.data() + at, &refused, sizeof refused);
-      check_mpi(MPI_Send(reply_.data(), static_cast<int>(reply_.size()), MPI_BYTE,
-                         status.MPI_SOURCE, reply_tag(h.id), comm_),
-                "MPI_Send(active message reply)");
+      check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, am_request_tag, comm_, &arrived, &status), "MPI_Iprobe");
+      if (!arrived) return moved;
+      serve(status);
+      moved = true;
     }
   } catch (const std::exception& e) {
     log(log_level::error, "serving one-sided requests failed: ", e.what());
   }
+  return moved;
 }
 
-void active_messages::execute(const am_request& r) {
+void active_messages::serve(const MPI_Status& arrived) {
+  const int source = arrived.MPI_SOURCE;
+  int size = 0;
+  MPI_Get_count(&arrived, MPI_BYTE, &size);
+  inbox_.resize(static_cast<std::size_t>(size));
+  check_mpi(
+      MPI_Recv(inbox_.data(), size, MPI_BYTE, source, am_request_tag, comm_, MPI_STATUS_IGNORE),
+      "MPI_Recv(active message)");
+  // A malformed request is refused (status 1), never executed; it still gets a reply
+  // of the size the origin waits for, so that the origin raises an error, not hangs.
+  am_header h{};
+  if (inbox_.size() >= sizeof h) std::memcpy(&h, inbox_.data(), sizeof h);
+  reply_.clear();
+  if (const auto r = decode_am_request(inbox_, heap_size_)) {
+    std::uint64_t refused = 0;
+    try {
+      execute(*r, source);
+    } catch (const std::exception& e) {
+      log(log_level::error, "a one-sided request from rank ", source, " failed: ", e.what());
+      refused = 1;
+      reply_.assign(h.what == am_kind::get ? h.bytes : 0, std::byte{0});
+    }
+    return send_reply(source, h.id, refused);
+  }
+  log(log_level::error, "refused a malformed one-sided request from rank ", source, " (",
+      inbox_.size(), " bytes)");
+  if (h.what == am_kind::put_apart) drain_payload(source, am_data_tag(h.id));
+  reply_.assign(h.what == am_kind::get && h.bytes <= am_max_reply ? h.bytes
+                : h.what == am_kind::atomic                       ? sizeof(std::uint64_t)
+                                                                  : 0,
+                std::byte{0});
+  send_reply(source, h.id, 1);
+}
+
+void active_messages::drain_payload(int source, int tag) {
+  // A well-formed origin sends the payload right behind the request; a malformed one
+  // may send none, so look for a while rather than wait for ever.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(100);
+  do {
+    int arrived = 0;
+    check_mpi(MPI_Iprobe(source, tag, comm_, &arrived, MPI_STATUS_IGNORE), "MPI_Iprobe");
+    if (arrived) { // into no buffer: MPI reports the truncation and drops the bytes
+      MPI_Recv(nullptr, 0, MPI_BYTE, source, tag, comm_, MPI_STATUS_IGNORE);
+      return;
+    }
+    std::this_thread::yield();
+  } while (std::chrono::steady_clock::now() < until);
+}
+
+void active_messages::execute(const am_request& r, int source) {
   const am_header& h = r.head;
-  if (h.what == am_kind::put) {
+  switch (h.what) {
+  case am_kind::put: {
     const std::byte* payload = r.payload.data();
     for (const run& piece : r.runs) {
       std::memcpy(heap_ + piece.offset, payload, piece.bytes);
       payload += piece.bytes;
     }
-  } else if (h.what == am_kind::get) {
+    break;
+  }
+  case am_kind::put_apart:
+    receive_into_heap(source, am_data_tag(h.id), r.runs, h.bytes);
+    break;
+  case am_kind::get: {
     reply_.resize(h.bytes);
     std::byte* out = reply_.data();
     for (const run& piece : r.runs) {
       std::memcpy(out, heap_ + piece.offset, piece.bytes);
       out += piece.bytes;
     }
-  } else {
+    break;
+  }
+  case am_kind::get_apart:
+    send_from_heap(source, am_data_tag(h.id), r.runs);
+    break;
+  case am_kind::atomic: {
     const std::uint64_t old = cpu_atomic_any(heap_ + h.offset, static_cast<atomic_op>(h.op),
                                              h.width, h.floating != 0, h.operand, h.compare);
     reply_.resize(sizeof old);
     std::memcpy(reply_.data(), &old, sizeof old);
+    break;
   }
+  }
+}
+
+void active_messages::receive_into_heap(int source, int tag, std::span<const run> runs,
+                                        std::size_t bytes) {
+  // The origin sent the payload with the request, so this receive does not wait on it
+  // (and a shared-memory MPI copies it once, straight into the heap).
+  const heap_runs_type into(heap_, runs);
+  MPI_Status status;
+  check_mpi(MPI_Recv(into.buffer(), into.count(), into.type(), source, tag, comm_, &status),
+            "MPI_Recv(active message payload)");
+  int got = 0;
+  MPI_Get_count(&status, MPI_BYTE, &got);
+  if (static_cast<std::size_t>(got) != bytes)
+    throw argument_error("active message from rank " + std::to_string(source),
+                         std::to_string(got) + " payload bytes for a put of " +
+                             std::to_string(bytes));
+}
+
+void active_messages::send_from_heap(int source, int tag, std::span<const run> runs) {
+  const heap_runs_type from(heap_, runs);
+  pending_send& s = sending_.emplace_back();
+  check_mpi(MPI_Isend(from.buffer(), from.count(), from.type(), source, tag, comm_, &s.request),
+            "MPI_Isend(active message data)");
+}
+
+void active_messages::send_reply(int source, std::uint32_t id, std::uint64_t refused) {
+  pending_send& s = sending_.emplace_back();
+  s.bytes.swap(reply_);
+  const std::size_t at = s.bytes.size();
+  s.bytes.resize(at + sizeof refused);
+  std::memcpy(s.bytes.data() + at, &refused, sizeof refused);
+  check_mpi(MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, source,
+                      am_reply_tag(id), comm_, &s.request),
+            "MPI_Isend(active message reply)");
+}
+
+bool active_messages::complete_sends() noexcept {
+  const std::size_t before = sending_.size();
+  for (auto it = sending_.begin(); it != sending_.end();) {
+    int done = 0;
+    MPI_Test(&it->request, &done, MPI_STATUS_IGNORE);
+    it = done ? sending_.erase(it) : std::next(it);
+  }
+  return sending_.size() != before;
 }
 
 } // namespace crown::detail

@@ -3,6 +3,7 @@
 #include "am_codec.hpp"
 #include "backend.hpp"
 #include <atomic>
+#include <list>
 #include <mpi.h>
 #include <mutex>
 #include <span>
@@ -14,33 +15,45 @@ namespace crown::detail {
 /// atomic is one request message to the target and one reply back, on a communicator of
 /// its own. The target executes it on its heap (atomics as CPU atomics, so they are
 /// atomic with every other atomic on the word) when it progresses: inside every Crown
-/// wait, transfer and collective. A rank that computes outside Crown serves nobody
-/// until it comes back (the progress rule in README).
+/// wait, transfer and collective, and on the progress thread. Large payloads move
+/// without copies on the origin: a put's payload and a get's data travel as messages of
+/// their own, straight from and into the caller's buffer (and the target's heap).
 class active_messages final : public backend {
 public:
   active_messages(MPI_Comm world, std::byte* heap, std::size_t heap_size);
-  ~active_messages();
+  ~active_messages() override;
   active_messages(const active_messages&) = delete;
   active_messages& operator=(const active_messages&) = delete;
 
   [[nodiscard]] const char* name() const noexcept override { return "am"; }
-  void put(int rank, std::span<const run> runs, const std::byte* packed) override;
-  void get(int rank, std::span<const run> runs, std::byte* packed) override;
+  async_handle start(bool put, int rank, std::span<const run> runs, std::byte* packed) override;
   std::uint64_t atomic(int rank, std::uint64_t offset, atomic_op op, int width, bool floating,
                        std::uint64_t operand, std::uint64_t compare) override;
   /// Executes every request that has arrived (one thread serves at a time).
-  void progress() noexcept override;
+  bool progress() noexcept override;
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
 
 private:
-  std::vector<std::byte> call(int rank, std::vector<std::byte>& request, std::size_t reply_bytes);
+  friend class am_op;
+  /// A reply (or a get's data) still being sent by the serving thread.
+  struct pending_send {
+    MPI_Request request = MPI_REQUEST_NULL;
+    std::vector<std::byte> bytes;
+  };
+  void serve(const MPI_Status& arrived);
+  void execute(const am_request& r, int source); ///< fills reply_, or sends a get's data
+  void send_reply(int source, std::uint32_t id, std::uint64_t refused);
+  void send_from_heap(int source, int tag, std::span<const run> runs);
+  void receive_into_heap(int source, int tag, std::span<const run> runs, std::size_t bytes);
+  void drain_payload(int source, int tag);
+  bool complete_sends() noexcept; ///< true when one finished
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::byte* heap_;
   std::size_t heap_size_;
   std::mutex serving_;
-  void execute(const am_request& r);     ///< fills reply_
   std::vector<std::byte> inbox_, reply_; ///< reused by the serving thread
+  std::list<pending_send> sending_;      ///< by the serving thread
   std::atomic<std::uint32_t> next_id_{0};
 };
 

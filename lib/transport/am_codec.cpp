@@ -50,7 +50,10 @@ std::optional<am_request> decode_am_request(std::span<const std::byte> message,
     return h.runs == 0 && h.bytes == 0 && after_header == 0 && valid_atomic(h, heap_size)
                ? std::optional(std::move(r))
                : std::nullopt;
-  if (h.what != am_kind::put && h.what != am_kind::get) return std::nullopt;
+  const bool put = h.what == am_kind::put;
+  if (!put && h.what != am_kind::get && h.what != am_kind::put_apart &&
+      h.what != am_kind::get_apart)
+    return std::nullopt;
   // The run count is checked against the bytes present before anything is allocated.
   if (h.runs > after_header / sizeof(run)) return std::nullopt;
   const std::size_t runs_bytes = h.runs * sizeof(run);
@@ -64,8 +67,7 @@ std::optional<am_request> decode_am_request(std::span<const std::byte> message,
   }
   if (total != h.bytes) return std::nullopt;
   const std::size_t payload_bytes = after_header - runs_bytes;
-  if (h.what == am_kind::put && payload_bytes != total) return std::nullopt;
-  if (h.what == am_kind::get && payload_bytes != 0) return std::nullopt;
+  if (payload_bytes != (put ? total : 0)) return std::nullopt;
   r.payload = message.subspan(sizeof h + runs_bytes);
   return r;
 }

@@ -1,6 +1,7 @@
 // lib/transport/am_codec.hpp — the wire format of active-message requests, and its checked
 // decoder. Free of MPI so that the fuzz target (tests/fuzz) compiles it on its own.
 #pragma once
+#include "../runtime/tags.hpp"
 #include "transfer.hpp"
 #include <cstddef>
 #include <cstdint>
@@ -10,14 +11,16 @@
 
 namespace crown::detail {
 
-enum class am_kind : std::uint32_t { put = 1, get = 2, atomic = 3 };
+/// put/get carry the payload or the data inside the request or reply; put_apart and
+/// get_apart send it as a message of its own (am_data_tag), for large transfers.
+enum class am_kind : std::uint32_t { put = 1, get = 2, atomic = 3, put_apart = 4, get_apart = 5 };
 
 /// The fixed part of every request. Runs (put/get) and the put payload follow it.
 struct am_header {
   am_kind what;
   std::uint32_t id;      ///< the reply's tag, chosen by the origin
   std::uint64_t runs;    ///< put/get: number of runs after the header
-  std::uint64_t bytes;   ///< put: payload bytes after the runs; get: bytes to send back
+  std::uint64_t bytes;   ///< put/get: the runs' total (the payload, or what goes back)
   std::uint64_t offset;  ///< atomic: the word
   std::uint64_t operand; ///< atomic
   std::uint64_t compare; ///< atomic: compare_swap's expected value
@@ -30,11 +33,18 @@ struct am_header {
 struct am_request {
   am_header head{};
   std::vector<run> runs;
-  std::span<const std::byte> payload; ///< put: the bytes to store, in run order
+  std::span<const std::byte> payload; ///< put (not put_apart): the bytes to store, in run order
 };
 
 /// Largest reply a get may ask for (MPI counts are ints; larger transfers are chunked).
 inline constexpr std::uint64_t am_max_reply = 0x7fffffffu - 64;
+
+/// Tags on the transport's own communicator: requests, then per request id (chosen by
+/// the origin) its reply and its payload or data; from the one table of Crown's tags
+/// (lib/runtime/tags.hpp), whose ranges cannot overlap.
+inline constexpr int am_request_tag = tags::am_request.first;
+using tags::am_data_tag;
+using tags::am_reply_tag;
 
 /// Appends header, runs and payload to `out` (cleared first; its capacity is reused).
 void encode_am_request(const am_header& head, std::span<const run> runs,

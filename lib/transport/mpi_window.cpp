@@ -7,10 +7,9 @@
 namespace crown::detail {
 namespace {
 
-/// One MPI_Put/MPI_Get of a group of runs: contiguous, or through an hindexed type.
-/// With `requests`, request-based (MPI_Rput/MPI_Rget) and appended there.
+/// One MPI_Rput/MPI_Rget of a group of runs: contiguous, or through an hindexed type.
 void rma_transfer(bool put, MPI_Win win, int rank, std::span<const run> runs, std::byte* packed,
-                  std::vector<MPI_Request>* requests = nullptr) {
+                  std::vector<MPI_Request>& requests) {
   std::size_t total = 0;
   for (const run& r : runs) total += r.bytes;
   const int count = static_cast<int>(total);
@@ -31,16 +30,10 @@ void rma_transfer(bool put, MPI_Win win, int rank, std::span<const run> runs, st
     target_count = 1;
     disp = 0;
   }
-  int rc = MPI_SUCCESS;
-  if (requests) {
-    MPI_Request r = MPI_REQUEST_NULL;
-    rc = put ? MPI_Rput(packed, count, MPI_BYTE, rank, disp, target_count, target, win, &r)
-             : MPI_Rget(packed, count, MPI_BYTE, rank, disp, target_count, target, win, &r);
-    if (rc == MPI_SUCCESS) requests->push_back(r);
-  } else {
-    rc = put ? MPI_Put(packed, count, MPI_BYTE, rank, disp, target_count, target, win)
-             : MPI_Get(packed, count, MPI_BYTE, rank, disp, target_count, target, win);
-  }
+  MPI_Request r = MPI_REQUEST_NULL;
+  const int rc = put ? MPI_Rput(packed, count, MPI_BYTE, rank, disp, target_count, target, win, &r)
+                     : MPI_Rget(packed, count, MPI_BYTE, rank, disp, target_count, target, win, &r);
+  if (rc == MPI_SUCCESS) requests.push_back(r);
   if (target != MPI_BYTE) MPI_Type_free(&target); // pending operations keep their copy
   check_mpi(rc, put ? "MPI_Put" : "MPI_Get");
 }
@@ -118,20 +111,46 @@ mpi_window::~mpi_window() {
   MPI_Win_free(&win_);
 }
 
-void mpi_window::put(int rank, std::span<const run> runs, const std::byte* packed) {
-  rma_transfer(true, win_, rank, runs, const_cast<std::byte*>(packed));
-  flush(rank);
-}
+namespace {
 
-void mpi_window::get(int rank, std::span<const run> runs, std::byte* packed) {
-  rma_transfer(false, win_, rank, runs, packed);
-  flush(rank);
-}
+/// MPI_Rput/MPI_Rget requests of one transfer. MPI has no nonblocking flush, so remote
+/// completion is a blocking MPI_Win_flush, made once the requests are done: over the
+/// window a test of remote completion may block until the target has progressed.
+class window_op final : public async_op {
+public:
+  window_op(MPI_Win win, int rank) : async_op(rank), win_(win), rank_(rank) {}
+  std::vector<MPI_Request> requests;
 
-bool mpi_window::start(bool put, int rank, std::span<const run> runs, std::byte* packed,
-                       std::vector<MPI_Request>& requests) {
-  rma_transfer(put, win_, rank, runs, packed, &requests);
-  return true;
+  bool test_local() override {
+    if (requests.empty()) return true;
+    int done = 0;
+    check_mpi(
+        MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
+        "MPI_Testall");
+    if (done) requests.clear();
+    return done != 0;
+  }
+  bool test_remote() override {
+    if (!test_local()) return false;
+    if (!flushed_) {
+      flushed_ = true; // also after an error: the operation is over either way
+      check_mpi(MPI_Win_flush(rank_, win_), "MPI_Win_flush");
+    }
+    return true;
+  }
+
+private:
+  MPI_Win win_;
+  int rank_;
+  bool flushed_ = false;
+};
+
+} // namespace
+
+async_handle mpi_window::start(bool put, int rank, std::span<const run> runs, std::byte* packed) {
+  async_handle op(new window_op(win_, rank));
+  rma_transfer(put, win_, rank, runs, packed, static_cast<window_op&>(*op).requests);
+  return op;
 }
 
 std::uint64_t mpi_window::atomic(int rank, std::uint64_t offset, atomic_op op, int width,
@@ -143,8 +162,6 @@ std::uint64_t mpi_window::atomic(int rank, std::uint64_t offset, atomic_op op, i
                     : mpi_atomic<std::int64_t>(win_, rank, offset, op, operand, compare);
 }
 
-void mpi_window::flush(int rank) { check_mpi(MPI_Win_flush(rank, win_), "MPI_Win_flush"); }
-
 void mpi_window::quiet() {
   check_mpi(MPI_Win_flush_all(win_), "MPI_Win_flush_all");
   check_mpi(MPI_Win_sync(win_), "MPI_Win_sync");
@@ -152,12 +169,14 @@ void mpi_window::quiet() {
 
 void mpi_window::sync_local() { check_mpi(MPI_Win_sync(win_), "MPI_Win_sync"); }
 
-void mpi_window::progress() noexcept {
+bool mpi_window::progress() noexcept {
   // MPI's progress engine for two-sided traffic, and the window's own: osc/ucx advances
-  // incoming emulated RMA (UCX over TCP) only inside calls on the window.
+  // incoming emulated RMA (UCX over TCP) only inside calls on the window. Neither says
+  // whether anything moved.
   int flag = 0;
   MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
   MPI_Win_flush_local_all(win_);
+  return false;
 }
 
 } // namespace crown::detail

@@ -8,7 +8,8 @@
 namespace crown::detail {
 
 /// MPI RMA on one window created over the heap (never a dynamic window), held in one
-/// lock_all epoch for its whole life; transfers complete with MPI_Win_flush.
+/// lock_all epoch for its whole life. Transfers are request-based (local completion)
+/// and complete remotely with MPI_Win_flush of their target.
 class mpi_window final : public backend {
 public:
   /// Collective over `world`. nullptr on every rank, with `reason` set, when MPI could
@@ -21,17 +22,13 @@ public:
   mpi_window& operator=(const mpi_window&) = delete;
 
   [[nodiscard]] const char* name() const noexcept override { return "mpi"; }
-  void put(int rank, std::span<const run> runs, const std::byte* packed) override;
-  void get(int rank, std::span<const run> runs, std::byte* packed) override;
-  /// Request-based (MPI_Rput/MPI_Rget): always in flight when it returns.
-  bool start(bool put, int rank, std::span<const run> runs, std::byte* packed,
-             std::vector<MPI_Request>& requests) override;
+  /// Request-based (MPI_Rput/MPI_Rget); remote completion flushes the target.
+  async_handle start(bool put, int rank, std::span<const run> runs, std::byte* packed) override;
   std::uint64_t atomic(int rank, std::uint64_t offset, atomic_op op, int width, bool floating,
                        std::uint64_t operand, std::uint64_t compare) override;
-  void flush(int rank) override;
   void quiet() override;
   void sync_local() override;
-  void progress() noexcept override;
+  bool progress() noexcept override;
 
 private:
   MPI_Win win_;

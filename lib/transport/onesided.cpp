@@ -92,45 +92,38 @@ bool check_strided(const symmetric_heap& h, int rank, const strided& s, const ch
 }
 
 /// Moves `runs` to or from `rank` (already checked): inline when it shares memory,
-/// else through the backend in chunks. With `requests`, the backend may leave the
-/// transfer in flight; returns true when it did.
-bool dispatch(bool put, symmetric_heap& h, int rank, std::span<const run> runs, std::byte* packed,
-              std::vector<MPI_Request>* requests = nullptr) {
-  if (std::byte* base = h.peer(rank, 0)) {
-    shm_backend::transfer(put, base, runs, packed);
-    return false;
-  }
+/// else through the backend in chunks. With `into`, what is still in flight is added
+/// there; without, each chunk completes remotely before the call returns.
+void dispatch(bool put, symmetric_heap& h, int rank, std::span<const run> runs, std::byte* packed,
+              completion* into = nullptr) {
+  if (std::byte* base = h.peer(rank, 0)) return shm_backend::transfer(put, base, runs, packed);
   backend& b = h.backend_for(rank);
-  bool in_flight = false;
   for_each_chunk(runs, transfer_chunk_bytes(), [&](std::span<const run> group, std::size_t at) {
-    if (requests)
-      in_flight = b.start(put, rank, group, packed + at, *requests) || in_flight;
-    else if (put)
-      b.put(rank, group, packed + at);
-    else
-      b.get(rank, group, packed + at);
+    async_handle op = b.start(put, rank, group, packed + at);
+    if (into)
+      into->add(std::move(op));
+    else if (op)
+      wait_remote(*op, put ? "put" : "get");
   });
-  return in_flight;
 }
 
-void transfer_runs(bool put, int rank, std::span<const run> runs, std::byte* packed) {
-  const char* op = put ? "put" : "get";
+void transfer_runs(bool put, int rank, std::span<const run> runs, std::byte* packed,
+                   completion* into = nullptr) {
+  const char* op = into ? (put ? "put_async" : "get_async") : (put ? "put" : "get");
   symmetric_heap& h = active_heap(op);
   for (const run& r : runs) check_range(h, rank, r.offset, r.bytes, op);
-  dispatch(put, h, rank, runs, packed);
+  dispatch(put, h, rank, runs, packed, into);
 }
 
 /// A strided block: copied in place over shared memory, else as its runs.
-bool transfer_strided(bool put, int rank, const strided& s, std::byte* packed, const char* op,
-                      std::vector<MPI_Request>* requests = nullptr) {
+void transfer_strided(bool put, int rank, const strided& s, std::byte* packed,
+                      completion* into = nullptr) {
+  const char* op = into ? (put ? "put_async" : "get_async") : (put ? "put" : "get");
   symmetric_heap& h = active_heap(op);
-  if (!check_strided(h, rank, s, op)) return false;
-  if (std::byte* base = h.peer(rank, 0)) {
-    shm_backend::transfer_strided(put, base, s, packed);
-    return false;
-  }
+  if (!check_strided(h, rank, s, op)) return;
+  if (std::byte* base = h.peer(rank, 0)) return shm_backend::transfer_strided(put, base, s, packed);
   const auto runs = runs_of(s);
-  return dispatch(put, h, rank, runs, packed, requests);
+  dispatch(put, h, rank, runs, packed, into);
 }
 
 } // namespace
@@ -156,39 +149,24 @@ void remote_get(int world_rank, std::uint64_t offset, void* dst, std::size_t byt
   transfer_runs(false, world_rank, {&r, 1}, static_cast<std::byte*>(dst));
 }
 
-bool start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
-                    std::vector<MPI_Request>& requests) {
-  const char* op = put ? "put_async" : "get_async";
-  symmetric_heap& h = active_heap(op);
-  check_range(h, world_rank, offset, bytes, op);
+void start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
+                    completion& into) {
   const run r{offset, bytes};
-  return dispatch(put, h, world_rank, {&r, 1}, static_cast<std::byte*>(buffer), &requests);
+  transfer_runs(put, world_rank, {&r, 1}, static_cast<std::byte*>(buffer), &into);
 }
 
-bool start_transfer_strided(bool put, int world_rank, const strided& s, void* packed,
-                            std::vector<MPI_Request>& requests) {
-  return transfer_strided(put, world_rank, s, static_cast<std::byte*>(packed),
-                          put ? "put_async" : "get_async", &requests);
+void start_transfer_strided(bool put, int world_rank, const strided& s, void* packed,
+                            completion& into) {
+  transfer_strided(put, world_rank, s, static_cast<std::byte*>(packed), &into);
 }
-
-bool test_requests(std::vector<MPI_Request>& requests) {
-  int done = 0;
-  check_mpi(
-      MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
-      "MPI_Testall");
-  if (done) requests.clear();
-  return done != 0;
-}
-
-void flush_rank(int world_rank) { active_heap("flush").backend_for(world_rank).flush(world_rank); }
 
 void remote_put_strided(int world_rank, const strided& s, const void* packed) {
   transfer_strided(true, world_rank, s,
-                   const_cast<std::byte*>(static_cast<const std::byte*>(packed)), "put");
+                   const_cast<std::byte*>(static_cast<const std::byte*>(packed)));
 }
 
 void remote_get_strided(int world_rank, const strided& s, void* packed) {
-  transfer_strided(false, world_rank, s, static_cast<std::byte*>(packed), "get");
+  transfer_strided(false, world_rank, s, static_cast<std::byte*>(packed));
 }
 
 std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, int width,

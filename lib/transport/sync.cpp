@@ -55,6 +55,8 @@ void sync_images(const mesh& m, std::span<const int> images) {
   detail::heap_sync_local();
 }
 
+void progress() { detail::progress(); }
+
 void sync_memory() {
   detail::heap_quiet();
   detail::heap_sync_local();

@@ -1,8 +1,10 @@
 // UCX transport: registration and address exchange at start-up, RMA and atomics after.
 #include "ucx_transport.hpp"
+#include "stall_watch.hpp"
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <cstring>
+#include <poll.h>
 #include <string>
 
 namespace crown::detail {
@@ -36,7 +38,7 @@ void gather_blobs(MPI_Comm world, const void* mine, int bytes, std::vector<std::
 }
 
 /// The UCX opcode of a bitwise read-modify-write.
-ucp_atomic_op_t ucx_op(atomic_op op) {
+ucp_atomic_op_t ucx_bitwise(atomic_op op) {
   return op == atomic_op::bit_and  ? UCP_ATOMIC_OP_AND
          : op == atomic_op::bit_or ? UCP_ATOMIC_OP_OR
                                    : UCP_ATOMIC_OP_XOR;
@@ -61,7 +63,8 @@ ucx_transport::ucx_transport(MPI_Comm world, std::byte* heap, std::size_t heap_s
   if (step("ucp_config_read", ucp_config_read(nullptr, nullptr, &cfg))) {
     ucp_params_t params{};
     params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
-    params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64;
+    // WAKEUP gives the worker an event fd the idle progress thread sleeps on.
+    params.features = UCP_FEATURE_RMA | UCP_FEATURE_AMO32 | UCP_FEATURE_AMO64 | UCP_FEATURE_WAKEUP;
     params.estimated_num_eps = static_cast<std::size_t>(size_);
     step("ucp_init", ucp_init(&params, cfg, &context_));
     ucp_config_release(cfg);
@@ -82,6 +85,8 @@ ucx_transport::ucx_transport(MPI_Comm world, std::byte* heap, std::size_t heap_s
   }
   if (problem.empty())
     step("ucp_worker_get_address", ucp_worker_get_address(worker_, &address, &address_len));
+  if (problem.empty() && ucp_worker_get_efd(worker_, &event_fd_) != UCS_OK)
+    event_fd_ = -1; // the progress thread naps instead
 
   int ok = problem.empty();
   MPI_Allreduce(MPI_IN_PLACE, &ok, 1, MPI_INT, MPI_MIN, world);
@@ -172,10 +177,12 @@ void ucx_transport::wait(ucs_status_ptr_t request, int rank, const char* what) {
   if (request == nullptr) return;
   ucs_status_t status = UCS_PTR_STATUS(request);
   if (UCS_PTR_IS_PTR(request)) {
+    stall_watch watch(rank, what);
     backoff pause;
     while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
       ucp_worker_progress(worker_);
       pause.pause();
+      watch.poll();
     }
     ucp_request_free(request);
   }
@@ -192,37 +199,97 @@ bool pack_instead(std::span<const run> runs) {
   for (const run& r : runs) total += r.bytes;
   return total / runs.size() < 1024;
 }
+
+/// UCX status of a request, UCS_INPROGRESS while it runs.
+ucs_status_t status_of(ucs_status_ptr_t request) {
+  return UCS_PTR_IS_PTR(request) ? ucp_request_check_status(request) : UCS_PTR_STATUS(request);
+}
 } // namespace
 
-void ucx_transport::put(int rank, std::span<const run> runs, const std::byte* packed) {
-  if (pack_instead(runs)) return packed_->put(rank, runs, packed);
-  transfer(true, rank, runs, const_cast<std::byte*>(packed));
-}
-
-void ucx_transport::get(int rank, std::span<const run> runs, std::byte* packed) {
-  if (pack_instead(runs)) return packed_->get(rank, runs, packed);
-  transfer(false, rank, runs, packed);
-}
-
-void ucx_transport::transfer(bool put, int rank, std::span<const run> runs, std::byte* packed) {
-  peer& p = connect(rank);
-  ucp_request_param_t param{};
-  ucs_status_ptr_t failed = nullptr;
-  for (const run& r : runs) {
-    const std::uint64_t remote = p.base + r.offset;
-    ucs_status_ptr_t s = put ? ucp_put_nbx(p.ep, packed, r.bytes, remote, p.rkey, &param)
-                             : ucp_get_nbx(p.ep, packed, r.bytes, remote, p.rkey, &param);
-    if (UCS_PTR_IS_ERR(s)) {
-      failed = s;
-      break;
-    }
-    if (UCS_PTR_IS_PTR(s)) ucp_request_free(s); // completes with the flush below
-    packed += r.bytes;
+/// One transfer's UCX requests: the puts or gets (local completion), and for puts the
+/// endpoint flush issued right after them (remote completion).
+class ucx_transfer final : public async_op {
+public:
+  ucx_transfer(ucx_transport& t, int rank, bool put)
+      : async_op(rank), t_(t), rank_(rank), put_(put) {}
+  ~ucx_transfer() override {
+    for (ucs_status_ptr_t r : requests_) release(r);
+    release(flush_);
   }
-  // The flush gives remote completion, and also ends whatever started before a
-  // failure: the caller's buffer is never left in use when this returns or throws.
-  wait(ucp_ep_flush_nbx(p.ep, &param), rank, put ? "put (flush)" : "get (flush)");
-  if (failed) wait(failed, rank, put ? "put" : "get");
+
+  /// Issues every run; stops at the first that fails to start (its error is kept).
+  void issue(std::span<const run> runs, std::byte* packed) {
+    ucx_transport::peer& p = t_.connect(rank_);
+    ucp_request_param_t param{};
+    for (const run& r : runs) {
+      const std::uint64_t remote = p.base + r.offset;
+      ucs_status_ptr_t s = put_ ? ucp_put_nbx(p.ep, packed, r.bytes, remote, p.rkey, &param)
+                                : ucp_get_nbx(p.ep, packed, r.bytes, remote, p.rkey, &param);
+      if (s != nullptr) requests_.push_back(s);
+      if (UCS_PTR_IS_ERR(s)) break;
+      packed += r.bytes;
+    }
+    // The flush also ends whatever started before a failure, so the caller's buffer is
+    // never left in use once the operation reports its error.
+    if (put_ || failed()) flush_ = ucp_ep_flush_nbx(p.ep, &param);
+  }
+
+  bool test_local() override {
+    if (done_local_) return true;
+    ucp_worker_progress(t_.worker_);
+    for (ucs_status_ptr_t r : requests_)
+      if (status_of(r) == UCS_INPROGRESS) return false;
+    if (failed() && status_of(flush_) == UCS_INPROGRESS) return false; // buffer still in use
+    done_local_ = true;
+    throw_failure();
+    return true;
+  }
+  bool test_remote() override {
+    if (!test_local()) return false;
+    const ucs_status_t s = status_of(flush_);
+    if (s == UCS_INPROGRESS) return false;
+    if (s != UCS_OK && !reported_) {
+      reported_ = true;
+      throw error(what(), ucs_status_string(s));
+    }
+    return true;
+  }
+
+private:
+  bool failed() const {
+    for (ucs_status_ptr_t r : requests_)
+      if (UCS_PTR_IS_ERR(r)) return true;
+    return false;
+  }
+  void throw_failure() {
+    for (ucs_status_ptr_t r : requests_)
+      if (const ucs_status_t s = status_of(r); s != UCS_OK && !reported_) {
+        reported_ = true;
+        throw error(what(), ucs_status_string(s));
+      }
+  }
+  std::string what() const {
+    return std::string(put_ ? "put" : "get") + " to rank " + std::to_string(rank_) + " over UCX";
+  }
+  static void release(ucs_status_ptr_t r) noexcept {
+    if (UCS_PTR_IS_PTR(r)) ucp_request_free(r);
+  }
+
+  ucx_transport& t_;
+  int rank_;
+  bool put_;
+  bool done_local_ = false, reported_ = false;
+  std::vector<ucs_status_ptr_t> requests_;
+  ucs_status_ptr_t flush_ = nullptr;
+};
+
+async_handle ucx_transport::start(bool put, int rank, std::span<const run> runs,
+                                  std::byte* packed) {
+  if (pack_instead(runs)) return packed_->start(put, rank, runs, packed);
+  auto* op = new ucx_transfer(*this, rank, put);
+  async_handle handle(op);
+  op->issue(runs, packed);
+  return handle;
 }
 
 std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op, int width,
@@ -261,15 +328,24 @@ std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op
   case atomic_op::bit_xor:
     // UCX 1.13's self transport applies fetching and/or/xor with the old value as the
     // operand (12 xor 5 leaves 0), so a rank's atomics on its own heap loop instead.
-    return rank == rank_ ? loop() : fetching(ucx_op(op), operand, 0);
+    return rank == rank_ ? loop() : fetching(ucx_bitwise(op), operand, 0);
   default: // store, swap
     return fetching(UCP_ATOMIC_OP_SWAP, operand, 0);
   }
 }
 
-void ucx_transport::progress() noexcept {
-  ucp_worker_progress(worker_);
-  packed_->progress();
+bool ucx_transport::progress() noexcept {
+  const bool ucx = ucp_worker_progress(worker_) != 0;
+  return packed_->progress() || ucx;
+}
+
+void ucx_transport::idle_wait(std::chrono::microseconds limit) noexcept {
+  if (event_fd_ < 0 || ucp_worker_arm(worker_) != UCS_OK) // UCS_ERR_BUSY: events pending
+    return backend::idle_wait(limit);
+  pollfd fd{event_fd_, POLLIN, 0};
+  const timespec wait{static_cast<time_t>(limit.count() / 1000000),
+                      static_cast<long>(limit.count() % 1000000) * 1000};
+  (void)ppoll(&fd, 1, &wait, nullptr);
 }
 
 } // namespace crown::detail

@@ -28,11 +28,14 @@ public:
   ucx_transport& operator=(const ucx_transport&) = delete;
 
   [[nodiscard]] const char* name() const noexcept override { return "ucx"; }
-  void put(int rank, std::span<const run> runs, const std::byte* packed) override;
-  void get(int rank, std::span<const run> runs, std::byte* packed) override;
+  /// ucp_put_nbx/ucp_get_nbx per run, then (puts) a nonblocking endpoint flush whose
+  /// completion is remote completion.
+  async_handle start(bool put, int rank, std::span<const run> runs, std::byte* packed) override;
   std::uint64_t atomic(int rank, std::uint64_t offset, atomic_op op, int width, bool floating,
                        std::uint64_t operand, std::uint64_t compare) override;
-  void progress() noexcept override;
+  bool progress() noexcept override;
+  /// Sleeps on the worker's event file descriptor (armed), so UCX traffic wakes it.
+  void idle_wait(std::chrono::microseconds limit) noexcept override;
 
 private:
   struct peer {
@@ -41,8 +44,8 @@ private:
     ucp_rkey_h rkey = nullptr;
     std::uint64_t base = 0; ///< the peer's heap address
   };
+  friend class ucx_transfer;
   peer& connect(int rank);
-  void transfer(bool put, int rank, std::span<const run> runs, std::byte* packed);
   /// Waits for a UCX request (driving progress), frees it, throws on failure.
   void wait(ucs_status_ptr_t request, int rank, const char* what);
   void release() noexcept;
@@ -57,6 +60,7 @@ private:
   std::vector<std::uint64_t> bases_;
   std::unique_ptr<peer[]> peers_;
   std::unique_ptr<active_messages> packed_; ///< many-run transfers, packed in one message
+  int event_fd_ = -1;                       ///< the worker's, owned by UCX
   int size_ = 0;
   int rank_ = 0;
   std::mutex connecting_;

@@ -27,7 +27,8 @@ void check(const crown::detail::am_request& r, std::span<const std::byte> messag
               (op == atomic_op::bit_and || op == atomic_op::bit_or || op == atomic_op::bit_xor)));
     return;
   }
-  require(h.what == am_kind::put || h.what == am_kind::get);
+  require(h.what == am_kind::put || h.what == am_kind::get || h.what == am_kind::put_apart ||
+          h.what == am_kind::get_apart);
   std::uint64_t total = 0;
   for (const auto& piece : r.runs) {
     require(piece.offset <= heap && piece.bytes <= heap - piece.offset);

@@ -16,7 +16,7 @@ namespace {
 constexpr int rounds = 50;
 
 boost::test_tools::assertion_result progress_thread_on(utf::test_unit_id) {
-  const bool on = crown::this_runtime().config().progress_thread;
+  const bool on = crown::this_runtime().transports().progress_thread;
   boost::test_tools::assertion_result r = on;
   r.message() << "needs CROWN_PROGRESS_THREAD=1";
   return r;
@@ -80,4 +80,45 @@ BOOST_AUTO_TEST_CASE(busy_target_is_served_by_the_progress_thread,
     for (int r = 1; r < n(); ++r)
       BOOST_TEST(a(static_cast<std::size_t>(r)) == r * 1000 + rounds - 1);
   crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(blocking_put_then_the_applications_own_allreduce) {
+  // The pattern a new user writes: a blocking put to the right neighbour, then an
+  // MPI_Allreduce of the application's own on the user's communicator. The target sits
+  // in MPI, not in Crown: only the progress thread (on by default) serves the put.
+  crown::coarray<std::int64_t> a(w(), 2);
+  for (int round = 0; round < 20; ++round) {
+    a.on(right()).put({0}, static_cast<std::int64_t>(me() * 100 + round));
+    std::int64_t sum = 1;
+    MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_INT64_T, MPI_SUM, w().comm());
+    BOOST_TEST(sum == n());
+    crown::sync_all();
+    BOOST_TEST(a(0) == left() * 100 + round);
+    crown::sync_all();
+  }
+}
+
+BOOST_AUTO_TEST_CASE(an_unserved_wait_names_its_target_and_the_rule) {
+  // Without a progress thread, a put to a rank that computes outside Crown waits; after
+  // a few seconds the wait is reported, naming the target, then completes when the
+  // target comes back.
+  const bool unserved = !crown::this_runtime().transports().progress_thread && n() >= 2 &&
+                        crown::detail::transport_name(w().ranks()[me() == 0 ? 1 : 0]);
+  if (!unserved) return;
+  crown::coarray<std::int64_t> a(w(), 1);
+  std::vector<std::string> lines;
+  crown::detail::set_log_sink([&](std::string_view line) { lines.emplace_back(line); });
+  crown::sync_all();
+  if (me() == 1) BOOST_TEST(compute(std::chrono::milliseconds(6500)) > 0.0);
+  if (me() == 0) a.on(1).put({0}, 42);
+  crown::sync_all();
+  crown::detail::set_log_sink({});
+  if (me() == 1) BOOST_TEST(a(0) == 42);
+  if (me() == 0) {
+    bool named = false;
+    for (const auto& l : lines)
+      named = named || (l.find("rank 1 has not answered") != std::string::npos &&
+                        l.find("MPI_THREAD_MULTIPLE") != std::string::npos);
+    BOOST_TEST(named, "no stall report named rank 1");
+  }
 }

@@ -25,6 +25,9 @@ BOOST_AUTO_TEST_CASE(derived_tags_stay_in_their_ranges) {
     BOOST_TEST(tags::am_reply.contains(tags::am_reply_tag(static_cast<std::uint32_t>(id))));
   BOOST_TEST(tags::am_reply.contains(tags::am_reply_tag(UINT32_MAX)));
   BOOST_TEST(tags::am_reply_tag(0) == tags::am_reply.first);
+  for (std::uint64_t id = 0; id < 100000; id += 7)
+    BOOST_TEST(tags::am_data.contains(tags::am_data_tag(static_cast<std::uint32_t>(id))));
+  BOOST_TEST(tags::am_data.contains(tags::am_data_tag(UINT32_MAX)));
   for (std::size_t hash :
        {std::size_t{0}, std::size_t{1999}, std::size_t{2000}, SIZE_MAX, std::size_t{123456789}})
     BOOST_TEST(tags::rendezvous.contains(tags::rendezvous_tag(hash)));

@@ -11,7 +11,8 @@
 
 namespace crown {
 class mesh;
-}
+class completion;
+} // namespace crown
 
 namespace crown::detail {
 
@@ -57,18 +58,13 @@ void remote_get(int world_rank, std::uint64_t offset, void* dst, std::size_t byt
 void remote_put_strided(int world_rank, const strided& s, const void* packed);
 void remote_get_strided(int world_rank, const strided& s, void* packed);
 
-/// Starts a contiguous transfer. Over load/store it completes before returning (and
-/// returns false); through the transport it appends its MPI requests (MPI_Rput/Rget)
-/// and returns true: the caller must then flush `world_rank` for remote completion.
-bool start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
-                    std::vector<MPI_Request>& requests);
+/// Starts a contiguous transfer and adds what is still in flight to `into` (nothing
+/// when it completed at once: load/store, or a backend that finished it).
+void start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
+                    completion& into);
 /// start_transfer for a strided block (`packed` holds its elements in row-major order).
-bool start_transfer_strided(bool put, int world_rank, const strided& s, void* packed,
-                            std::vector<MPI_Request>& requests);
-/// MPI_Testall over `requests` (driving progress); true when all completed.
-bool test_requests(std::vector<MPI_Request>& requests);
-/// Remote completion of every transfer this rank issued to `world_rank`.
-void flush_rank(int world_rank);
+void start_transfer_strided(bool put, int world_rank, const strided& s, void* packed,
+                            completion& into);
 
 enum class atomic_op { load, store, add, bit_and, bit_or, bit_xor, swap, compare_swap };
 /// Atomic on a 4- or 8-byte integer word (or float/double for load/store/add/swap).
@@ -76,6 +72,10 @@ enum class atomic_op { load, store, add, bit_and, bit_or, bit_xor, swap, compare
 /// also when the target is the calling rank. Returns the previous value's bits.
 std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, int width,
                             bool floating, std::uint64_t operand, std::uint64_t compare, bool cpu);
+
+/// Starts or stops Crown's progress thread (benchmarks compare both); false when the
+/// thread cannot run (no transport, or no MPI_THREAD_MULTIPLE). Not thread-safe.
+bool set_progress_thread(bool on);
 
 /// Drives MPI's progress engine once (some transports, e.g. UCX over TCP or shared
 /// memory, complete other ranks' one-sided operations on this rank only while it

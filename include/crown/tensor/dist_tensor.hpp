@@ -281,6 +281,15 @@ public:
     }
     halos_in_flight_ = true;
   }
+  /// Non-blocking, between start and finish: true once every halo has arrived (finish
+  /// then only copies them in). Drives progress.
+  [[nodiscard]] bool exchange_halos_test() {
+    if (!halos_in_flight_)
+      throw state_error("dist_tensor::exchange_halos_test", "no exchange was started");
+    bool all = true;
+    for (halo_transfer& t : transfers_) all = (!t.staged || t.done.test()) && all;
+    return all;
+  }
   /// Waits for the halos and fills them in.
   void exchange_halos_finish() {
     if (!halos_in_flight_)
