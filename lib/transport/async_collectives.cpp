@@ -2,9 +2,11 @@
 #include "async_collectives.hpp"
 #include "../mesh/crown_comm.hpp"
 #include "agreement.hpp"
+#include "async_op.hpp"
 #include "transfer.hpp"
 #include <atomic>
 #include <climits>
+#include <crown/async_collectives.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
@@ -167,6 +169,47 @@ std::unique_ptr<collective_request> start_broadcast(const mesh& m, void* data, s
       std::make_unique<single_request>(what, m.ranks()[static_cast<std::size_t>(source_image)]);
   check_mpi(MPI_Ibcast(data, n, MPI_BYTE, source_image, comm, r->request()), what + ": MPI_Ibcast");
   return r;
+}
+
+namespace {
+/// What crown::completion holds for a collective: tests advance it; local and remote
+/// completion are the same (the result is in place).
+class collective_op final : public async_op {
+public:
+  explicit collective_op(std::unique_ptr<collective_request> r)
+      : async_op(r->peer()), r_(std::move(r)) {}
+  bool test_local() override { return test(); }
+  bool test_remote() override { return test(); }
+
+private:
+  bool test() {
+    if (failed_) return true; // its error was thrown once
+    try {
+      return r_->advance();
+    } catch (...) {
+      failed_ = true;
+      throw;
+    }
+  }
+  std::unique_ptr<collective_request> r_;
+  bool failed_ = false;
+};
+
+completion hold(std::unique_ptr<collective_request> r) {
+  completion c;
+  if (r) c.add(async_handle(new collective_op(std::move(r))));
+  return c;
+}
+} // namespace
+
+completion co_reduce_async(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
+                           std::size_t elem_size, reduction op, fold_fn fold, const char* name) {
+  return hold(start_reduction(m, data, count, type, elem_size, op, fold, name));
+}
+
+completion co_broadcast_async_bytes(const mesh& m, void* data, std::size_t bytes, int source_image,
+                                    const char* name) {
+  return hold(start_broadcast(m, data, bytes, source_image, name));
 }
 
 } // namespace crown::detail

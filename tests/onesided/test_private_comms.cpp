@@ -177,8 +177,12 @@ BOOST_AUTO_TEST_CASE(crown_operations_make_no_mpi_call_on_the_users_communicator
       crown::reduce_scatter(m, std::span<const double>(all), std::span(part));
       crown::coarray<double> a(m, v.size());
       crown::all_gather(a, std::span(all));
+      crown::completion sum = crown::co_sum_async(m, std::span(part));
+      crown::completion copy = crown::co_broadcast_async(m, std::span(v), 0);
+      sum.wait();
+      copy.wait();
     });
-    BOOST_TEST(calls == 0, m << ": all_gather and reduce_scatter made " << calls
+    BOOST_TEST(calls == 0, m << ": all_gather, reduce_scatter and co_*_async made " << calls
                              << " calls, the last " << g_last);
     BOOST_TEST(v[0] == static_cast<double>(imgs) * (imgs - 1) / 2); // the sums still crossed
   }
