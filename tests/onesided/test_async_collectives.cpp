@@ -4,36 +4,24 @@
 #include <crown/crown.hpp>
 #include <harness/crown_test.hpp>
 
-using namespace crown_test; // w(), me(), n(), what_of(), same_everywhere()
+using namespace crown_test; // w(), me(), n(), what_of(), same_everywhere(), reversed_world()
 
 namespace {
 
-crown::mesh reversed() {
-  std::vector<int> ranks(w().begin(), w().end());
-  std::reverse(ranks.begin(), ranks.end());
-  return crown::mesh({{"r", n()}}, ranks);
-}
-
-/// Terms whose floating-point sum depends on their order.
-double term(int image, std::size_t i) {
-  const double big = (i % 3 == 0) ? 1e16 : 1e3;
-  return (image % 2 == 0 ? big : -big) + 1.0 / (1.0 + static_cast<double>(i + image));
-}
-
 /// ((x0 + x1) + x2) + ... in image order, as the library promises.
 double image_order_sum(std::size_t i, int images) {
-  double s = term(0, i);
-  for (int j = 1; j < images; ++j) s = s + term(j, i);
+  double s = order_sensitive(0, i);
+  for (int j = 1; j < images; ++j) s = s + order_sensitive(j, i);
   return s;
 }
 
 } // namespace
 
 BOOST_AUTO_TEST_CASE(sums_match_the_image_order_reference_bitwise) {
-  for (const crown::mesh& m : {w(), reversed()}) {
+  for (const crown::mesh& m : {w(), reversed_world()}) {
     for (std::size_t c : {std::size_t{1}, std::size_t{7}, std::size_t{1001}, std::size_t{10007}}) {
       std::vector<double> v(c);
-      for (std::size_t i = 0; i < c; ++i) v[i] = term(m.rank(), i);
+      for (std::size_t i = 0; i < c; ++i) v[i] = order_sensitive(m.rank(), i);
       crown::completion done = crown::co_sum_async(m, std::span(v));
       done.wait();
       bool ok = true;
@@ -77,11 +65,11 @@ BOOST_AUTO_TEST_CASE(several_in_flight_beside_blocking_collectives) {
   // Started in one order, finished in another, with blocking collectives, an
   // allocation and another mesh's collectives in between; image 0 tests its first
   // completion eagerly while the others only reach it through the next collective.
-  const crown::mesh r = reversed();
+  const crown::mesh r = reversed_world();
   std::vector<double> a(1001), b(17);
   std::vector<int> c(5, 0);
-  for (std::size_t i = 0; i < a.size(); ++i) a[i] = term(me(), i);
-  for (std::size_t i = 0; i < b.size(); ++i) b[i] = term(r.rank(), i);
+  for (std::size_t i = 0; i < a.size(); ++i) a[i] = order_sensitive(me(), i);
+  for (std::size_t i = 0; i < b.size(); ++i) b[i] = order_sensitive(r.rank(), i);
   if (me() == n() - 1) c = {1, 2, 3, 4, 5};
   crown::completion first = crown::co_sum_async(w(), std::span(a));
   crown::completion second = crown::co_sum_async(r, std::span(b));
@@ -103,7 +91,7 @@ BOOST_AUTO_TEST_CASE(several_in_flight_beside_blocking_collectives) {
 
 BOOST_AUTO_TEST_CASE(a_completion_destroyed_unwaited_still_delivers) {
   std::vector<double> v(100);
-  for (std::size_t i = 0; i < v.size(); ++i) v[i] = term(me(), i);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = order_sensitive(me(), i);
   { crown::completion forgotten = crown::co_sum_async(w(), std::span(v)); }
   bool ok = true;
   for (std::size_t i = 0; i < v.size(); ++i) ok = ok && v[i] == image_order_sum(i, n());

@@ -6,22 +6,9 @@
 #include <harness/crown_test.hpp>
 #include <numeric>
 
-using namespace crown_test; // w(), me(), n(), what_of()
+using namespace crown_test; // w(), me(), n(), what_of(), reversed_world(), order_sensitive()
 
 namespace {
-
-/// The world in reverse order: image j is world rank n-1-j.
-crown::mesh reversed() {
-  std::vector<int> ranks(w().begin(), w().end());
-  std::reverse(ranks.begin(), ranks.end());
-  return crown::mesh({{"r", n()}}, ranks);
-}
-
-/// Values whose floating-point sum depends on the order of the terms.
-double term(int image, std::size_t i) {
-  const double big = (i % 3 == 0) ? 1e16 : 1e3;
-  return (image % 2 == 0 ? big : -big) + 1.0 / (1.0 + static_cast<double>(i + image));
-}
 
 std::int64_t count_term(int image, std::size_t i) {
   return static_cast<std::int64_t>(i * 7919 + static_cast<std::size_t>(image) * 104729) % 1000003;
@@ -32,17 +19,17 @@ const std::size_t counts[] = {0, 1, 7, 1001, 10007};
 } // namespace
 
 BOOST_AUTO_TEST_CASE(all_gather_of_ordinary_memory_matches_the_serial_reference) {
-  for (const crown::mesh& m : {w(), reversed()}) {
+  for (const crown::mesh& m : {w(), reversed_world()}) {
     const int img = m.rank(), imgs = m.size();
     for (std::size_t c : counts) {
       std::vector<double> mine(c);
-      for (std::size_t i = 0; i < c; ++i) mine[i] = term(img, i);
+      for (std::size_t i = 0; i < c; ++i) mine[i] = order_sensitive(img, i);
       std::vector<double> all(c * static_cast<std::size_t>(imgs), -1.0);
       crown::all_gather(m, std::span<const double>(mine), std::span(all));
       bool ok = true;
       for (int j = 0; j < imgs; ++j)
         for (std::size_t i = 0; i < c; ++i)
-          ok = ok && all[static_cast<std::size_t>(j) * c + i] == term(j, i);
+          ok = ok && all[static_cast<std::size_t>(j) * c + i] == order_sensitive(j, i);
       BOOST_TEST(ok, m << ", count " << c);
       BOOST_TEST(same_everywhere(all.data(), all.size() * sizeof(double)));
     }
@@ -61,7 +48,7 @@ BOOST_AUTO_TEST_CASE(all_gather_of_ordinary_memory_matches_the_serial_reference)
 }
 
 BOOST_AUTO_TEST_CASE(all_gather_of_a_coarray_sees_puts_made_before_it) {
-  for (const crown::mesh& m : {w(), reversed()}) {
+  for (const crown::mesh& m : {w(), reversed_world()}) {
     const int img = m.rank(), imgs = m.size();
     crown::coarray<std::int64_t, 2> a(m, {3, 5}); // 15 elements per image
     std::vector<std::int64_t> mine(15);
@@ -81,12 +68,12 @@ BOOST_AUTO_TEST_CASE(all_gather_of_a_coarray_sees_puts_made_before_it) {
 }
 
 BOOST_AUTO_TEST_CASE(reduce_scatter_folds_in_image_order_everywhere) {
-  for (const crown::mesh& m : {w(), reversed()}) {
+  for (const crown::mesh& m : {w(), reversed_world()}) {
     const int img = m.rank(), imgs = m.size();
     for (std::size_t c : counts) {
       const std::size_t total = c * static_cast<std::size_t>(imgs);
       std::vector<double> in(total);
-      for (std::size_t i = 0; i < total; ++i) in[i] = term(img, i);
+      for (std::size_t i = 0; i < total; ++i) in[i] = order_sensitive(img, i);
       std::vector<double> out(c, -1.0);
       crown::reduce_scatter(m, std::span<const double>(in), std::span(out));
       // Coarray path: the same values in the heap; the result must be bitwise the same.
@@ -97,8 +84,8 @@ BOOST_AUTO_TEST_CASE(reduce_scatter_folds_in_image_order_everywhere) {
       bool ok = true;
       for (std::size_t k = 0; k < c; ++k) {
         const std::size_t at = static_cast<std::size_t>(img) * c + k;
-        double expected = term(0, at);
-        for (int j = 1; j < imgs; ++j) expected = expected + term(j, at);
+        double expected = order_sensitive(0, at);
+        for (int j = 1; j < imgs; ++j) expected = expected + order_sensitive(j, at);
         ok = ok && out[k] == expected && from_heap[k] == expected;
       }
       BOOST_TEST(ok, m << ", count " << c);
@@ -107,7 +94,7 @@ BOOST_AUTO_TEST_CASE(reduce_scatter_folds_in_image_order_everywhere) {
 }
 
 BOOST_AUTO_TEST_CASE(reduce_scatter_with_integers_and_a_non_commutative_operation) {
-  const crown::mesh m = reversed();
+  const crown::mesh m = reversed_world();
   const int img = m.rank(), imgs = m.size();
   const std::size_t c = 13, total = c * static_cast<std::size_t>(imgs);
   auto op = [](std::int64_t a, std::int64_t b) { return (a * 3 + b) % 1000000007; };
@@ -138,20 +125,20 @@ BOOST_AUTO_TEST_CASE(pieces_above_the_chunk_size_reassemble_exactly) {
   crown::detail::set_transfer_chunk_bytes(1000);
   const std::size_t c = 1001; // 8008 bytes per image: 9 pieces, the last short
   std::vector<double> mine(c), all(c * static_cast<std::size_t>(n()));
-  for (std::size_t i = 0; i < c; ++i) mine[i] = term(me(), i);
+  for (std::size_t i = 0; i < c; ++i) mine[i] = order_sensitive(me(), i);
   crown::all_gather(w(), std::span<const double>(mine), std::span(all));
   std::vector<double> in(c * static_cast<std::size_t>(n())), out(c);
-  for (std::size_t i = 0; i < in.size(); ++i) in[i] = term(me(), i);
+  for (std::size_t i = 0; i < in.size(); ++i) in[i] = order_sensitive(me(), i);
   crown::reduce_scatter(w(), std::span<const double>(in), std::span(out));
   crown::detail::set_transfer_chunk_bytes(before);
   bool ok = true;
   for (int j = 0; j < n(); ++j)
     for (std::size_t i = 0; i < c; ++i)
-      ok = ok && all[static_cast<std::size_t>(j) * c + i] == term(j, i);
+      ok = ok && all[static_cast<std::size_t>(j) * c + i] == order_sensitive(j, i);
   for (std::size_t k = 0; k < c; ++k) {
     const std::size_t at = static_cast<std::size_t>(me()) * c + k;
-    double expected = term(0, at);
-    for (int j = 1; j < n(); ++j) expected = expected + term(j, at);
+    double expected = order_sensitive(0, at);
+    for (int j = 1; j < n(); ++j) expected = expected + order_sensitive(j, at);
     ok = ok && out[k] == expected;
   }
   BOOST_TEST(ok);

@@ -116,14 +116,6 @@ int MPI_Recv(void* b, int c, MPI_Datatype t, int src, int tag, MPI_Comm comm, MP
 
 namespace {
 
-/// A mesh over every rank in reverse order: a rank list of its own, with its own
-/// communicators.
-crown::mesh reversed() {
-  std::vector<int> ranks(w().begin(), w().end());
-  std::reverse(ranks.begin(), ranks.end());
-  return crown::mesh({{"r", n()}}, ranks);
-}
-
 /// Probes `user` for any message from anyone for a while (about 0.3 s: long enough for
 /// a message the other ranks sent before they started waiting for this one to arrive)
 /// and returns what was found, without receiving it.
@@ -143,7 +135,7 @@ std::string probe_for_a_while(MPI_Comm user) {
 } // namespace
 
 BOOST_AUTO_TEST_CASE(crown_operations_make_no_mpi_call_on_the_users_communicators) {
-  for (const crown::mesh& m : {w(), reversed()}) {
+  for (const crown::mesh& m : {w(), reversed_world()}) {
     MPI_Comm user = m.comm(); // the user holds it from here on
     const int img = m.rank(), imgs = m.size();
     std::vector<double> v(10000);
