@@ -1,4 +1,6 @@
+// Collective argument checks on Crown's private communicator of a mesh.
 #include "agreement.hpp"
+#include "../mesh/crown_comm.hpp"
 #include "transfer.hpp"
 #include <crown/error.hpp>
 #include <vector>
@@ -7,7 +9,7 @@ namespace crown::detail {
 
 void check_same_arguments(const mesh& m, std::initializer_list<argument> args,
                           const std::string& op) {
-  MPI_Comm comm = m.comm();
+  MPI_Comm comm = crown_comm(m);
   const std::size_t n = args.size();
   std::vector<long long> bounds; // {max v..., max -v...}
   for (const auto& a : args) bounds.push_back(a.value);

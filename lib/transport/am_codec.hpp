@@ -1,6 +1,7 @@
 // lib/transport/am_codec.hpp — the wire format of active-message requests, and its checked
 // decoder. Free of MPI so that the fuzz target (tests/fuzz) compiles it on its own.
 #pragma once
+#include "../runtime/tags.hpp"
 #include "transfer.hpp"
 #include <cstddef>
 #include <cstdint>
@@ -39,18 +40,11 @@ struct am_request {
 inline constexpr std::uint64_t am_max_reply = 0x7fffffffu - 64;
 
 /// Tags on the transport's own communicator: requests, then per request id (chosen by
-/// the origin) its reply and its payload or data; the ranges cannot overlap and stay
-/// under 32767, the least MPI_TAG_UB MPI allows. An origin has at most 16000 requests
-/// in flight to one target before an id's tags come round again.
-inline constexpr int am_request_tag = 1;
-inline constexpr int am_tag_ids = 16000;
-inline constexpr int am_reply_tag(std::uint32_t id) {
-  return 2 + static_cast<int>(id % am_tag_ids);
-}
-inline constexpr int am_data_tag(std::uint32_t id) {
-  return 2 + am_tag_ids + static_cast<int>(id % am_tag_ids);
-}
-static_assert(am_data_tag(am_tag_ids - 1) < 32767);
+/// the origin) its reply and its payload or data; from the one table of Crown's tags
+/// (lib/runtime/tags.hpp), whose ranges cannot overlap.
+inline constexpr int am_request_tag = tags::am_request.first;
+using tags::am_data_tag;
+using tags::am_reply_tag;
 
 /// Appends header, runs and payload to `out` (cleared first; its capacity is reused).
 void encode_am_request(const am_header& head, std::span<const run> runs,

@@ -1,4 +1,6 @@
 // Image control statements over a mesh.
+#include "../mesh/crown_comm.hpp"
+#include "../runtime/tags.hpp"
 #include <algorithm>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
@@ -11,14 +13,14 @@ namespace crown {
 
 void sync_all(const mesh& m) {
   detail::heap_quiet();
-  m.barrier();
+  detail::crown_barrier(m);
   detail::heap_sync_local();
 }
 
 void sync_all() { sync_all(world()); }
 
 void sync_images(const mesh& m, std::span<const int> images) {
-  MPI_Comm comm = m.comm();
+  MPI_Comm comm = detail::crown_comm(m);
   const int me = m.rank();
   std::vector<int> peers(images.begin(), images.end());
   std::sort(peers.begin(), peers.end());
@@ -33,7 +35,7 @@ void sync_images(const mesh& m, std::span<const int> images) {
   }
   peers.erase(std::remove(peers.begin(), peers.end(), me), peers.end());
   detail::heap_quiet();
-  constexpr int tag = 7001;
+  constexpr int tag = detail::tags::sync_images.first;
   std::vector<MPI_Request> requests(2 * peers.size(), MPI_REQUEST_NULL);
   char token = 0;
   std::vector<char> received(peers.size());
