@@ -13,7 +13,7 @@ Attributes combine (`cpp fragment compile-only`, `fortran caf np=4`). Blocks in 
 cmake, text, csv or with no language are not compiled; any other language is an error,
 so no snippet escapes the check. Errors name the Markdown file and line (#line).
 
-Usage: snippets.py CONFIG [--keep DIR] [--jobs N] [--list]
+Usage: snippets.py CONFIG [--source-dir DIR] [--keep DIR] [--jobs N] [--list]
 CONFIG holds key=value lines written by tests/docs/CMakeLists.txt (values are
 shell-quoted lists).
 """
@@ -120,7 +120,7 @@ def build(s, index, cfg, work):
         if s.compile_only:
             cmd = cfg["fc"] + cfg["fortran_flags"] + ["-c", src, "-o", base + ".o"]
     with open(src, "w", encoding="utf-8") as f:
-        f.write(source_of(s, cfg["source_dir"][0]))
+        f.write(source_of(s, cfg.get("docs_dir", cfg["source_dir"])[0]))
     r = subprocess.run(cmd, cwd=work, capture_output=True, text=True)
     if r.returncode != 0:
         return s, "failed", f"$ {shlex.join(cmd)}\n{r.stdout}{r.stderr}"
@@ -130,6 +130,7 @@ def build(s, index, cfg, work):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("config")
+    ap.add_argument("--source-dir", help="read README.md and docs/ here (self_check's fixture)")
     ap.add_argument("--keep", help="write the sources and programs here (kept)")
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 2)
     ap.add_argument("--list", action="store_true", help="only list the snippets")
@@ -140,7 +141,9 @@ def main():
             if "=" in line:
                 key, value = line.rstrip("\n").split("=", 1)
                 cfg[key] = shlex.split(value)
-    root = cfg["source_dir"][0]
+    if args.source_dir:
+        cfg["docs_dir"] = [os.path.abspath(args.source_dir)]
+    root = cfg.get("docs_dir", cfg["source_dir"])[0]
     # Crown's own headers with -I (warnings apply), its dependencies' with -isystem, as
     # CMake does; the compiler's default directory is never named (it breaks #include_next).
     for d in cfg["cxx_include_dirs"]:
