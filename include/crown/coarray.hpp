@@ -178,10 +178,9 @@ private:
 /// An N-d block of T (N = 1..3) on every image of a mesh, in the symmetric heap.
 /// Construction, destruction and move assignment are collective over the mesh's members
 /// (freeing synchronises first, as Fortran's deallocate does); swap is local. Elements
-/// start zeroed. The
-/// local block is reached at full speed through data()/local(); other images through
-/// on(image). Images are numbered 0..num_images()-1 in mesh order. The memory kind is
-/// part of the type: host memory today; cuda arrives with the GPU heap.
+/// start zeroed. The local block is reached at full speed through data()/local(); other
+/// images through on(image). Images are numbered 0..num_images()-1 in mesh order. The
+/// memory kind is part of the type: host memory today; cuda arrives with the GPU heap.
 template <typename T, std::size_t N = 1, memory_kind K = memory_kind::host>
 class coarray {
   static_assert(std::is_trivially_copyable_v<T>, "coarray elements must be trivially copyable");
