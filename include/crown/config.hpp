@@ -15,7 +15,7 @@ enum class bind_policy { keep, core, numa, none };
 /// The path to ranks that are not reachable by load/store (CROWN_TRANSPORT).
 enum class transport_choice { automatic, mpi, am, ucx };
 
-/// One documented variable: the README's configuration table lists exactly these.
+/// One documented variable: docs/configuration.md's table lists exactly these.
 struct config_variable {
   std::string_view name;
   std::string_view default_value;
