@@ -192,7 +192,7 @@ void runtime_state::check_alive(std::string_view op) const {
 
 namespace {
 /// True for the world in world order (checked on every collective: no allocation).
-bool is_world(const std::vector<int>& ranks, int size) {
+bool is_world(std::span<const int> ranks, int size) {
   if (static_cast<int>(ranks.size()) != size) return false;
   for (int i = 0; i < size; ++i)
     if (ranks[static_cast<std::size_t>(i)] != i) return false;
@@ -200,15 +200,15 @@ bool is_world(const std::vector<int>& ranks, int size) {
 }
 } // namespace
 
-MPI_Comm runtime_state::comm_for(const std::vector<int>& ranks) {
+MPI_Comm runtime_state::comm_for(std::span<const int> ranks) {
   return is_world(ranks, size) ? user_world.get() : comms_for(ranks).user.get();
 }
 
-MPI_Comm runtime_state::crown_comm_for(const std::vector<int>& ranks) {
+MPI_Comm runtime_state::crown_comm_for(std::span<const int> ranks) {
   return is_world(ranks, size) ? world_comm.get() : comms_for(ranks).crown.get();
 }
 
-const runtime_state::mesh_comms& runtime_state::comms_for(const std::vector<int>& ranks) {
+const runtime_state::mesh_comms& runtime_state::comms_for(std::span<const int> ranks) {
   {
     const std::lock_guard lock(comm_mutex_);
     if (auto it = comms_.find(ranks); it != comms_.end()) return it->second;
@@ -261,11 +261,12 @@ const runtime_state::mesh_comms& runtime_state::comms_for(const std::vector<int>
   made.crown = comm_handle(mine);
   check_mpi(MPI_Comm_set_errhandler(mine, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   const std::lock_guard lock(comm_mutex_);
-  return comms_.emplace(ranks, std::move(made)).first->second;
+  return comms_.emplace(std::vector<int>(ranks.begin(), ranks.end()), std::move(made))
+      .first->second;
 }
 
 crown::mesh runtime_state::make_mesh(std::vector<dim> dims, std::vector<int> ranks) {
-  return crown::mesh(shared_from_this(), std::move(dims), std::move(ranks));
+  return crown::mesh(shared_from_this(), mesh_shape(std::move(dims), std::move(ranks)));
 }
 
 runtime_state::runtime_state() = default;

@@ -1,6 +1,7 @@
 // lib/runtime/runtime_state.hpp — what a live runtime holds; shared by lib/ only.
 #pragma once
 #include "gpu.hpp"
+#include <algorithm>
 #include <atomic>
 #include <crown/runtime.hpp>
 #include <hwloc.h>
@@ -8,6 +9,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <utility>
@@ -102,10 +104,10 @@ struct runtime_state : std::enable_shared_from_this<runtime_state> {
   void check_alive(std::string_view op) const;
   /// The user's communicator of `ranks` (in that order: mesh::comm()), created on first
   /// use by the members alone and cached until shutdown.
-  MPI_Comm comm_for(const std::vector<int>& ranks);
+  MPI_Comm comm_for(std::span<const int> ranks);
   /// Crown's private duplicate of comm_for(ranks), made at the same time by the same
   /// members: Crown's own barriers, collectives and messages on that mesh.
-  MPI_Comm crown_comm_for(const std::vector<int>& ranks);
+  MPI_Comm crown_comm_for(std::span<const int> ranks);
   /// crown_comm_for(m.ranks()) after the checks mesh::comm() makes (alive, member).
   static MPI_Comm crown_comm_of(const crown::mesh& m);
   /// A mesh over this runtime (used by runtime and mesh code).
@@ -117,9 +119,16 @@ private:
     comm_handle user;  ///< mesh::comm()
     comm_handle crown; ///< Crown's own traffic
   };
-  const mesh_comms& comms_for(const std::vector<int>& ranks);
+  const mesh_comms& comms_for(std::span<const int> ranks);
   std::mutex comm_mutex_;
-  std::map<std::vector<int>, mesh_comms> comms_;
+  /// Rank lists compared with spans too, so a lookup builds no vector.
+  struct ranks_less {
+    using is_transparent = void;
+    bool operator()(std::span<const int> a, std::span<const int> b) const noexcept {
+      return std::lexicographical_compare(a.begin(), a.end(), b.begin(), b.end());
+    }
+  };
+  std::map<std::vector<int>, mesh_comms, ranks_less> comms_;
 };
 
 /// Starts the CROWN_PROGRESS_THREAD thread (needs MPI_THREAD_MULTIPLE).
