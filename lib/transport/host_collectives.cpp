@@ -274,6 +274,11 @@ single_copy_state host_single_copy_state(const mesh& m) {
   return it == g_scratch.end() ? single_copy_state::unprobed : it->second.single_copy;
 }
 
+host_scratch_usage host_scratch_in_use() noexcept {
+  const std::lock_guard lock(g_mutex);
+  return {g_scratch.size() * block_bytes, g_scratch.size()};
+}
+
 bool host_ptracer_granted() noexcept { return g_ptracer_granted.load(); }
 
 void forget_host_scratch() noexcept {

@@ -213,5 +213,33 @@ BOOST_AUTO_TEST_CASE(bad_arguments) {
     m = what_of<crown::argument_error>([&] { crown::co_sum(w(), std::span(data)); });
     BOOST_TEST(m.find("count is " + std::to_string(data.size()) + " here but") != std::string::npos,
                m);
+    // element types that differ are named, not given as hashes
+    m = what_of<crown::argument_error>([&] {
+      if (me() == 0) {
+        double x = 1;
+        crown::co_sum(w(), x);
+      } else {
+        float x = 1;
+        crown::co_sum(w(), x);
+      }
+    });
+    BOOST_TEST(m.find(me() == 0
+                          ? "element type is double here but float on rank 1"
+                          : "element type is float here but double on rank 0") != std::string::npos,
+               m);
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_full_heap_counts_the_scratch_of_reductions) {
+  // Reductions among ranks of one host keep 1 MiB of heap per distinct mesh; a later
+  // allocation that fails for want of it says so (it once gave no hint).
+  if (!crown::detail::world_shares_memory()) return; // no host scratch: MPI reduces
+  const crown::mesh reversed = w().reshape({{"r", n()}});
+  int x = 1;
+  crown::co_sum(w(), x);
+  crown::co_sum(reversed, x);
+  const std::size_t heap = crown::this_runtime().config().heap_size;
+  const auto m = what_of<crown::resource_error>([&] { crown::coarray<char> a(w(), heap - 4096); });
+  BOOST_TEST(m.find("symmetric heap full") != std::string::npos, m);
+  BOOST_TEST(m.find("bytes are the co_* scratch of") != std::string::npos, m);
 }
