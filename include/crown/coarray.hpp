@@ -4,6 +4,7 @@
 #include <bit>
 #include <crown/completion.hpp>
 #include <crown/detail/checked.hpp>
+#include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/error.hpp>
@@ -34,6 +35,7 @@ public:
 
   /// The whole block, element for element (src.size() == elements per image).
   void put(std::span<const T> src) const {
+    detail::fault_point_reached(fault_point::put);
     check_count(src.size(), "put");
     detail::remote_put(rank_, a_->block_.offset, src.data(), src.size_bytes());
   }
@@ -44,6 +46,7 @@ public:
   /// Asynchronous whole-block transfers: see crown::completion for local and remote
   /// completion. Keep `src`/`dst` alive and untouched until local completion.
   [[nodiscard]] completion put_async(std::span<const T> src) const {
+    detail::fault_point_reached(fault_point::put);
     check_count(src.size(), "put_async");
     return start(true, const_cast<T*>(src.data()), src.size_bytes());
   }
@@ -54,6 +57,7 @@ public:
 
   /// One element.
   void put(const index_type& i, const T& value) const {
+    detail::fault_point_reached(fault_point::put);
     detail::remote_put(rank_, element_offset(i, "put"), &value, sizeof(T));
   }
   [[nodiscard]] T get(const index_type& i) const {
@@ -63,6 +67,7 @@ public:
   }
   /// A strided section; `src`/`dst` hold its elements packed in row-major order.
   void put(const section<N>& s, std::span<const T> src) const {
+    detail::fault_point_reached(fault_point::put);
     detail::remote_put_strided(rank_, layout(s, src.size(), "put"), src.data());
   }
   void get(const section<N>& s, std::span<T> dst) const {
@@ -70,6 +75,7 @@ public:
   }
   /// Asynchronous sections, completed like the whole-block ones.
   [[nodiscard]] completion put_async(const section<N>& s, std::span<const T> src) const {
+    detail::fault_point_reached(fault_point::put);
     completion c;
     detail::start_transfer_strided(true, rank_, layout(s, src.size(), "put_async"),
                                    const_cast<T*>(src.data()), c);
@@ -194,9 +200,13 @@ public:
   /// than 2^64 bytes, or more than the heap holds.
   coarray(const mesh& m, const extents_type& extents) : mesh_(m), extents_(extents) {
     std::string what = name() + "(";
-    for (std::size_t d = 0; d < N; ++d) what += (d ? "," : "") + std::to_string(extents[d]);
+    for (std::size_t d = 0; d < N; ++d) {
+      if (d) what += ',';
+      what += std::to_string(extents[d]);
+    }
+    what += ')';
     block_ = detail::heap_allocate(m, detail::extents_bytes(extents, sizeof(T)),
-                                   detail::type_tag<T, N>(), what + ")", K);
+                                   detail::type_tag<T, N>(), what, K);
     data_ = reinterpret_cast<T*>(detail::heap_address(block_.offset));
   }
   coarray(const mesh& m, std::size_t n) requires(N == 1) : coarray(m, extents_type{n}) {}

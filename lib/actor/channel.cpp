@@ -124,7 +124,7 @@ void channel::poll_sends() {
 }
 
 void channel::drain_sends() {
-  backoff pause;
+  backoff pause(wait_site{"sending the last controller messages"});
   for (poll_sends(); !send_requests_.empty(); poll_sends()) pause.pause();
 }
 

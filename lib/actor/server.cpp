@@ -7,6 +7,7 @@
 #include "stdout_capture.hpp"
 #include <algorithm>
 #include <crown/actor/controller.hpp>
+#include <crown/detail/fault.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/log.hpp>
 #include <map>
@@ -63,10 +64,12 @@ public:
 
   /// Serves until the controller's stop; returns the exit code it carries.
   int serve() {
-    backoff pause;
+    // Idle between commands for as long as the controller computes: the heartbeat
+    // watch (control.cpp) notices a controller that is gone, not this wait.
+    auto pause = backoff::unwatched();
     while (!(stopping_ && open_.empty())) { // the stop's reply is sent: done
       if (poll())
-        pause = backoff{};
+        pause = backoff::unwatched();
       else
         pause.pause();
     }
@@ -172,6 +175,7 @@ private:
         spawn(c.head.mesh_id, c.payload);
         break;
       case message_kind::call:
+        fault_point_reached(fault_point::call);
         call(c.head.mesh_id, c.head.endpoint, c.payload, value_);
         break;
       default:

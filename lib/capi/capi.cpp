@@ -5,6 +5,7 @@
 #include <crown/collectives.hpp>
 #include <crown/crown.h>
 #include <crown/detail/checked.hpp>
+#include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/event.hpp>
@@ -260,6 +261,7 @@ size_t crown_coarray_elements(const crown_coarray* a) { return a ? a->elements :
 
 int crown_put(const crown_coarray* a, int image, const void* src) {
   return guarded([&] {
+    crown::detail::fault_point_reached(crown::fault_point::put);
     const crown_coarray& c = live(a, "crown_put");
     const int rank = world_rank_of(c, image, "put");
     crown::detail::remote_put(rank, c.block.offset, src, c.elements * crown_type_size(c.type));
@@ -277,6 +279,7 @@ int crown_get(const crown_coarray* a, int image, void* dst) {
 int crown_put_section(const crown_coarray* a, int image, const size_t* begin, const size_t* end,
                       const size_t* stride, const void* packed) {
   return guarded([&] {
+    crown::detail::fault_point_reached(crown::fault_point::put);
     const crown_coarray& c = live(a, "crown_put_section");
     const int rank = world_rank_of(c, image, "put");
     crown::detail::remote_put_strided(rank, section(c, image, begin, end, stride, "put"), packed);

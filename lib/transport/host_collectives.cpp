@@ -2,6 +2,7 @@
 #include "host_collectives.hpp"
 #include <algorithm>
 #include <atomic>
+#include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/detail/wait.hpp>
@@ -35,6 +36,7 @@ constexpr std::size_t block_bytes = flag_bytes + 4 * slot_bytes; ///< flag, 2 in
 /// [out slot, parity 0][out slot, parity 1].
 struct scratch {
   std::vector<std::byte*> image; ///< every member's block, in mesh order
+  std::vector<int> ranks;        ///< every member's world rank, in mesh order
   std::uint64_t generation = 0;  ///< flag barriers passed
   std::uint64_t rounds = 0;      ///< slot uses; its parity picks the slots
   std::uint64_t tiny_rounds = 0; ///< tiny-line uses; its parity picks the line
@@ -81,8 +83,9 @@ void flag_barrier(scratch& s, int me, const announcement* a = nullptr) {
   std::byte* mine = s.image[static_cast<std::size_t>(me)];
   if (a) std::memcpy(announcement_slot(mine, s.generation + 1), a, sizeof *a);
   flag_of(mine).store(++s.generation, std::memory_order_release);
-  for (std::byte* other : s.image)
-    wait_until([&] { return flag_of(other).load(std::memory_order_acquire) >= s.generation; });
+  for (std::size_t i = 0; i < s.image.size(); ++i)
+    wait_until(wait_site{"co_* among the ranks of one host", s.ranks[i]},
+               [&] { return flag_of(s.image[i]).load(std::memory_order_acquire) >= s.generation; });
 }
 
 /// A tiny round: `bytes` (<= tiny_bytes) into this image's tiny line with the next
@@ -95,9 +98,10 @@ void tiny_exchange(scratch& s, int me, const std::byte* data, std::size_t bytes,
   std::byte* mine = s.image[static_cast<std::size_t>(me)] + line;
   std::memcpy(mine + 8, data, bytes);
   flag_of(mine).store(++s.generation, std::memory_order_release);
-  for (std::byte* block : s.image) {
-    std::byte* other = block + line;
-    wait_until([&] { return flag_of(other).load(std::memory_order_acquire) >= s.generation; });
+  for (std::size_t i = 0; i < s.image.size(); ++i) {
+    std::byte* other = s.image[i] + line;
+    wait_until(wait_site{"co_* among the ranks of one host", s.ranks[i]},
+               [&] { return flag_of(other).load(std::memory_order_acquire) >= s.generation; });
     values.push_back(other + 8);
   }
 }
@@ -257,6 +261,7 @@ scratch* scratch_for(const mesh& m) {
   }
   scratch s;
   for (int r : ranks) s.image.push_back(heap_peer_address(r, b.offset));
+  s.ranks = ranks;
   const std::lock_guard lock(g_mutex);
   g_last = &*g_scratch.emplace(std::move(ranks), std::move(s)).first;
   return &g_last->second;
@@ -291,6 +296,7 @@ void forget_host_scratch() noexcept {
 
 bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
                     std::size_t elem_size, reduction op, int result_image) {
+  fault_point_reached(fault_point::co_sum); // every co_sum/min/max comes here first
   const combine_fn fn = combiner(type);
   if (!fn) return false;
   for (int r : m)

@@ -1,5 +1,6 @@
 // Image control statements over a mesh.
 #include <algorithm>
+#include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -10,6 +11,7 @@
 namespace crown {
 
 void sync_all(const mesh& m) {
+  detail::fault_point_reached(fault_point::sync_all);
   detail::heap_quiet();
   m.barrier();
   detail::heap_sync_local();
