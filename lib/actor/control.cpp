@@ -104,11 +104,19 @@ int runtime::control(const std::function<void(controller&)>& fn) {
       detail::heap_allocate(*state_->world, sizeof(std::uint64_t) * state_->size,
                             detail::type_tag<std::uint64_t, 1>(), "controller heartbeats");
   int code = 0;
+  // Every rank beats until all have left their loop (the barrier below): a serving rank
+  // that stopped early must not look hung while the controller still waits for others.
+  const auto until_all_done = [&](std::jthread& heartbeat) {
+    state_->world->barrier();
+    heartbeat.request_stop();
+    if (heartbeat.joinable()) heartbeat.join();
+  };
   if (state_->rank == 0) {
     auto* counters = reinterpret_cast<std::uint64_t*>(detail::heap_address(beats.offset));
     std::jthread heartbeat;
     if (watched) heartbeat = beat(beats, 0, period);
     code = detail::run_controller(comm, state_->size, cfg, watched ? counters : nullptr, fn);
+    until_all_done(heartbeat);
   } else {
     controller_watch watch(beats, timeout); // outlives the thread that uses it
     std::jthread heartbeat;
@@ -119,6 +127,7 @@ int runtime::control(const std::function<void(controller&)>& fn) {
       log(log_level::error, "serving actors failed: ", e.what(), ". Aborting the job.");
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    until_all_done(heartbeat);
   }
   detail::heap_release(*state_->world, beats); // a barrier: the heartbeat threads are gone
   MPI_Comm_free(&comm);
