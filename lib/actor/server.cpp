@@ -218,6 +218,12 @@ private:
       stdout_->collect(send);
   }
 
+  /// The actor whose log lines and output come next (also for output a crash rescues).
+  void use_label(const std::string* label) noexcept {
+    log_label_ = label;
+    if (stdout_) stdout_->set_label(label ? *label : std::string_view());
+  }
+
   std::string label_of(std::uint32_t mesh_id, std::uint32_t position) const {
     const auto it = actors_.find(mesh_id);
     return it != actors_.end()
@@ -242,14 +248,14 @@ private:
     h->log_label = "[" + h->label + "]";
     {
       const actor_context context{h->mesh, h->coords, h->index, h->name};
-      log_label_ = &h->log_label;
+      use_label(&h->log_label);
       const actor_scope scope(context, capture_);
       byte_reader args(spec.args);
       try {
         h->object = type->construct(args);
       } catch (...) { // what the failed constructor printed goes while its label lives
         forward_stdout();
-        log_label_ = nullptr;
+        use_label(nullptr);
         throw;
       }
     }
@@ -267,7 +273,7 @@ private:
       throw argument_error("call on " + h.label,
                            "unknown endpoint #" + std::to_string(endpoint) + " of " + h.type->name);
     const actor_context context{h.mesh, h.coords, h.index, h.name};
-    log_label_ = &h.log_label;
+    use_label(&h.log_label);
     const actor_scope scope(context, capture_);
     byte_reader args(payload);
     h.type->endpoints[endpoint](h.object, args, value);
@@ -334,7 +340,7 @@ private:
     for (auto it = actors_.rbegin(); it != actors_.rend(); ++it) {
       const hosted& h = *it->second;
       const actor_context context{h.mesh, h.coords, h.index, h.name};
-      log_label_ = &h.log_label;
+      use_label(&h.log_label);
       const actor_scope scope(context);
       h.type->destroy(h.object);
       try {
@@ -342,7 +348,7 @@ private:
       } catch (...) { // output of a destructor is not worth a failed stop
       }
     }
-    log_label_ = nullptr;
+    use_label(nullptr);
     actors_.clear();
   }
 

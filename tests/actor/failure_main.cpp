@@ -3,10 +3,12 @@
 // naming the rank — never a hang.
 // A call that never returns is bounded by CROWN_CALL_TIMEOUT or get(timeout), and the
 // job still ends; a stopped controller is noticed by the serving ranks.
-//   mpirun -np 3 actor_failures hang|die|collective|stuck|stuck_get_timeout|stop_controller
+//   mpirun -np 3 actor_failures hang|die|collective|stuck|stuck_get_timeout|stop_controller|crash
 #include <chrono>
 #include <crown/crown.hpp>
 #include <csignal>
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string_view>
 #include <thread>
@@ -32,8 +34,14 @@ struct victim {
     if (crown::this_actor().index == 0)
       for (;;) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
-  static constexpr auto endpoints =
-      crown::endpoints(&victim::hang, &victim::die, &victim::collective, &victim::stuck);
+  /// Prints a line, then crashes (CROWN_ACTOR_STDOUT=1 must still show the line).
+  void crash() const {
+    if (crown::this_actor().index != 0) return;
+    std::printf("last words before the crash\n");
+    std::abort();
+  }
+  static constexpr auto endpoints = crown::endpoints(
+      &victim::hang, &victim::die, &victim::collective, &victim::stuck, &victim::crash);
 };
 
 } // namespace
@@ -51,6 +59,8 @@ int main(int argc, char** argv) {
       victims.call(&victim::stuck).get();
     else if (mode == "stuck_get_timeout")
       victims.call(&victim::stuck).get(std::chrono::seconds(1));
+    else if (mode == "crash")
+      victims.call(&victim::crash).get();
     else if (mode == "stop_controller") // the serving ranks notice the silence
       std::raise(SIGSTOP);
     else
