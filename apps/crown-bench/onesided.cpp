@@ -1,4 +1,5 @@
-// crown-bench onesided: puts, gets, strided sections, atomics and co_sum beside raw MPI,
+// crown-bench onesided: puts, gets, strided sections, atomics, co_sum, all_gather and
+// reduce_scatter beside raw MPI,
 // OpenSHMEM (--shmem) and memcpy into a shared mapping. Rank 0 drives, rank 1 is the
 // target (one direction). The group column names the path to rank 1: "onesided"
 // (load/store) or "onesided-<transport>".
@@ -187,6 +188,42 @@ void onesided(const options& o) {
     if (me == 0) {
       line("co_sum_heap", b, "us", c * 1e6, "mpi_allreduce", m * 1e6);
       line("co_sum_ordinary", b, "us", p * 1e6, "mpi_allreduce", m * 1e6);
+    }
+  }
+
+  // all_gather and reduce_scatter of doubles (both ranks take part); `bytes` is one
+  // image's block. Ordinary memory (MPI on Crown's private communicator, plus the
+  // image-order fold) and coarrays (one-sided reads, in place on one host) against
+  // MPI_Allgather / MPI_Reduce_scatter_block on the same data.
+  for (std::size_t b : {std::size_t{4096}, std::size_t{256} << 10, std::size_t{4} << 20}) {
+    if (o.smoke && b > (std::size_t{256} << 10)) break;
+    const std::size_t n = b / sizeof(double), imgs = static_cast<std::size_t>(w.size());
+    std::vector<double> mine(n, 1.0 + me), all(n * imgs), in(n * imgs, 0.5 + me), out(n);
+    crown::coarray<double> block(w, n), blocks(w, n * imgs);
+    const int ops = std::max(3, ops_for(b * imgs, o.smoke) / 4);
+    const auto timed = [&](const std::function<void()>& f) {
+      w.barrier();
+      return median_seconds(o, ops, f);
+    };
+    const double g =
+        timed([&] { crown::all_gather(w, std::span<const double>(mine), std::span(all)); });
+    const double gc = timed([&] { crown::all_gather(block, std::span(all)); });
+    const double gm = timed([&] {
+      MPI_Allgather(mine.data(), static_cast<int>(n), MPI_DOUBLE, all.data(), static_cast<int>(n),
+                    MPI_DOUBLE, comm);
+    });
+    const double r =
+        timed([&] { crown::reduce_scatter(w, std::span<const double>(in), std::span(out)); });
+    const double rc = timed([&] { crown::reduce_scatter(blocks, std::span(out)); });
+    const double rm = timed([&] {
+      MPI_Reduce_scatter_block(in.data(), out.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                               comm);
+    });
+    if (me == 0) {
+      line("all_gather_ordinary", b, "us", g * 1e6, "mpi_allgather", gm * 1e6);
+      line("all_gather_coarray", b, "us", gc * 1e6, "mpi_allgather", gm * 1e6);
+      line("reduce_scatter_ordinary", b, "us", r * 1e6, "mpi_reduce_scatter_block", rm * 1e6);
+      line("reduce_scatter_coarray", b, "us", rc * 1e6, "mpi_reduce_scatter_block", rm * 1e6);
     }
   }
 

@@ -23,6 +23,11 @@ namespace crown {
 
 template <typename T, std::size_t N, memory_kind K>
 class coarray;
+template <typename T, std::size_t N, memory_kind K>
+class image_ref;
+class event;
+template <typename T, std::size_t N, memory_kind K>
+void put_notify(const image_ref<T, N, K>& target, std::span<const T> src, event& notify);
 
 /// A remote reference to one image's block: `a.on(img)` or `a[img]`. Every transfer
 /// is blocking: a put returns once the data is at the target (remote completion), a
@@ -126,6 +131,7 @@ public:
 
 private:
   friend class coarray<T, N, K>;
+  friend void put_notify<T, N, K>(const image_ref& target, std::span<const T> src, event& notify);
   image_ref(const coarray<T, N, K>* a, int image, int rank) : a_(a), image_(image), rank_(rank) {}
 
   std::string what(const char* op) const {

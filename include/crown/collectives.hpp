@@ -42,6 +42,23 @@ MPI_Datatype mpi_datatype() {
 
 enum class reduction { sum, min, max };
 
+/// acc[i] = acc[i] op next[i] for `count` elements: how the asynchronous collectives
+/// fold floating-point data, one image after the other, in image order.
+using fold_fn = void (*)(void* acc, const void* next, std::size_t count);
+template <typename T, reduction Op>
+void fold_elements(void* acc, const void* next, std::size_t count) {
+  T* a = static_cast<T*>(acc);
+  const T* b = static_cast<const T*>(next);
+  for (std::size_t i = 0; i < count; ++i) {
+    if constexpr (Op == reduction::sum)
+      a[i] = a[i] + b[i];
+    else if constexpr (Op == reduction::min)
+      a[i] = b[i] < a[i] ? b[i] : a[i];
+    else
+      a[i] = a[i] < b[i] ? b[i] : a[i];
+  }
+}
+
 /// Reduces `count` elements of `type` over the members of `m` into every image
 /// (result_image < 0) or into one. Floating-point results are computed once and
 /// broadcast, so every image holds bitwise the same value.

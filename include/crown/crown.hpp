@@ -1,6 +1,8 @@
 // include/crown/crown.hpp — umbrella header: everything a Crown program uses.
 #pragma once
 #include <crown/actor.hpp>
+#include <crown/async_collectives.hpp>
+#include <crown/block_collectives.hpp>
 #include <crown/build_config.hpp>
 #include <crown/coarray.hpp>
 #include <crown/collectives.hpp>

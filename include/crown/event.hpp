@@ -36,17 +36,24 @@ public:
   }
 
   [[nodiscard]] const mesh& team() const noexcept { return counts_.team(); }
+  /// Heap placement of the counters (put_notify adds to them directly).
+  [[nodiscard]] const detail::heap_block& counter_block() const noexcept { return counts_.block(); }
 
 private:
   coarray<std::int64_t> counts_;
 };
 
 /// Put-with-notify: puts `src` into `target`'s block, then posts `notify` on the same
-/// rank, so whoever waits on that event there finds the data in place.
+/// rank, so whoever waits on that event there finds the data in place. One round trip
+/// where the transport can (active messages send both at once); earlier asynchronous
+/// transfers are not covered (use post(), which completes them first).
 template <typename T, std::size_t N, memory_kind K>
 void put_notify(const image_ref<T, N, K>& target, std::span<const T> src, event& notify) {
-  target.put(src);
-  notify.post(notify.team().index_of(target.world_rank()));
+  target.check_count(src.size(), "put_notify");
+  (void)notify.team().index_of(target.world_rank()); // argument_error if not a member
+  const detail::heap_block& counter = notify.counter_block();
+  detail::remote_put_notify(target.world_rank(), target.a_->block().offset, src.data(),
+                            src.size_bytes(), counter.offset, 1, counter.cpu_atomics);
 }
 
 } // namespace crown

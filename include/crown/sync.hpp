@@ -20,6 +20,9 @@ inline void sync_images(const mesh& m, std::initializer_list<int> images) {
 /// Completes this image's outstanding traffic and orders its memory accesses, without
 /// waiting for anyone (Fortran's sync memory).
 void sync_memory();
+/// Orders this image's earlier puts before its later ones at every target, without
+/// waiting for them where the transport can (OpenSHMEM's shmem_fence).
+void fence();
 /// Serves other ranks' one-sided requests and advances this rank's own transfers once.
 /// Every Crown call does this; call it from long phases outside Crown when no progress
 /// thread runs (see the progress rule in README).

@@ -1,5 +1,6 @@
 // crown::mesh: named-dimension layout of ranks; communicators via the runtime's cache.
 #include "../runtime/runtime_state.hpp"
+#include "crown_comm.hpp"
 #include <algorithm>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -206,15 +207,31 @@ MPI_Comm mesh::comm() const {
   return rt_->comm_for(ranks_);
 }
 
-void mesh::barrier() const {
-  MPI_Comm c = comm();
+namespace {
+/// MPI_Ibarrier, waited for under the backoff so that one-sided requests are served.
+void serving_barrier(MPI_Comm c, const std::string& what) {
   MPI_Request request = MPI_REQUEST_NULL;
-  check_mpi(MPI_Ibarrier(c, &request), to_string() + ".barrier(): MPI_Ibarrier");
+  check_mpi(MPI_Ibarrier(c, &request), what + ": MPI_Ibarrier");
   int done = 0;
-  detail::wait_until([&] {
-    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), to_string() + ".barrier(): MPI_Test");
+  detail::wait_until(detail::wait_site{what.c_str()}, [&] {
+    check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what + ": MPI_Test");
     return done != 0;
   });
+}
+} // namespace
+
+void mesh::barrier() const { serving_barrier(comm(), to_string() + ".barrier()"); }
+
+MPI_Comm detail::runtime_state::crown_comm_of(const crown::mesh& m) {
+  m.rt_->check_alive(m.to_string() + ".comm()");
+  m.require_member("comm()");
+  return m.rt_->crown_comm_for(m.ranks_);
+}
+
+MPI_Comm detail::crown_comm(const mesh& m) { return runtime_state::crown_comm_of(m); }
+
+void detail::crown_barrier(const mesh& m) {
+  serving_barrier(crown_comm(m), m.to_string() + " (Crown's barrier)");
 }
 
 std::string mesh::to_string() const {

@@ -1,9 +1,11 @@
 // crown::runtime: MPI initialisation or attachment, start-up agreement, shutdown order.
+#include "../mesh/crown_comm.hpp"
 #include "../transport/host_collectives.hpp"
 #include "../transport/progress_thread.hpp"
 #include "../transport/symmetric_heap.hpp"
 #include "runtime_state.hpp"
 #include "startup_agreement.hpp"
+#include "tags.hpp"
 #include <algorithm>
 #include <chrono>
 #include <crown/build_config.hpp>
@@ -96,6 +98,58 @@ std::pair<std::vector<dim>, std::vector<int>> world_layout(const topology& topo)
   return {{{"hosts", hosts}, {"procs", per_host}}, ranks};
 }
 
+/// How Open MPI's one-sided component was chosen for this process: by Crown for its
+/// own MPI_Init_thread, or left to the user (the value they set, possibly none).
+struct osc_choice {
+  bool set_by_crown = false;
+  std::string value;
+};
+osc_choice g_osc;
+std::atomic<bool> g_osc_warned{false};
+
+/// MPI_Init_thread at MPI_THREAD_MULTIPLE. Open MPI 4.1's default one-sided component
+/// (osc/rdma) refuses MPI_THREAD_MULTIPLE without an RDMA network (it falls back to
+/// osc/pt2pt) and crashes on a compare-and-swap to the calling rank; osc/ucx does
+/// neither. So unless the user chose a component, OMPI_MCA_osc=ucx,sm is set for this
+/// call only (Open MPI reads it during initialisation) and removed again at once, so
+/// that the process environment, and what the application later spawns, stays the
+/// user's.
+int init_mpi(int* argc, char*** argv, int& provided) {
+#ifdef OPEN_MPI
+  const char* user = std::getenv("OMPI_MCA_osc");
+  g_osc = {user == nullptr, user ? user : "ucx,sm"};
+  if (g_osc.set_by_crown) setenv("OMPI_MCA_osc", g_osc.value.c_str(), 1);
+  const int rc = MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+  if (g_osc.set_by_crown) unsetenv("OMPI_MCA_osc");
+  return rc;
+#else
+  return MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided);
+#endif
+}
+
+/// Says (rank 0, info) what init_mpi chose, and warns (rank 0, once per process) when
+/// one-sided traffic goes through an MPI window under a component other than osc/ucx.
+void report_osc(const runtime_state& st) {
+#ifdef OPEN_MPI
+  if (st.rank != 0) return;
+  if (st.owns_mpi && g_osc.set_by_crown)
+    log(log_level::info, "MPI_Init_thread ran with OMPI_MCA_osc=", g_osc.value,
+        " (set by Crown for that call only; the environment is restored)");
+  const backend* b = st.heap ? st.heap->transport() : nullptr;
+  if (!b || std::strcmp(b->name(), "mpi") != 0) return;
+  std::string osc = st.owns_mpi ? g_osc.value : "";
+  if (!st.owns_mpi)
+    if (const char* v = std::getenv("OMPI_MCA_osc")) osc = v;
+  if (osc.find("ucx") != std::string::npos || g_osc_warned.exchange(true)) return;
+  log(log_level::warn, "one-sided traffic goes through an MPI window under Open MPI's default "
+                       "osc component, whose compare-and-swap to the calling rank crashes in "
+                       "Open MPI 4.1 (Crown's atomics, events and locks use it): launch with "
+                       "--mca osc ucx,sm");
+#else
+  (void)st;
+#endif
+}
+
 } // namespace
 
 int current_rank() noexcept { return g_rank.load(std::memory_order_relaxed); }
@@ -108,6 +162,10 @@ std::atomic<progress_fn> g_progress{nullptr};
 }
 progress_fn progress_hook() noexcept { return g_progress.load(std::memory_order_relaxed); }
 void set_progress_hook(progress_fn f) noexcept { g_progress.store(f, std::memory_order_relaxed); }
+std::atomic<int>& waiting_threads() noexcept {
+  static std::atomic<int> waiting{0};
+  return waiting;
+}
 void set_wait_spins(int spins) noexcept { g_wait_spins.store(spins, std::memory_order_relaxed); }
 
 std::shared_ptr<runtime_state> current_state() noexcept {
@@ -133,11 +191,28 @@ void runtime_state::check_alive(std::string_view op) const {
                                        "attached to it was still alive");
 }
 
+namespace {
+/// True for the world in world order (checked on every collective: no allocation).
+bool is_world(const std::vector<int>& ranks, int size) {
+  if (static_cast<int>(ranks.size()) != size) return false;
+  for (int i = 0; i < size; ++i)
+    if (ranks[static_cast<std::size_t>(i)] != i) return false;
+  return true;
+}
+} // namespace
+
 MPI_Comm runtime_state::comm_for(const std::vector<int>& ranks) {
-  if (static_cast<int>(ranks.size()) == size && ranks == iota_ranks(size)) return world_comm.get();
+  return is_world(ranks, size) ? user_world.get() : comms_for(ranks).user.get();
+}
+
+MPI_Comm runtime_state::crown_comm_for(const std::vector<int>& ranks) {
+  return is_world(ranks, size) ? world_comm.get() : comms_for(ranks).crown.get();
+}
+
+const runtime_state::mesh_comms& runtime_state::comms_for(const std::vector<int>& ranks) {
   {
     const std::lock_guard lock(comm_mutex_);
-    if (auto it = comms_.find(ranks); it != comms_.end()) return it->second.get();
+    if (auto it = comms_.find(ranks); it != comms_.end()) return it->second;
   }
   // Created outside the lock: other threads keep using cached communicators while this
   // one waits for the other members. (Two threads of one rank creating the same mesh's
@@ -152,11 +227,11 @@ MPI_Comm runtime_state::comm_for(const std::vector<int>& ranks) {
   for (int r : ranks) hash = hash * 1000003u ^ static_cast<std::size_t>(r);
   // MPI_Comm_create_group blocks inside MPI, where Crown serves no one-sided requests.
   // Meet the other members first in a wait that does serve them (a dissemination
-  // barrier over the world communicator), so a member that still waits for this rank to
-  // serve its put reaches the creation too instead of deadlocking.
+  // barrier over Crown's world communicator), so a member that still waits for this
+  // rank to serve its put reaches the creation too instead of deadlocking.
   const int me = static_cast<int>(std::find(ranks.begin(), ranks.end(), rank) - ranks.begin());
   const int n = static_cast<int>(ranks.size());
-  const int meet_tag = 30000 + static_cast<int>(hash % 2000);
+  const int meet_tag = tags::rendezvous_tag(hash);
   for (int k = 1; k < n; k *= 2) {
     char token = 0, received = 0;
     MPI_Request r[2];
@@ -167,20 +242,27 @@ MPI_Comm runtime_state::comm_for(const std::vector<int>& ranks) {
         MPI_Isend(&token, 1, MPI_CHAR, ranks[(me + k) % n], meet_tag, world_comm.get(), &r[1]),
         "MPI_Isend(communicator rendezvous)");
     int done = 0;
-    wait_until([&] {
+    wait_until(wait_site{"communicator rendezvous", ranks[(me - k + n) % n]}, [&] {
       check_mpi(MPI_Testall(2, r, &done, MPI_STATUSES_IGNORE), "MPI_Testall(rendezvous)");
       return done != 0;
     });
   }
+  // The user's communicator and Crown's private duplicate, by the same members, at once.
+  // (MPI keeps create_group's tag apart from point-to-point tags.)
   MPI_Comm c = MPI_COMM_NULL;
   const int rc =
       MPI_Comm_create_group(world_comm.get(), group, 100 + static_cast<int>(hash % 6000), &c);
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
   check_mpi(rc, "MPI_Comm_create_group");
+  mesh_comms made{comm_handle(c), comm_handle()};
   check_mpi(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  MPI_Comm mine = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_dup(c, &mine), "MPI_Comm_dup(private mesh communicator)");
+  made.crown = comm_handle(mine);
+  check_mpi(MPI_Comm_set_errhandler(mine, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
   const std::lock_guard lock(comm_mutex_);
-  return comms_.emplace(ranks, comm_handle(c)).first->second.get();
+  return comms_.emplace(ranks, std::move(made)).first->second;
 }
 
 crown::mesh runtime_state::make_mesh(std::vector<dim> dims, std::vector<int> ranks) {
@@ -237,6 +319,7 @@ void runtime_state::shutdown() noexcept {
     comms_.clear();
   }
   host_comm.reset();
+  user_world.reset();
   world_comm.reset();
   hwloc.reset();
 }
@@ -289,14 +372,9 @@ runtime::runtime(int* argc, char*** argv) {
     start(MPI_COMM_WORLD, false, query_thread_level());
     return;
   }
-#ifdef OPEN_MPI
-  // Open MPI 4.1's default one-sided component (osc/rdma) refuses MPI_THREAD_MULTIPLE
-  // without an RDMA network (it falls back to osc/pt2pt) and crashes on a
-  // compare-and-swap to the calling rank; osc/ucx does neither. The user's choice wins.
-  setenv("OMPI_MCA_osc", "ucx,sm", 0);
-#endif
   int provided = 0;
-  check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_MULTIPLE, &provided), "MPI_Init_thread");
+  const int rc = detail::init_mpi(argc, argv, provided);
+  check_mpi(rc, "MPI_Init_thread");
   start(MPI_COMM_WORLD, true, provided);
 }
 
@@ -317,10 +395,15 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
   st->owns_mpi = owns;
   st->level = detail::to_level(provided);
   try {
-    MPI_Comm dup = MPI_COMM_NULL;
+    // Two duplicates: `dup` carries Crown's own traffic, `user` is what world().comm()
+    // hands out, so nothing Crown sends can match a receive the application posts there.
+    MPI_Comm dup = MPI_COMM_NULL, user = MPI_COMM_NULL;
     check_mpi(MPI_Comm_dup(comm, &dup), "MPI_Comm_dup(world)");
     st->world_comm = detail::comm_handle(dup);
     check_mpi(MPI_Comm_set_errhandler(dup, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check_mpi(MPI_Comm_dup(comm, &user), "MPI_Comm_dup(world for users)");
+    st->user_world = detail::comm_handle(user);
+    check_mpi(MPI_Comm_set_errhandler(user, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check_mpi(MPI_Comm_rank(dup, &st->rank), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(dup, &st->size), "MPI_Comm_size");
     detail::set_current_rank(st->rank);
@@ -380,16 +463,7 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
     detail::install_heap(st->heap.get(), st->cfg);
     detail::configure_host_collectives(st->cfg);
     detail::start_progress_thread(*st);
-#ifdef OPEN_MPI
-    const char* osc = std::getenv("OMPI_MCA_osc");
-    const detail::backend* b = st->heap->transport();
-    if (b && std::strcmp(b->name(), "mpi") == 0 && st->rank == 0 &&
-        (!osc || !std::strstr(osc, "ucx")))
-      log(log_level::warn, "one-sided traffic goes through Open MPI's default osc component, "
-                           "whose compare-and-swap to the calling rank crashes in Open MPI "
-                           "4.1 (Crown's atomics, events and locks use it): launch with "
-                           "--mca osc ucx,sm");
-#endif
+    detail::report_osc(*st);
 
     auto [dims, ranks] = detail::world_layout(*st->topo);
     st->world.emplace(st->make_mesh(std::move(dims), std::move(ranks)));
@@ -419,7 +493,7 @@ runtime::~runtime() {
   // still waits for it to answer one (active messages).
   if (state_->size > 1 && state_->heap && state_->heap->has_transport()) {
     try {
-      state_->world->barrier();
+      detail::crown_barrier(*state_->world);
     } catch (const std::exception& e) {
       log(log_level::error, "final barrier failed: ", e.what());
     }

@@ -80,7 +80,10 @@ struct runtime_state : std::enable_shared_from_this<runtime_state> {
   ~runtime_state();
   runtime_state(const runtime_state&) = delete;
   runtime_state& operator=(const runtime_state&) = delete;
-  comm_handle world_comm; ///< our duplicate of the world communicator
+  /// Crown's private duplicate of the world: start-up, the transports, rendezvous and
+  /// every internal message and collective on the world. Never handed to users.
+  comm_handle world_comm;
+  comm_handle user_world; ///< a second duplicate: what world().comm() hands to users
   comm_handle host_comm;
   int rank = 0;
   int size = 0;
@@ -97,16 +100,26 @@ struct runtime_state : std::enable_shared_from_this<runtime_state> {
 
   /// Throws state_error unless the runtime is still alive.
   void check_alive(std::string_view op) const;
-  /// The communicator of `ranks` (in that order), created on first use by the
-  /// members alone and cached until shutdown.
+  /// The user's communicator of `ranks` (in that order: mesh::comm()), created on first
+  /// use by the members alone and cached until shutdown.
   MPI_Comm comm_for(const std::vector<int>& ranks);
+  /// Crown's private duplicate of comm_for(ranks), made at the same time by the same
+  /// members: Crown's own barriers, collectives and messages on that mesh.
+  MPI_Comm crown_comm_for(const std::vector<int>& ranks);
+  /// crown_comm_for(m.ranks()) after the checks mesh::comm() makes (alive, member).
+  static MPI_Comm crown_comm_of(const crown::mesh& m);
   /// A mesh over this runtime (used by runtime and mesh code).
   crown::mesh make_mesh(std::vector<dim> dims, std::vector<int> ranks);
   void shutdown() noexcept;
 
 private:
+  struct mesh_comms {
+    comm_handle user;  ///< mesh::comm()
+    comm_handle crown; ///< Crown's own traffic
+  };
+  const mesh_comms& comms_for(const std::vector<int>& ranks);
   std::mutex comm_mutex_;
-  std::map<std::vector<int>, comm_handle> comms_;
+  std::map<std::vector<int>, mesh_comms> comms_;
 };
 
 /// Starts the CROWN_PROGRESS_THREAD thread (needs MPI_THREAD_MULTIPLE).

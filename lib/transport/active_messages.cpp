@@ -6,8 +6,10 @@
 #include <crown/error.hpp>
 #include <crown/log.hpp>
 #include <cstring>
+#include <list>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace crown::detail {
 namespace {
@@ -78,10 +80,12 @@ public:
 
   /// Sends `head` (its id set here) with `runs`: the payload inline or apart for puts,
   /// and posts the receives of the reply (and of a get's data apart) first.
-  void send(am_header head, std::span<const run> runs) {
+  /// `counts`: a quiet must later cover it (every request but quiet's own marks).
+  void send(am_header head, std::span<const run> runs, bool counts = true) {
     if (bytes_ > am_max_reply)
       throw argument_error(what(), "a piece above 2 GiB reached the transport unchunked");
     head.id = am_.next_id_++;
+    if (counts) am_.note_sent(rank_);
     encode_am_request(head, runs, {packed_, kind_ == am_kind::put ? bytes_ : std::size_t{0}},
                       request_);
     // The reply: a get's data inline, or an atomic's old value, then the status word.
@@ -188,6 +192,40 @@ active_messages::active_messages(MPI_Comm world, std::byte* heap, std::size_t he
     : heap_(heap), heap_size_(heap_size) {
   check_mpi(MPI_Comm_dup(world, &comm_), "MPI_Comm_dup(active messages)");
   check_mpi(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+  int size = 0;
+  MPI_Comm_size(comm_, &size);
+  sent_to_.assign(static_cast<std::size_t>(size), 0);
+}
+
+void active_messages::note_sent(int rank) {
+  const std::lock_guard lock(sent_mutex_);
+  sent_to_[static_cast<std::size_t>(rank)] = 1;
+}
+
+void active_messages::quiet() {
+  std::vector<int> targets;
+  {
+    const std::lock_guard lock(sent_mutex_);
+    for (std::size_t r = 0; r < sent_to_.size(); ++r)
+      if (std::exchange(sent_to_[r], 0)) targets.push_back(static_cast<int>(r));
+  }
+  std::list<am_op> marks;
+  for (int r : targets) { // a get of nothing: executed after everything sent before it
+    am_op& mark = marks.emplace_back(*this, r, am_kind::get, nullptr, 0);
+    mark.send(am_header{am_kind::get, 0, 0, 0, 0, 0, 0, 0, 0, 0}, {}, false);
+  }
+  for (am_op& mark : marks) wait_remote(mark, "quiet");
+}
+
+void active_messages::put_notify(int rank, std::span<const run> runs, const std::byte* packed,
+                                 std::uint64_t flag, std::int64_t add) {
+  const async_handle put = start(true, rank, runs, const_cast<std::byte*>(packed));
+  am_op notify(*this, rank, am_kind::atomic, nullptr, 0);
+  notify.send(am_header{am_kind::atomic, 0, 0, 0, flag, static_cast<std::uint64_t>(add), 0,
+                        static_cast<std::uint32_t>(atomic_op::add), 8, 0},
+              {});
+  wait_remote(*put, "put_notify");
+  wait_remote(notify, "put_notify");
 }
 
 active_messages::~active_messages() {

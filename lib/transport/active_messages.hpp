@@ -29,6 +29,15 @@ public:
   async_handle start(bool put, int rank, std::span<const run> runs, std::byte* packed) override;
   std::uint64_t atomic(int rank, std::uint64_t offset, atomic_op op, int width, bool floating,
                        std::uint64_t operand, std::uint64_t compare) override;
+  /// The put and the atomic go out back to back: the target serves one origin's
+  /// requests in order, so one round trip does both.
+  void put_notify(int rank, std::span<const run> runs, const std::byte* packed, std::uint64_t flag,
+                  std::int64_t add) override;
+  /// Nothing to do: the target executes one origin's requests in the order sent.
+  void fence() override {}
+  /// A no-op request to every target sent anything since the last quiet: its reply
+  /// comes after every earlier request was executed there.
+  void quiet() override;
   /// Executes every request that has arrived (one thread serves at a time).
   bool progress() noexcept override;
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
@@ -47,6 +56,7 @@ private:
   void receive_into_heap(int source, int tag, std::span<const run> runs, std::size_t bytes);
   void drain_payload(int source, int tag);
   bool complete_sends() noexcept; ///< true when one finished
+  void note_sent(int rank);
 
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::byte* heap_;
@@ -55,6 +65,8 @@ private:
   std::vector<std::byte> inbox_, reply_; ///< reused by the serving thread
   std::list<pending_send> sending_;      ///< by the serving thread
   std::atomic<std::uint32_t> next_id_{0};
+  std::mutex sent_mutex_;
+  std::vector<char> sent_to_; ///< per rank: requests sent there since the last quiet
 };
 
 } // namespace crown::detail

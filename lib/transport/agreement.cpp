@@ -1,5 +1,7 @@
-// Argument agreement among the members of a mesh, and the names of element types.
+// Collective argument checks on Crown's private communicator of a mesh, and the names
+// of element types.
 #include "agreement.hpp"
+#include "../mesh/crown_comm.hpp"
 #include "transfer.hpp"
 #include <crown/detail/types.hpp>
 #include <crown/error.hpp>
@@ -76,7 +78,7 @@ std::string type_tag_name(std::uint64_t tag_or_half) {
 
 void check_same_arguments(const mesh& m, std::initializer_list<argument> args,
                           const std::string& op) {
-  MPI_Comm comm = m.comm();
+  MPI_Comm comm = crown_comm(m);
   const std::size_t n = args.size();
   std::vector<long long> bounds; // {max v..., max -v...}
   for (const auto& a : args) bounds.push_back(a.value);

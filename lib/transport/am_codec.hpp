@@ -1,6 +1,7 @@
 // lib/transport/am_codec.hpp — the wire format of active-message requests, and its checked
 // decoder. Free of MPI so that the fuzz target (tests/fuzz) compiles it on its own.
 #pragma once
+#include "../runtime/tags.hpp"
 #include "transfer.hpp"
 #include <cstddef>
 #include <cstdint>
@@ -39,21 +40,15 @@ struct am_request {
 inline constexpr std::uint64_t am_max_reply = 0x7fffffffu - 64;
 
 /// Tags on the transport's own communicator: requests, then per request id (chosen by
-/// the origin) its reply and its payload or data; the ranges cannot overlap and stay
-/// under 32767, the least MPI_TAG_UB MPI allows. An origin has at most 16000 requests
-/// in flight to one target before an id's tags come round again.
-inline constexpr int am_request_tag = 1;
-inline constexpr int am_tag_ids = 16000;
-inline constexpr int am_reply_tag(std::uint32_t id) {
-  return 2 + static_cast<int>(id % am_tag_ids);
-}
-inline constexpr int am_data_tag(std::uint32_t id) {
-  return 2 + am_tag_ids + static_cast<int>(id % am_tag_ids);
-}
+/// the origin) its reply and its payload or data; from the one table of Crown's tags
+/// (lib/runtime/tags.hpp), whose ranges cannot overlap.
+inline constexpr int am_request_tag = tags::am_request.first;
+using tags::am_data_tag;
+using tags::am_reply_tag;
+
 /// Where a target refuses a request too short to show its id (under 8 bytes): the
 /// origin looks here too while it waits, so that no malformed request leaves it waiting.
-inline constexpr int am_unreadable_tag = 2 + 2 * am_tag_ids;
-static_assert(am_data_tag(am_tag_ids - 1) < am_unreadable_tag && am_unreadable_tag < 32767);
+inline constexpr int am_unreadable_tag = tags::am_unreadable.first;
 
 /// What a request shows of its header, however short it is: every field whose bytes
 /// arrived (the rest zero). The kind and the id come first, so 8 bytes name the reply's tag.

@@ -31,9 +31,18 @@ public:
   virtual std::uint64_t atomic(int rank, std::uint64_t offset, atomic_op op, int width,
                                bool floating, std::uint64_t operand, std::uint64_t compare) = 0;
 
-  /// Remote completion of every transfer started to any rank, then ordering of this
-  /// rank's own accesses to its heap.
-  virtual void quiet() {}
+  /// Puts `runs`, then adds `add` to the 8-byte integer word at `flag` in the same
+  /// rank's heap once the data is visible there (put-with-notify, as shmem_put_signal);
+  /// returns with both done. By default a blocking put, then the atomic.
+  virtual void put_notify(int rank, std::span<const run> runs, const std::byte* packed,
+                          std::uint64_t flag, std::int64_t add);
+
+  /// Orders this rank's earlier transfers before its later ones at every target,
+  /// without waiting for them (as shmem_fence). By default a quiet.
+  virtual void fence() { quiet(); }
+  /// Remote completion of every transfer started to any rank (asynchronous ones too),
+  /// then ordering of this rank's own accesses to its heap (as shmem_quiet).
+  virtual void quiet() = 0;
   /// Makes remote writes into this rank's heap visible to its own loads.
   virtual void sync_local() {}
   /// Advances incoming and outgoing traffic; true when anything moved. Safe from any

@@ -1,4 +1,5 @@
 // co_* collectives over a mesh's communicator.
+#include "../mesh/crown_comm.hpp"
 #include "agreement.hpp"
 #include "host_collectives.hpp"
 #include "transfer.hpp"
@@ -44,7 +45,7 @@ void co_reduce_builtin(const mesh& m, void* data, std::size_t count, MPI_Datatyp
                           {"result_image", result_image}},
                          what());
   if (reduce_on_host(m, data, count, type, elem_size, op, result_image)) return;
-  MPI_Comm comm = m.comm();
+  MPI_Comm comm = crown_comm(m);
   const MPI_Op mpi_op = op == reduction::sum ? MPI_SUM : op == reduction::min ? MPI_MIN : MPI_MAX;
   auto* bytes = static_cast<std::byte*>(data);
   const int me = m.rank();
@@ -67,7 +68,7 @@ void co_reduce_builtin(const mesh& m, void* data, std::size_t count, MPI_Datatyp
 void co_broadcast_bytes(const mesh& m, void* data, std::size_t bytes, int source_image,
                         const char* name) {
   const std::string what = std::string(name) + " on " + m.to_string();
-  MPI_Comm comm = m.comm();
+  MPI_Comm comm = crown_comm(m);
   check_image(m, source_image, false, what);
   if (check_collectives())
     check_same_arguments(
@@ -82,7 +83,7 @@ void co_broadcast_bytes(const mesh& m, void* data, std::size_t bytes, int source
 std::vector<std::byte> co_gather_bytes(const mesh& m, const void* data, std::size_t bytes,
                                        std::uint64_t tag, int result_image, const char* name) {
   const std::string what = std::string(name) + " on " + m.to_string();
-  MPI_Comm comm = m.comm();
+  MPI_Comm comm = crown_comm(m);
   check_image(m, result_image, true, what);
   if (check_collectives())
     check_same_arguments(m,

@@ -1,7 +1,9 @@
 // The heap ABI's allocation half (include/crown/detail/heap.hpp): collective blocks
 // whose members agree on one offset, local blocks, addresses, and the active heap.
+#include "../mesh/crown_comm.hpp"
 #include "../runtime/runtime_state.hpp"
 #include "agreement.hpp"
+#include "async_collectives.hpp"
 #include "heap_state.hpp"
 #include "host_collectives.hpp"
 #include "transfer.hpp"
@@ -54,6 +56,12 @@ std::string heap_usage(const symmetric_heap& h, const char* where) {
          "; raise CROWN_HEAP_SIZE";
 }
 
+/// What Crown's waits drive on every poll where a transport needs the target's help.
+void progress_transport_and_collectives() noexcept {
+  progress();
+  progress_collectives();
+}
+
 } // namespace
 
 symmetric_heap* active_heap() noexcept { return g_heap.load(std::memory_order_acquire); }
@@ -71,7 +79,9 @@ void install_heap(symmetric_heap* h, const config& cfg) noexcept {
   g_check_allocations = cfg.check != 0;
   g_check_collectives = cfg.check == 1;
   g_heap.store(h, std::memory_order_release);
-  set_progress_hook(h && h->has_transport() ? &progress : nullptr);
+  set_progress_hook(!h                   ? nullptr
+                    : h->has_transport() ? &progress_transport_and_collectives
+                                         : &progress_collectives);
 }
 
 std::int64_t heap_offset_of(const void* p, std::size_t bytes) noexcept {
@@ -101,7 +111,7 @@ heap_block heap_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_ta
   if (kind != memory_kind::host)
     throw argument_error(op, "only host memory has a symmetric heap in this build");
   symmetric_heap& h = active_heap(op);
-  MPI_Comm comm = m.comm(); // throws for non-members
+  MPI_Comm comm = crown_comm(m); // throws for non-members
   // Agreement first: a size refused on some members only would leave the others waiting.
   if (g_check_allocations)
     check_same_arguments(m,
@@ -129,7 +139,7 @@ heap_block heap_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_ta
   heap_block b{candidate, bytes, true};
   for (int r : m) b.cpu_atomics = b.cpu_atomics && h.peer(r, 0) != nullptr;
   std::memset(h.local(candidate), 0, rounded); // coarrays start zeroed, like Fortran's
-  m.barrier(); // nobody writes into a block before its owner has cleared it
+  crown_barrier(m); // nobody writes into a block before its owner has cleared it
   return b;
 }
 
@@ -137,7 +147,7 @@ void heap_release(const mesh& m, const heap_block& b) noexcept {
   try {
     symmetric_heap& h = active_heap("free");
     heap_quiet();
-    m.barrier(); // no member frees while another may still access the block
+    crown_barrier(m); // no member frees while another may still access the block
     const std::lock_guard lock(h.mutex);
     h.space.give(b.offset);
   } catch (const std::exception& e) {

@@ -169,6 +169,32 @@ void remote_get_strided(int world_rank, const strided& s, void* packed) {
   transfer_strided(false, world_rank, s, static_cast<std::byte*>(packed));
 }
 
+void remote_put_notify(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes,
+                       std::uint64_t flag, std::int64_t add, bool cpu) {
+  symmetric_heap& h = active_heap("put_notify");
+  check_range(h, world_rank, offset, bytes, "put_notify");
+  check_range(h, world_rank, flag, sizeof(std::int64_t), "put_notify (flag)");
+  if (flag % sizeof(std::int64_t) != 0)
+    throw argument_error("put_notify: flag at offset " + std::to_string(flag),
+                         "the word is not aligned to 8 bytes");
+  auto* data = const_cast<std::byte*>(static_cast<const std::byte*>(src));
+  const run r{offset, bytes};
+  if (std::byte* base = h.peer(world_rank, 0)) {
+    shm_backend::transfer(true, base, {&r, 1}, data);
+    if (cpu) { // a seq_cst read-modify-write: the data is visible before the count
+      (void)cpu_atomic_any(base + flag, atomic_op::add, 8, false, static_cast<std::uint64_t>(add),
+                           0);
+      return;
+    }
+  } else if (bytes <= transfer_chunk_bytes()) {
+    return h.backend_for(world_rank).put_notify(world_rank, {&r, 1}, data, flag, add);
+  } else {
+    dispatch(true, h, world_rank, {&r, 1}, data);
+  }
+  (void)h.backend_for(world_rank)
+      .atomic(world_rank, flag, atomic_op::add, 8, false, static_cast<std::uint64_t>(add), 0);
+}
+
 std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, int width,
                             bool floating, std::uint64_t operand, std::uint64_t compare, bool cpu) {
   symmetric_heap& h = active_heap("atomic");
@@ -204,6 +230,12 @@ void heap_quiet() {
   std::atomic_thread_fence(std::memory_order_seq_cst);
   symmetric_heap* h = active_heap();
   if (backend* b = h ? h->transport() : nullptr) b->quiet();
+}
+
+void heap_fence() {
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  symmetric_heap* h = active_heap();
+  if (backend* b = h ? h->transport() : nullptr) b->fence();
 }
 
 void heap_sync_local() {

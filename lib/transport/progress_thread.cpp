@@ -2,6 +2,7 @@
 #include "progress_thread.hpp"
 #include <atomic>
 #include <chrono>
+#include <crown/detail/wait.hpp>
 #include <cstring>
 #include <sys/prctl.h>
 
@@ -12,9 +13,10 @@ std::atomic<int> g_running{0};
 
 constexpr auto busy_for = std::chrono::milliseconds(1);
 constexpr auto nap = std::chrono::microseconds(100);
-/// UCX wakes the thread itself; the nap only bounds how late the active messages that
-/// carry its strided transfers are served.
-constexpr auto ucx_nap = std::chrono::milliseconds(1);
+/// After this long without traffic the naps grow to long_nap: a rank idle for a while
+/// is unlikely to be asked anything urgent, and each wake-up costs a few microseconds.
+constexpr auto long_idle = std::chrono::milliseconds(100);
+constexpr auto long_nap = std::chrono::milliseconds(1);
 
 } // namespace
 
@@ -25,18 +27,21 @@ std::jthread launch_progress_thread(backend& b) {
     ++g_running;
     // Without this the kernel's default 50 us timer slack stretches every nap.
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
-    const auto idle_nap = std::strcmp(b.name(), "ucx") == 0
-                              ? std::chrono::duration_cast<std::chrono::microseconds>(ucx_nap)
-                              : nap;
     auto last_moved = std::chrono::steady_clock::now();
     while (!stop.stop_requested()) {
+      if (waiting_threads().load(std::memory_order_relaxed) > 0) { // they progress
+        std::this_thread::sleep_for(nap);
+        continue;
+      }
       if (b.progress()) {
         last_moved = std::chrono::steady_clock::now();
-      } else if (std::chrono::steady_clock::now() - last_moved < busy_for) {
-        std::this_thread::yield();
-      } else {
-        b.idle_wait(idle_nap);
+        continue;
       }
+      const auto idle = std::chrono::steady_clock::now() - last_moved;
+      if (idle < busy_for)
+        std::this_thread::yield();
+      else
+        b.idle_wait(idle < long_idle ? nap : long_nap);
     }
     --g_running;
   });

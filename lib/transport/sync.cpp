@@ -1,4 +1,6 @@
 // Image control statements over a mesh.
+#include "../mesh/crown_comm.hpp"
+#include "../runtime/tags.hpp"
 #include <algorithm>
 #include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
@@ -13,14 +15,14 @@ namespace crown {
 void sync_all(const mesh& m) {
   detail::fault_point_reached(fault_point::sync_all);
   detail::heap_quiet();
-  m.barrier();
+  detail::crown_barrier(m);
   detail::heap_sync_local();
 }
 
 void sync_all() { sync_all(world()); }
 
 void sync_images(const mesh& m, std::span<const int> images) {
-  MPI_Comm comm = m.comm();
+  MPI_Comm comm = detail::crown_comm(m);
   const int me = m.rank();
   std::vector<int> peers(images.begin(), images.end());
   std::sort(peers.begin(), peers.end());
@@ -35,7 +37,7 @@ void sync_images(const mesh& m, std::span<const int> images) {
   }
   peers.erase(std::remove(peers.begin(), peers.end(), me), peers.end());
   detail::heap_quiet();
-  constexpr int tag = 7001;
+  constexpr int tag = detail::tags::sync_images.first;
   std::vector<MPI_Request> requests(2 * peers.size(), MPI_REQUEST_NULL);
   char token = 0;
   std::vector<char> received(peers.size());
@@ -46,7 +48,8 @@ void sync_images(const mesh& m, std::span<const int> images) {
               "sync_images: MPI_Isend");
   }
   int done = 0;
-  detail::wait_until([&] {
+  const int waited_on = peers.size() == 1 ? m.ranks()[static_cast<std::size_t>(peers[0])] : -1;
+  detail::wait_until(detail::wait_site{"sync_images", waited_on, &m}, [&] {
     check_mpi(
         MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
         "sync_images: MPI_Testall");
@@ -55,7 +58,10 @@ void sync_images(const mesh& m, std::span<const int> images) {
   detail::heap_sync_local();
 }
 
-void progress() { detail::progress(); }
+void progress() { // transports and asynchronous collectives alike, as every Crown wait
+  if (const detail::progress_fn f = detail::progress_hook()) f();
+}
+void fence() { detail::heap_fence(); }
 
 void sync_memory() {
   detail::heap_quiet();

@@ -331,6 +331,14 @@ std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op
   }
 }
 
+void ucx_transport::fence() { ucp_worker_fence(worker_); }
+
+void ucx_transport::quiet() {
+  packed_->quiet();
+  ucp_request_param_t param{};
+  wait(ucp_worker_flush_nbx(worker_, &param), -1, "quiet");
+}
+
 bool ucx_transport::progress() noexcept {
   const bool ucx = ucp_worker_progress(worker_) != 0;
   return packed_->progress() || ucx;

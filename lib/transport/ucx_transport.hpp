@@ -33,6 +33,8 @@ public:
   async_handle start(bool put, int rank, std::span<const run> runs, std::byte* packed) override;
   std::uint64_t atomic(int rank, std::uint64_t offset, atomic_op op, int width, bool floating,
                        std::uint64_t operand, std::uint64_t compare) override;
+  void fence() override;
+  void quiet() override;
   bool progress() noexcept override;
   /// Sleeps on the worker's event file descriptor (armed), so UCX traffic wakes it.
   void idle_wait(std::chrono::microseconds limit) noexcept override;

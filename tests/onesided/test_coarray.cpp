@@ -293,3 +293,22 @@ BOOST_AUTO_TEST_CASE(memory_kinds_without_a_heap_are_refused) {
   crown::coarray<float, 1, crown::memory_kind::host> h(w(), 16); // the default, spelled out
   BOOST_TEST(h.size() == 16u);
 }
+
+BOOST_AUTO_TEST_CASE(fence_orders_asynchronous_puts_to_one_target) {
+  // Two asynchronous puts to the same elements with a fence between them: the second
+  // lands last on every backend, and quiet (sync_all) completes both without a wait().
+  crown::coarray<std::int64_t> a(w(), 4096);
+  std::vector<std::int64_t> first(4096, 1), second(4096, 2);
+  crown::sync_all();
+  {
+    crown::completion c1 = a.on(right()).put_async(first);
+    crown::fence();
+    crown::completion c2 = a.on(right()).put_async(second);
+    crown::sync_all(); // completes both, and orders them before every image's loads
+    BOOST_TEST(c1.test());
+    BOOST_TEST(c2.test());
+  }
+  BOOST_TEST(a(0) == 2);
+  BOOST_TEST(a(4095) == 2);
+  crown::sync_all();
+}

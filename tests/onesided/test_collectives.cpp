@@ -5,20 +5,7 @@
 #include <cstring>
 #include <harness/crown_test.hpp>
 
-using namespace crown_test; // w(), me(), n(), left(), right(), what_of()
-
-namespace {
-
-/// True on every image when all images hold bitwise the same bytes.
-bool same_everywhere(const void* data, std::size_t bytes) {
-  std::vector<char> mine(static_cast<const char*>(data), static_cast<const char*>(data) + bytes);
-  std::vector<char> first = mine;
-  MPI_Bcast(first.data(), static_cast<int>(bytes), MPI_CHAR, 0, w().comm());
-  int same = first == mine;
-  MPI_Allreduce(MPI_IN_PLACE, &same, 1, MPI_INT, MPI_MIN, w().comm());
-  return same != 0;
-}
-} // namespace
+using namespace crown_test; // w(), me(), n(), left(), right(), what_of(), same_everywhere()
 
 BOOST_AUTO_TEST_CASE(sum_min_max_match_serial_references) {
   std::vector<std::int64_t> a(1000), lo(1000), hi(1000);

@@ -195,7 +195,7 @@ BOOST_AUTO_TEST_CASE(malformed_active_messages_are_refused) {
     bad.push_back({1 | (std::uint64_t{7} << 32), std::uint64_t{1} << 60, 8, 0, 0, 0, 0});
     bad.push_back({1 | (std::uint64_t{8} << 32), 1, 8, 0, 0, 0, 0, std::uint64_t{1} << 40, 8, 42});
     bad.push_back({2 | (std::uint64_t{9} << 32), 1});
-    constexpr int unreadable_tag = 2 + 2 * 16000; // am_unreadable_tag (lib/transport/am_codec.hpp)
+    constexpr int unreadable_tag = 32003; // tags::am_unreadable (lib/runtime/tags.hpp)
     const int tags[] = {unreadable_tag, 2 + 7, 2 + 8, 2 + 9};
     const int sizes[] = {3, 56, 80, 12};
     for (std::size_t k = 0; k < bad.size(); ++k) {

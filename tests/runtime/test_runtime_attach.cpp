@@ -1,9 +1,12 @@
 // The application owns MPI (initialised at MPI_THREAD_FUNNELED by the harness).
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
 #include <cstdlib>
 #include <harness/crown_test.hpp>
 #include <optional>
+#include <string>
+#include <vector>
 
 using crown_test::world_rank;
 using crown_test::world_size;
@@ -134,4 +137,26 @@ BOOST_AUTO_TEST_CASE(unknown_variables_are_warned_about_by_rank_zero) {
     return l.find("CROWN_BNID is ignored (did you mean CROWN_BIND?)") != std::string::npos;
   });
   BOOST_TEST(warned == (world_rank() == 0));
+}
+
+BOOST_AUTO_TEST_CASE(attached_runtimes_leave_osc_alone_and_advise_once) {
+  // Attached, Crown sets nothing in the environment; with one-sided traffic through an
+  // MPI window and no osc/ucx, rank 0 says what to launch with, once per process.
+  const bool user_set = std::getenv("OMPI_MCA_osc") != nullptr;
+  std::vector<std::string> lines;
+  crown::detail::set_log_sink([&](std::string_view l) { lines.emplace_back(l); });
+  setenv("CROWN_TRANSPORT", "mpi", 1);
+  setenv("CROWN_SHM", "0", 1);
+  for (int round = 0; round < 2; ++round) {
+    crown::runtime rt;
+    BOOST_TEST((std::getenv("OMPI_MCA_osc") != nullptr) == user_set);
+  }
+  unsetenv("CROWN_TRANSPORT");
+  unsetenv("CROWN_SHM");
+  crown::detail::set_log_sink({});
+  const auto advice = std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+    return l.find("launch with --mca osc ucx,sm") != std::string::npos;
+  });
+  const bool expected = world_rank() == 0 && world_size() > 1 && !user_set;
+  BOOST_TEST(advice == (expected ? 1 : 0));
 }

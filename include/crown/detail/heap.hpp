@@ -58,6 +58,13 @@ void remote_get(int world_rank, std::uint64_t offset, void* dst, std::size_t byt
 void remote_put_strided(int world_rank, const strided& s, const void* packed);
 void remote_get_strided(int world_rank, const strided& s, void* packed);
 
+/// Put-with-notify: puts `bytes` at `offset`, then adds `add` to the int64 word at
+/// `flag` in the same rank's heap once the data is visible there (`cpu`: the word's
+/// atomics are CPU atomics, as heap_block::cpu_atomics says). One round trip where the
+/// transport can.
+void remote_put_notify(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes,
+                       std::uint64_t flag, std::int64_t add, bool cpu);
+
 /// Starts a contiguous transfer and adds what is still in flight to `into` (nothing
 /// when it completed at once: load/store, or a backend that finished it).
 void start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
@@ -90,9 +97,12 @@ const char* transport_name(int world_rank) noexcept;
 /// MPI_COMM_NULL when that transport is not in use.
 MPI_Comm active_message_comm() noexcept;
 
-/// Completes every outstanding transfer of this rank and orders its memory accesses
-/// (MPI_Win_flush_all + MPI_Win_sync + a full fence).
+/// Completes every outstanding transfer of this rank, asynchronous ones too, and orders
+/// its memory accesses (the backend's quiet, then a full fence).
 void heap_quiet();
+/// Orders this rank's earlier transfers before its later ones, without waiting for
+/// them where the transport can (the backend's fence).
+void heap_fence();
 /// Makes remote writes to this rank's heap visible to its own loads (MPI_Win_sync + fence).
 void heap_sync_local();
 

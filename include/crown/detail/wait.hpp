@@ -1,6 +1,7 @@
 // include/crown/detail/wait.hpp — how every Crown wait spends its time, and how a wait
 // that does not end is reported (CROWN_WAIT_WARN) or ends the job (CROWN_WAIT_TIMEOUT).
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <thread>
@@ -24,6 +25,20 @@ void set_wait_spins(int spins) noexcept;
 using progress_fn = void (*)() noexcept;
 progress_fn progress_hook() noexcept;
 void set_progress_hook(progress_fn f) noexcept;
+
+/// Threads of this process inside a Crown wait right now. They drive progress
+/// themselves, so the progress thread naps while there are any (on a machine with more
+/// threads than cores it would otherwise take the core they need).
+std::atomic<int>& waiting_threads() noexcept;
+
+/// Counts its owner in waiting_threads() for as long as it lives.
+class waiting_scope {
+public:
+  waiting_scope() noexcept { waiting_threads().fetch_add(1, std::memory_order_relaxed); }
+  waiting_scope(const waiting_scope&) noexcept : waiting_scope() {}
+  waiting_scope& operator=(const waiting_scope&) noexcept { return *this; }
+  ~waiting_scope() { waiting_threads().fetch_sub(1, std::memory_order_relaxed); }
+};
 
 /// What a wait waits for, named when it lasts: the operation, the world rank it waits
 /// on (-1: several, or not known) and the mesh it runs on (may be null).
@@ -84,6 +99,7 @@ private:
   bool watched_ = true;
   bool warned_ = false;
   std::chrono::steady_clock::time_point since_{}; ///< the first watch(): 1024 polls in
+  waiting_scope waiting_;
 };
 
 /// Polls `done()` under a backoff until it returns true.
