@@ -2,6 +2,7 @@
 // executes it, executes commands in the controller's order, and sends its part of the
 // reply (with its children's) back up the tree.
 #include "channel.hpp"
+#include "command_queue.hpp"
 #include "control.hpp"
 #include "protocol.hpp"
 #include "stdout_capture.hpp"
@@ -123,9 +124,15 @@ private:
     }
     const std::uint64_t node = static_cast<std::uint64_t>(i) + 1, fanout = c->head.fanout;
     const std::uint64_t order = c->order[static_cast<std::size_t>(i)];
+    const auto verdict = queue_.admit(order);
+    if (verdict == command_queue::verdict::drop) {
+      log(log_level::error, "dropped a command from rank ", m.source, " whose order ", order,
+          " was already run or is already waiting (next: ", queue_.next(), ")");
+      return;
+    }
     const std::uint64_t first = first_child(node, fanout);
     const std::uint64_t last = std::min<std::uint64_t>(first + fanout - 1, c->head.targets);
-    const bool in_turn = !stopping_ && order == executed_;
+    const bool in_turn = !stopping_ && verdict == command_queue::verdict::run;
     // A command that is forwarded or waits for its turn needs bytes of its own (small
     // messages arrive in a slot that is reused).
     if ((first <= last || !in_turn) && !m.owned) {
@@ -146,17 +153,15 @@ private:
     o.reply = channel_.acquire();
     begin_reply(c->head.request, *o.reply);
     if (!in_turn) {
-      queued_.insert_or_assign(order, std::move(m.owned));
+      queue_.hold(order, std::move(m.owned));
       return;
     }
-    ++executed_;
+    queue_.ran();
     execute(*c, static_cast<std::size_t>(i));
     while (!stopping_) { // commands that arrived early, now in turn
-      const auto next = queued_.find(executed_);
-      if (next == queued_.end()) break;
-      message_buffer bytes = std::move(next->second);
-      queued_.erase(next);
-      ++executed_;
+      std::optional<message_buffer> next = queue_.take_ready();
+      if (!next) break;
+      message_buffer bytes = std::move(*next);
       const auto d = decode_command(*bytes, size_); // decoded once before: valid
       execute(*d, static_cast<std::size_t>(d->index_of(rank_)));
       channel_.recycle(std::move(bytes));
@@ -354,8 +359,8 @@ private:
 
   channel channel_;
   int rank_, size_;
-  std::uint64_t executed_ = 0;
-  std::map<std::uint64_t, message_buffer> queued_; ///< early commands, by order
+  using command_queue = in_order_queue<message_buffer>;
+  command_queue queue_; ///< early commands wait here for their turn
   std::map<std::uint32_t, std::unique_ptr<hosted>> actors_;
   std::unordered_map<std::uint64_t, open_request> open_;
   bool stopping_ = false;
