@@ -1,9 +1,11 @@
 // The job the fault suite breaks on purpose (CROWN_FAULT): an SPMD loop of puts, co_sum
-// and sync_all, or a controller calling actors. Run as `fault_main spmd|spmd_catch|control`;
+// and sync_all, or a controller calling actors. Run as `fault_main spmd|spmd_catch|control|slow`;
 // further arguments are ignored (the suite tags each job with one).
+#include <chrono>
 #include <crown/crown.hpp>
 #include <cstdio>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -32,6 +34,11 @@ int main(int argc, char** argv) {
   const std::string_view mode = argc > 1 ? argv[1] : "spmd";
   crown::runtime rt(argc, argv);
   if (mode == "spmd") return spmd(); // an injected exception escapes main here
+  if (mode == "slow") {              // rank 1 computes for 2.5 s: the others' barrier is reported
+    if (rt.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+    crown::sync_all();
+    return 0;
+  }
   if (mode == "spmd_catch") {
     try {
       return spmd();
