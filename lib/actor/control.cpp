@@ -69,20 +69,23 @@ private:
   completion reading_;
 };
 
-/// Adds to this rank's heartbeat word every `period` until stopped; `also` runs after
-/// each beat (a serving rank's watch over the controller).
-std::jthread beat(const detail::heap_block& beats, int rank, double period,
-                  std::function<void()> also = {}) {
-  return std::jthread([beats, rank, period, also = std::move(also)](std::stop_token stop) {
-    const std::uint64_t word = beats.offset + sizeof(std::uint64_t) * rank;
+/// Runs `f` every `period` seconds until stopped.
+std::jthread every(double period, std::function<void()> f) {
+  return std::jthread([period, f = std::move(f)](std::stop_token stop) {
     std::mutex m;
     std::condition_variable_any wake; // woken by the stop request, not only by time
     std::unique_lock lock(m);
-    do {
-      detail::remote_atomic(0, word, detail::atomic_op::add, 8, false, 1, 0, beats.cpu_atomics);
-      if (also) also();
-    } while (!wake.wait_for(lock, stop, std::chrono::duration<double>(period),
-                            [&] { return stop.stop_requested(); }));
+    do f();
+    while (!wake.wait_for(lock, stop, std::chrono::duration<double>(period),
+                          [&] { return stop.stop_requested(); }));
+  });
+}
+
+/// Adds to this rank's heartbeat word every `period` until stopped.
+std::jthread beat(const detail::heap_block& beats, int rank, double period) {
+  const std::uint64_t word = beats.offset + sizeof(std::uint64_t) * rank;
+  return every(period, [beats, word] {
+    detail::remote_atomic(0, word, detail::atomic_op::add, 8, false, 1, 0, beats.cpu_atomics);
   });
 }
 
@@ -118,9 +121,14 @@ int runtime::control(const std::function<void(controller&)>& fn) {
     code = detail::run_controller(comm, state_->size, cfg, watched ? counters : nullptr, fn);
     until_all_done(heartbeat);
   } else {
+    // The watch has a thread of its own: across hosts a beat to a stopped controller
+    // blocks in its atomic, and must not keep the watch from seeing that.
     controller_watch watch(beats, timeout); // outlives the thread that uses it
-    std::jthread heartbeat;
-    if (watched) heartbeat = beat(beats, state_->rank, period, [&watch] { watch.check(); });
+    std::jthread heartbeat, watching;
+    if (watched) {
+      heartbeat = beat(beats, state_->rank, period);
+      watching = every(period, [&watch] { watch.check(); });
+    }
     try {
       code = detail::serve_actors(comm, state_->rank, state_->size, cfg.actor_stdout);
     } catch (const std::exception& e) { // the controller would wait for this rank forever
@@ -128,6 +136,8 @@ int runtime::control(const std::function<void(controller&)>& fn) {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     until_all_done(heartbeat);
+    watching.request_stop();
+    if (watching.joinable()) watching.join();
   }
   detail::heap_release(*state_->world, beats); // a barrier: the heartbeat threads are gone
   MPI_Comm_free(&comm);
