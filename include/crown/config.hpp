@@ -26,7 +26,7 @@ struct fault_spec {
   long count = 1; ///< strikes at the count-th arrival at `at`
 };
 
-/// One documented variable: the README's configuration table lists exactly these.
+/// One documented variable: docs/configuration.md's table lists exactly these.
 struct config_variable {
   std::string_view name;
   std::string_view default_value;
