@@ -13,7 +13,7 @@ module crown
   private
 
   integer, parameter, public :: CROWN_OK = 0, CROWN_ERR_ARGUMENT = 1, CROWN_ERR_STATE = 2, &
-                                CROWN_ERR_MPI = 3, CROWN_ERR_OTHER = 4
+                                CROWN_ERR_MPI = 3, CROWN_ERR_OTHER = 4, CROWN_ERR_RESOURCE = 5
   integer, parameter, public :: crown_atomic_define = 1, crown_atomic_ref = 2, &
                                 crown_atomic_add = 3, crown_atomic_and = 4, crown_atomic_or = 5, &
                                 crown_atomic_xor = 6, crown_atomic_cas = 7

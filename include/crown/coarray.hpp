@@ -3,6 +3,8 @@
 #include <array>
 #include <bit>
 #include <crown/completion.hpp>
+#include <crown/detail/checked.hpp>
+#include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/error.hpp>
@@ -38,6 +40,7 @@ public:
 
   /// The whole block, element for element (src.size() == elements per image).
   void put(std::span<const T> src) const {
+    detail::fault_point_reached(fault_point::put);
     check_count(src.size(), "put");
     detail::remote_put(rank_, a_->block_.offset, src.data(), src.size_bytes());
   }
@@ -48,6 +51,7 @@ public:
   /// Asynchronous whole-block transfers: see crown::completion for local and remote
   /// completion. Keep `src`/`dst` alive and untouched until local completion.
   [[nodiscard]] completion put_async(std::span<const T> src) const {
+    detail::fault_point_reached(fault_point::put);
     check_count(src.size(), "put_async");
     return start(true, const_cast<T*>(src.data()), src.size_bytes());
   }
@@ -58,6 +62,7 @@ public:
 
   /// One element.
   void put(const index_type& i, const T& value) const {
+    detail::fault_point_reached(fault_point::put);
     detail::remote_put(rank_, element_offset(i, "put"), &value, sizeof(T));
   }
   [[nodiscard]] T get(const index_type& i) const {
@@ -67,6 +72,7 @@ public:
   }
   /// A strided section; `src`/`dst` hold its elements packed in row-major order.
   void put(const section<N>& s, std::span<const T> src) const {
+    detail::fault_point_reached(fault_point::put);
     detail::remote_put_strided(rank_, layout(s, src.size(), "put"), src.data());
   }
   void get(const section<N>& s, std::span<T> dst) const {
@@ -74,6 +80,7 @@ public:
   }
   /// Asynchronous sections, completed like the whole-block ones.
   [[nodiscard]] completion put_async(const section<N>& s, std::span<const T> src) const {
+    detail::fault_point_reached(fault_point::put);
     completion c;
     detail::start_transfer_strided(true, rank_, layout(s, src.size(), "put_async"),
                                    const_cast<T*>(src.data()), c);
@@ -145,12 +152,18 @@ private:
                                            std::to_string(a_->extents_[d]) + ")");
       linear = linear * a_->extents_[d] + i[d];
     }
+    // The extents were checked against the block when it was allocated; this keeps a
+    // wrong block (or a wrong element size) from reaching into a neighbour's memory.
+    if (linear >= a_->block_.bytes / sizeof(T))
+      throw argument_error(what(op), "element " + std::to_string(linear) +
+                                         " lies outside the block of " +
+                                         std::to_string(a_->block_.bytes) + " bytes");
     return a_->block_.offset + linear * sizeof(T);
   }
   detail::strided layout(const section<N>& s, std::size_t given, const char* op) const {
-    const auto l = detail::section_layout(s, a_->extents_, sizeof(T), a_->block_.offset, what(op));
+    const auto l = detail::section_layout(s, a_->extents_, sizeof(T), a_->block_, what(op));
     std::size_t count = 1;
-    for (const auto& t : s) count *= t.count();
+    for (const auto& t : s) count = detail::saturating_mul(count, t.count());
     if (given != count)
       throw argument_error(what(op) + " section " + detail::section_text(s),
                            "the section has " + std::to_string(count) + " elements but " +
@@ -189,8 +202,17 @@ class coarray {
 public:
   using extents_type = std::array<std::size_t, N>;
 
+  /// Throws resource_error (every member alike) when the block cannot exist: more
+  /// than 2^64 bytes, or more than the heap holds.
   coarray(const mesh& m, const extents_type& extents) : mesh_(m), extents_(extents) {
-    block_ = detail::heap_allocate(m, size() * sizeof(T), detail::type_tag<T, N>(), name(), K);
+    std::string what = name() + "(";
+    for (std::size_t d = 0; d < N; ++d) {
+      if (d) what += ',';
+      what += std::to_string(extents[d]);
+    }
+    what += ')';
+    block_ = detail::heap_allocate(m, detail::extents_bytes(extents, sizeof(T)),
+                                   detail::type_tag<T, N>(), what, K);
     data_ = reinterpret_cast<T*>(detail::heap_address(block_.offset));
   }
   coarray(const mesh& m, std::size_t n) requires(N == 1) : coarray(m, extents_type{n}) {}
@@ -232,11 +254,7 @@ public:
   [[nodiscard]] int num_images() const noexcept { return mesh_.size(); }
   [[nodiscard]] const extents_type& extents() const noexcept { return extents_; }
   /// Elements per image.
-  [[nodiscard]] std::size_t size() const noexcept {
-    std::size_t n = 1;
-    for (std::size_t e : extents_) n *= e;
-    return n;
-  }
+  [[nodiscard]] std::size_t size() const noexcept { return detail::element_count(extents_); }
 
   /// The local block.
   [[nodiscard]] T* data() const { return live(); }

@@ -15,6 +15,17 @@ enum class bind_policy { keep, core, numa, none };
 /// The path to ranks that are not reachable by load/store (CROWN_TRANSPORT).
 enum class transport_choice { automatic, mpi, am, ucx };
 
+/// CROWN_FAULT: a fault injected on purpose, for tests of how jobs end.
+enum class fault_action { none, kill, stop, raise };
+/// Where an injected fault strikes (the first time the rank gets there, or the count-th).
+enum class fault_point { startup, put, co_sum, sync_all, call, shutdown };
+struct fault_spec {
+  fault_action action = fault_action::none; ///< kill: SIGKILL; stop: SIGSTOP; raise: throws
+  int rank = -1;                            ///< the world rank it strikes
+  fault_point at = fault_point::startup;
+  long count = 1; ///< strikes at the count-th arrival at `at`
+};
+
 /// One documented variable: docs/configuration.md's table lists exactly these.
 struct config_variable {
   std::string_view name;
@@ -50,6 +61,16 @@ struct config {
   double timeout_scale = 1; ///< CROWN_TIMEOUT_SCALE: multiplies every Crown timeout
   /// CROWN_ACTOR_STDOUT: actors' stdout travels to the controller, tagged (0: printed locally)
   bool actor_stdout = false;
+  /// CROWN_WAIT_WARN: seconds after which any Crown wait logs the rank and what it waits
+  /// for (0: never)
+  double wait_warn = 60;
+  /// CROWN_WAIT_TIMEOUT: seconds after which any Crown wait ends the job, naming the
+  /// rank and what it waits for (0: never)
+  double wait_timeout = 0;
+  /// CROWN_CALL_TIMEOUT: seconds a controller's get() waits before it throws
+  /// timeout_error, as get(timeout) does (0: no limit)
+  double call_timeout = 0;
+  fault_spec fault; ///< CROWN_FAULT: none, or kill|stop|throw:rank=R:at=POINT[:count=N]
   /// CROWN_SINGLE_COPY: large host-local co_* may read other processes' memory with
   /// process_vm_readv (auto); false: staged copies only, no ptrace rights asked for
   bool single_copy = true;
@@ -66,5 +87,8 @@ struct config {
 [[nodiscard]] std::string_view to_string(log_level);
 [[nodiscard]] std::string_view to_string(bind_policy);
 [[nodiscard]] std::string_view to_string(transport_choice);
+[[nodiscard]] std::string_view to_string(fault_point);
+/// "none", or "kill:rank=1:at=put:count=1" (CROWN_FAULT's canonical spelling).
+[[nodiscard]] std::string to_string(const fault_spec&);
 
 } // namespace crown

@@ -21,7 +21,8 @@ enum crown_status {
   CROWN_ERR_ARGUMENT = 1, /* a bad image, index, section, size or type */
   CROWN_ERR_STATE = 2,    /* not initialised, freed handle, mismatched collective */
   CROWN_ERR_MPI = 3,      /* MPI reported an error */
-  CROWN_ERR_OTHER = 4
+  CROWN_ERR_OTHER = 4,
+  CROWN_ERR_RESOURCE = 5 /* the heap is full, or a size no heap can hold (nothing allocated) */
 };
 
 /* Element types (Fortran: int32, int64, real32, real64, complex of real32 and real64).

@@ -45,6 +45,14 @@ public:
   config_error(std::string context, std::string message);
 };
 
+/// A request no heap or buffer can satisfy: a symmetric heap too full for an
+/// allocation, or a size that cannot exist (element count x element size beyond 64 bits
+/// or beyond the heap). Nothing was allocated or written.
+class resource_error : public error {
+public:
+  resource_error(std::string context, std::string message);
+};
+
 /// hwloc could not discover or apply the requested topology or binding.
 class topology_error : public error {
 public:

@@ -25,7 +25,7 @@ public:
       throw argument_error("event::wait(" + std::to_string(until) + ")",
                            "the count to wait for must be >= 1");
     const auto self = counts_.on(counts_.this_image());
-    detail::backoff pause;
+    detail::backoff pause(detail::wait_site{"event wait (for posts)", -1, &counts_.team()});
     while (self.atomic_ref({0}) < until) pause.pause();
     (void)self.fetch_add({0}, -until);
     detail::heap_sync_local();

@@ -1,6 +1,7 @@
 // include/crown/global_ptr.hpp — a pointer into one rank's heap, passable between ranks.
 #pragma once
 #include <bit>
+#include <crown/detail/checked.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/runtime.hpp>
@@ -66,10 +67,12 @@ private:
   std::uint64_t offset_ = 0;
 };
 
-/// `n` elements in the calling rank's heap (not collective). Zeroed.
+/// `n` elements in the calling rank's heap (not collective). Zeroed. Throws
+/// resource_error when they do not fit (also when n x sizeof(T) exceeds 2^64).
 template <typename T>
 global_ptr<T> allocate(std::size_t n = 1) {
-  const std::uint64_t offset = detail::heap_allocate_local(n * sizeof(T), "crown::allocate");
+  const std::uint64_t offset =
+      detail::heap_allocate_local(detail::saturating_mul(n, sizeof(T)), "crown::allocate");
   std::byte* p = detail::heap_address(offset);
   std::fill(p, p + n * sizeof(T), std::byte{0});
   return {this_runtime().rank(), offset};

@@ -17,7 +17,7 @@ public:
   image_lock() : image_lock(crown::world()) {}
 
   void lock(int image) {
-    detail::backoff pause;
+    detail::backoff pause(detail::wait_site{"lock (held by another image)", -1, &team()});
     while (!try_lock(image)) pause.pause();
   }
   /// True if this image now holds `image`'s lock.
@@ -38,6 +38,8 @@ public:
                                                    : "unlock of a lock held by image " +
                                                          std::to_string(previous - 1));
   }
+
+  [[nodiscard]] const mesh& team() const noexcept { return words_.team(); }
 
 private:
   std::string what(int image) const {

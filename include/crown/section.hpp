@@ -2,6 +2,7 @@
 #pragma once
 #include <array>
 #include <concepts>
+#include <crown/detail/checked.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/error.hpp>
 #include <cstddef>
@@ -15,8 +16,9 @@ struct triplet {
   std::size_t begin = 0;
   std::size_t end = 0;
   std::size_t stride = 1;
+  /// Indices selected (0 for an invalid stride of 0); cannot overflow, whatever the values.
   [[nodiscard]] std::size_t count() const noexcept {
-    return end > begin ? (end - begin + stride - 1) / stride : 0;
+    return end > begin && stride > 0 ? (end - begin - 1) / stride + 1 : 0;
   }
 };
 
@@ -63,15 +65,18 @@ std::string section_text(const section<N>& s) {
 }
 
 /// Validates `s` against `extents` and describes it in a row-major block of
-/// `elem`-byte elements that starts at heap offset `base`.
+/// `elem`-byte elements, `block`. Every product is checked: a section of a block whose
+/// extents overflow, or whose last byte would lie outside the block, is refused.
 template <std::size_t N>
 strided section_layout(const section<N>& s, const std::array<std::size_t, N>& extents,
-                       std::size_t elem, std::uint64_t base, const std::string& what) {
+                       std::size_t elem, const heap_block& block, const std::string& what) {
   strided out;
   out.elem = elem;
   out.dims = N;
-  out.offset = base;
+  out.offset = block.offset;
   std::size_t pitch = elem; // bytes between consecutive indices of dimension d
+  std::size_t last = elem;  // bytes from the first element to the end of the last
+  bool empty = false;
   for (std::size_t d = N; d-- > 0;) {
     if (s[d].stride == 0 || s[d].stride > (std::size_t{1} << 62))
       throw argument_error(what + " section " + section_text(s),
@@ -84,10 +89,23 @@ strided section_layout(const section<N>& s, const std::array<std::size_t, N>& ex
                                std::to_string(s[d].begin) + ", " + std::to_string(s[d].end) +
                                ") is outside the extent " + std::to_string(extents[d]));
     out.count[d] = s[d].count();
-    out.stride[d] = pitch * s[d].stride;
-    out.offset += pitch * s[d].begin;
-    pitch *= extents[d];
+    // A stride beyond the extent selects one index at most: its byte stride is unused.
+    out.stride[d] = out.count[d] > 1 ? saturating_mul(pitch, s[d].stride) : pitch;
+    out.offset += saturating_mul(pitch, s[d].begin);
+    if (out.count[d] > 0)
+      last = saturating_add(last, saturating_mul(out.count[d] - 1, out.stride[d]));
+    else
+      empty = true;
+    pitch = saturating_mul(pitch, extents[d]);
   }
+  const std::size_t first = out.offset - block.offset;
+  if (pitch > block.bytes || (!empty && (first > block.bytes || last > block.bytes - first)))
+    throw argument_error(what + " section " + section_text(s),
+                         "it reaches outside the block of " + std::to_string(block.bytes) +
+                             " bytes (extents of " +
+                             (pitch == size_overflow ? std::string("more than 2^64 bytes")
+                                                     : std::to_string(pitch) + " bytes") +
+                             ")");
   return out;
 }
 

@@ -1,5 +1,6 @@
 // Controller messages over MPI point-to-point (lib/actor/channel.hpp).
 #include "channel.hpp"
+#include "protocol.hpp"
 #include <algorithm>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -13,14 +14,6 @@ namespace {
 
 constexpr int small_tag = 1; ///< messages that fit a slot, and notices
 constexpr int large_tag = 2; ///< bodies of larger messages, announced by a notice
-
-/// Announces a body of `bytes` that follows on large_tag from the same rank (MPI keeps
-/// one sender's messages on one tag in order, so the n-th notice goes with the n-th body).
-struct notice {
-  std::uint32_t magic = 0x4c575243; // "CRWL"
-  std::uint32_t zero = 0;
-  std::uint64_t bytes = 0;
-};
 
 void check(int rc, const char* call, int rank) {
   if (rc != MPI_SUCCESS)
@@ -94,10 +87,10 @@ void channel::send(const message_buffer& data, int dest) {
     send_buffers_.push_back(b);
   };
   if (data->size() <= slot_bytes) return isend(data, small_tag);
+  // The notice announces a body on large_tag from this rank: MPI keeps one sender's
+  // messages on one tag in order, so the n-th notice goes with the n-th body.
   message_buffer n = acquire();
-  const notice head{.bytes = data->size()};
-  n->resize(sizeof head);
-  std::memcpy(n->data(), &head, sizeof head);
+  encode_notice(data->size(), *n);
   isend(n, small_tag);
   isend(data, large_tag);
 }
@@ -124,7 +117,7 @@ void channel::poll_sends() {
 }
 
 void channel::drain_sends() {
-  backoff pause;
+  backoff pause(wait_site{"sending the last controller messages"});
   for (poll_sends(); !send_requests_.empty(); poll_sends()) pause.pause();
 }
 
@@ -135,10 +128,16 @@ bool channel::receive(incoming& m) {
       post(ring_[head_]);
       head_ = (head_ + 1) % slots;
     }
+    if (!announced_.empty()) match_announced();
     for (std::size_t i = 0; i < large_.size(); ++i) {
       int done = 0;
       check(MPI_Test(&large_[i].request, &done, MPI_STATUS_IGNORE), "MPI_Test", large_[i].source);
       if (!done) continue;
+      if (large_[i].discard) {
+        recycle(std::move(large_[i].body));
+        large_.erase(large_.begin() + static_cast<std::ptrdiff_t>(i--));
+        continue;
+      }
       m.owned = std::move(large_[i].body);
       m.bytes = *m.owned;
       m.source = large_[i].source;
@@ -153,26 +152,54 @@ bool channel::receive(incoming& m) {
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     holding_ = true;
-    notice n;
-    const bool is_notice = static_cast<std::size_t>(count) == sizeof n &&
-                           (std::memcpy(&n, s.bytes.data(), sizeof n), n.magic == notice{}.magic);
-    if (!is_notice) {
-      m.bytes = std::span<const std::byte>(s.bytes.data(), static_cast<std::size_t>(count));
+    const std::span<const std::byte> bytes(s.bytes.data(), static_cast<std::size_t>(count));
+    const auto announced_bytes = notice_bytes(bytes, slot_bytes);
+    if (!announced_bytes) {
+      m.bytes = bytes;
       m.source = status.MPI_SOURCE;
       m.owned.reset();
       return true;
     }
-    if (n.bytes > static_cast<std::uint64_t>(INT32_MAX) || n.bytes <= slot_bytes) {
-      log(log_level::error, "controller channel: dropped a bad notice of ", n.bytes,
-          " bytes from rank ", status.MPI_SOURCE);
+    if (*announced_bytes == 0) {
+      log(log_level::error, "controller channel: dropped a notice of an impossible size from rank ",
+          status.MPI_SOURCE);
       continue;
     }
-    large_receive l{acquire(n.bytes), status.MPI_SOURCE, MPI_REQUEST_NULL};
-    l.body->resize(n.bytes);
-    check(MPI_Irecv(l.body->data(), static_cast<int>(n.bytes), MPI_BYTE, l.source, large_tag, comm_,
-                    &l.request),
-          "MPI_Irecv", l.source);
-    large_.push_back(std::move(l)); // the body may be there already: look again
+    announced_.push_back({status.MPI_SOURCE, *announced_bytes}); // the body may be there already
+  }
+}
+
+void channel::match_announced() {
+  // Only the oldest notice of each sender can be matched: its later bodies come after.
+  std::vector<int> waiting_sources;
+  for (auto it = announced_.begin(); it != announced_.end();) {
+    if (std::find(waiting_sources.begin(), waiting_sources.end(), it->source) !=
+        waiting_sources.end()) {
+      ++it;
+      continue;
+    }
+    int arrived = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status;
+    check(MPI_Improbe(it->source, large_tag, comm_, &arrived, &message, &status), "MPI_Improbe",
+          it->source);
+    if (!arrived) {
+      waiting_sources.push_back(it->source);
+      ++it;
+      continue;
+    }
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    const bool unlike = static_cast<std::uint64_t>(count) != it->bytes;
+    if (unlike)
+      log(log_level::error, "controller channel: dropping a body of ", count, " bytes from rank ",
+          it->source, " announced as ", it->bytes);
+    large_receive l{acquire(static_cast<std::size_t>(count)), it->source, MPI_REQUEST_NULL, unlike};
+    l.body->resize(static_cast<std::size_t>(count)); // the true size of a message that is here
+    check(MPI_Imrecv(l.body->data(), count, MPI_BYTE, &message, &l.request), "MPI_Imrecv",
+          l.source);
+    large_.push_back(std::move(l));
+    it = announced_.erase(it);
   }
 }
 

@@ -5,6 +5,7 @@
 #pragma once
 #include <array>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <mpi.h>
 #include <span>
@@ -55,14 +56,23 @@ private:
     message_buffer body;
     int source;
     MPI_Request request;
+    bool discard = false; ///< a body unlike its notice: received (MPI must), then dropped
+  };
+  /// A body announced by a notice but not yet matched: nothing is allocated for it
+  /// until it arrives (MPI_Improbe), and then by its true size.
+  struct announced {
+    int source;
+    std::uint64_t bytes;
   };
   void post(slot& s);
+  void match_announced(); ///< turns arrived bodies into receives (or drops false ones)
 
   MPI_Comm comm_;
   std::array<slot, slots> ring_;
   std::size_t head_ = 0;
   bool holding_ = false; ///< ring_[head_] was handed out by the last receive()
   std::vector<large_receive> large_;
+  std::vector<announced> announced_; ///< in arrival order (one sender's bodies stay in order)
   std::vector<MPI_Request> send_requests_;
   std::vector<message_buffer> send_buffers_;
   std::vector<int> done_;

@@ -1,54 +1,143 @@
-// runtime::control: rank 0 runs the controller, every other rank serves actors, with
-// heartbeats from the serving ranks to the controller's watchdog.
+// runtime::control: rank 0 runs the controller, every other rank serves actors. Every
+// rank beats: a thread adds to its word in rank 0's heap; the controller watches the
+// serving ranks' words (control_core.cpp), each serving rank watches the controller's.
 #include "control.hpp"
 #include "../runtime/runtime_state.hpp"
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <crown/completion.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/log.hpp>
+#include <functional>
 #include <mutex>
 #include <thread>
 
 namespace crown {
+namespace {
+
+/// A serving rank's view of the controller's heartbeat word (rank 0's word 0): read
+/// with loads on one host, else with asynchronous gets, so that a controller that no
+/// longer serves (stopped) leaves the read pending rather than this thread blocked.
+class controller_watch {
+public:
+  controller_watch(const detail::heap_block& beats, double timeout)
+      : beats_(beats), timeout_(timeout), changed_(std::chrono::steady_clock::now()) {}
+
+  /// Called every heartbeat period; ends the job once the word stood still too long.
+  void check() {
+    std::uint64_t now_value = last_;
+    bool fresh = false;
+    try {
+      if (beats_.cpu_atomics) {
+        now_value = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(
+                                                       detail::heap_peer_address(0, beats_.offset)))
+                        .load();
+        fresh = true;
+      } else if (reading_.done() || reading_.test()) {
+        if (started_) {
+          now_value = buffer_;
+          fresh = true;
+        }
+        detail::start_transfer(false, 0, beats_.offset, &buffer_, sizeof buffer_, reading_);
+        started_ = true;
+      }
+    } catch (const std::exception& e) { // a failed read is silence too
+      log(log_level::debug, "reading the controller's heartbeat: ", e.what());
+    }
+    const auto now = std::chrono::steady_clock::now();
+    if (fresh && now_value != last_) {
+      last_ = now_value;
+      changed_ = now;
+      return;
+    }
+    const double silent = std::chrono::duration<double>(now - changed_).count();
+    if (silent <= timeout_) return;
+    log(log_level::error, "watchdog: the controller (rank 0) sent no heartbeat for ",
+        static_cast<int>(silent), " s (CROWN_WATCHDOG x CROWN_TIMEOUT_SCALE = ", timeout_,
+        " s); it hangs or lost contact while this rank served its actors. Aborting the job.");
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+
+private:
+  detail::heap_block beats_;
+  double timeout_;
+  std::chrono::steady_clock::time_point changed_;
+  std::uint64_t last_ = 0, buffer_ = 0;
+  bool started_ = false;
+  completion reading_;
+};
+
+/// Runs `f` every `period` seconds until stopped.
+std::jthread every(double period, std::function<void()> f) {
+  return std::jthread([period, f = std::move(f)](std::stop_token stop) {
+    std::mutex m;
+    std::condition_variable_any wake; // woken by the stop request, not only by time
+    std::unique_lock lock(m);
+    do f();
+    while (!wake.wait_for(lock, stop, std::chrono::duration<double>(period),
+                          [&] { return stop.stop_requested(); }));
+  });
+}
+
+/// Adds to this rank's heartbeat word every `period` until stopped.
+std::jthread beat(const detail::heap_block& beats, int rank, double period) {
+  const std::uint64_t word = beats.offset + sizeof(std::uint64_t) * rank;
+  return every(period, [beats, word] {
+    detail::remote_atomic(0, word, detail::atomic_op::add, 8, false, 1, 0, beats.cpu_atomics);
+  });
+}
+
+} // namespace
 
 int runtime::control(const std::function<void(controller&)>& fn) {
   state_->check_alive("runtime::control");
   MPI_Comm comm = MPI_COMM_NULL; // control traffic never meets data traffic
   check_mpi(MPI_Comm_dup(state_->world_comm.get(), &comm), "runtime::control: MPI_Comm_dup");
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
-  // Heartbeats: a thread on each serving rank adds to its word in rank 0's heap (plain
-  // atomics on one host, the transport across hosts), even while an endpoint runs.
+  // Heartbeats: a thread on each rank adds to its word in rank 0's heap (plain atomics
+  // on one host, the transport across hosts), even while an endpoint or the
+  // controller's own code runs.
   const auto& cfg = state_->cfg;
   const double timeout = cfg.watchdog * cfg.timeout_scale;
   const bool watched = timeout > 0 && state_->level == thread_level::multiple && state_->size > 1;
+  const double period = std::max(timeout / 10, 0.01);
   const detail::heap_block beats =
       detail::heap_allocate(*state_->world, sizeof(std::uint64_t) * state_->size,
                             detail::type_tag<std::uint64_t, 1>(), "controller heartbeats");
   int code = 0;
+  // Every rank beats until all have left their loop (the barrier below): a serving rank
+  // that stopped early must not look hung while the controller still waits for others.
+  const auto until_all_done = [&](std::jthread& heartbeat) {
+    state_->world->barrier();
+    heartbeat.request_stop();
+    if (heartbeat.joinable()) heartbeat.join();
+  };
   if (state_->rank == 0) {
     auto* counters = reinterpret_cast<std::uint64_t*>(detail::heap_address(beats.offset));
-    code = detail::run_controller(comm, state_->size, cfg, watched ? counters : nullptr, fn);
-  } else {
     std::jthread heartbeat;
-    if (watched)
-      heartbeat = std::jthread([&](std::stop_token stop) {
-        const auto period = std::chrono::duration<double>(std::max(timeout / 10, 0.01));
-        const std::uint64_t word = beats.offset + sizeof(std::uint64_t) * state_->rank;
-        std::mutex m;
-        std::condition_variable_any wake; // woken by the stop request, not only by time
-        std::unique_lock lock(m);
-        do
-          detail::remote_atomic(0, word, detail::atomic_op::add, 8, false, 1, 0, beats.cpu_atomics);
-        while (!wake.wait_for(lock, stop, period, [&] { return stop.stop_requested(); }));
-      });
+    if (watched) heartbeat = beat(beats, 0, period);
+    code = detail::run_controller(comm, state_->size, cfg, watched ? counters : nullptr, fn);
+    until_all_done(heartbeat);
+  } else {
+    // The watch has a thread of its own: across hosts a beat to a stopped controller
+    // blocks in its atomic, and must not keep the watch from seeing that.
+    controller_watch watch(beats, timeout); // outlives the thread that uses it
+    std::jthread heartbeat, watching;
+    if (watched) {
+      heartbeat = beat(beats, state_->rank, period);
+      watching = every(period, [&watch] { watch.check(); });
+    }
     try {
       code = detail::serve_actors(comm, state_->rank, state_->size, cfg.actor_stdout);
     } catch (const std::exception& e) { // the controller would wait for this rank forever
       log(log_level::error, "serving actors failed: ", e.what(), ". Aborting the job.");
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
+    until_all_done(heartbeat);
+    watching.request_stop();
+    if (watching.joinable()) watching.join();
   }
   detail::heap_release(*state_->world, beats); // a barrier: the heartbeat threads are gone
   MPI_Comm_free(&comm);

@@ -10,6 +10,7 @@
 #include <atomic>
 #include <chrono>
 #include <crown/actor/controller.hpp>
+#include <crown/detail/fault.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/log.hpp>
 #include <cstdio>
@@ -29,12 +30,15 @@ std::uint64_t control_session() noexcept { return g_session.load(std::memory_ord
 
 class control_core {
 public:
-  control_core(MPI_Comm comm, int size, int fanout, watchdog dog, std::string dog_setting)
+  control_core(MPI_Comm comm, int size, int fanout, watchdog dog, std::string dog_setting,
+               double call_timeout)
       : channel_(comm), size_(size), fanout_(fanout), sent_to_(static_cast<std::size_t>(size)),
-        watchdog_(std::move(dog)), watchdog_setting_(std::move(dog_setting)) {}
+        watchdog_(std::move(dog)), watchdog_setting_(std::move(dog_setting)),
+        call_timeout_(call_timeout) {}
 
   void note_mesh(std::uint32_t mesh_id, const std::string& name, const crown::mesh& on) {
     for (int r : on) hosted_[r].push_back(name);
+    mesh_names_[mesh_id] = name;
     if (busy_.size() <= mesh_id) busy_.resize(mesh_id + 1);
     busy_[mesh_id].assign(static_cast<std::size_t>(on.size()), 0);
   }
@@ -48,6 +52,7 @@ public:
   std::uint64_t submit(message_kind kind, std::uint32_t mesh_id, std::uint32_t endpoint,
                        reply_mode mode, reduce_op op, std::span<const int> ranks,
                        std::span<const std::uint32_t> positions) {
+    if (kind == message_kind::call) fault_point_reached(fault_point::call); // the controller's
     command_header h;
     h.kind = kind;
     h.seq = ++seq_;
@@ -67,6 +72,10 @@ public:
     pending& p = requests_[h.request];
     p.waiting = static_cast<std::uint32_t>(children);
     p.mesh_id = mesh_id;
+    p.kind = kind;
+    p.endpoint = endpoint;
+    p.first_rank = ranks.empty() ? -1 : ranks[0];
+    p.targets = static_cast<std::uint32_t>(ranks.size());
     ++unfinished_;
     if (kind == message_kind::call && mesh_id < busy_.size()) {
       for (std::uint32_t position : positions) ++busy_[mesh_id][position];
@@ -116,11 +125,55 @@ public:
     return best;
   }
 
-  /// Waits for every command; returns the failures no future reported.
+  /// Waits for every command (for at most CROWN_CALL_TIMEOUT, when set); returns the
+  /// failures no future reported.
   std::vector<actor_failure> flush() {
-    backoff pause;
-    for (progress(); unfinished_ > 0; progress()) pause.pause();
+    const auto until = std::chrono::steady_clock::now() + seconds(call_timeout_);
+    auto pause = backoff::unwatched();
+    for (progress(); unfinished_ > 0; progress()) {
+      if (call_timeout_ > 0 && std::chrono::steady_clock::now() >= until) {
+        for (auto& [id, p] : requests_)
+          if (p.waiting > 0 && p.timed_out.empty()) p.timed_out = "flush";
+        throw timeout_error("controller::flush", "commands still unanswered after " +
+                                                     std::to_string(call_timeout_) +
+                                                     " s (CROWN_CALL_TIMEOUT): " + outstanding());
+      }
+      pause.pause();
+    }
     return std::exchange(supervision_, {});
+  }
+
+  [[nodiscard]] double call_timeout() const noexcept { return call_timeout_; }
+  void note_timeout(std::uint64_t request, const std::string& what) {
+    const auto it = requests_.find(request);
+    if (it != requests_.end()) it->second.timed_out = what;
+  }
+  /// True when some unanswered command was given up on by a get() with a limit.
+  [[nodiscard]] bool abandoned() const {
+    for (const auto& [id, p] : requests_)
+      if (p.waiting > 0 && !p.timed_out.empty()) return true;
+    return false;
+  }
+  /// Every unanswered command, by what the controller knows of it.
+  [[nodiscard]] std::string outstanding() const {
+    std::map<std::uint64_t, const pending*> sorted;
+    for (const auto& [id, p] : requests_)
+      if (p.waiting > 0) sorted.emplace(id, &p);
+    std::string s;
+    for (const auto& [id, p] : sorted) {
+      if (!s.empty()) s += "; ";
+      const auto name = mesh_names_.find(p->mesh_id);
+      s += p->kind == message_kind::call
+               ? "call #" + std::to_string(id) + " of endpoint #" + std::to_string(p->endpoint)
+           : p->kind == message_kind::spawn ? "spawn #" + std::to_string(id)
+                                            : "stop #" + std::to_string(id);
+      if (name != mesh_names_.end()) s += " on actor mesh " + name->second;
+      s += " (" + std::to_string(p->targets) + " actors from rank " +
+           std::to_string(p->first_rank) + ", " + std::to_string(p->waiting) +
+           " subtrees unanswered" + (p->timed_out.empty() ? "" : "; timed out: " + p->timed_out) +
+           ")";
+    }
+    return s.empty() ? "none" : s;
   }
 
   std::uint32_t new_mesh_id() { return ++next_mesh_; }
@@ -221,9 +274,19 @@ private:
     }
   }
 
+  static std::chrono::steady_clock::duration seconds(double s) {
+    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        std::chrono::duration<double>(s));
+  }
+
   struct pending {
     std::uint32_t waiting = 0;
     std::uint32_t mesh_id = 0;
+    message_kind kind = message_kind::call;
+    std::uint32_t endpoint = 0;
+    std::uint32_t targets = 0;
+    int first_rank = -1;
+    std::string timed_out; ///< what a get() with a limit gave up on ("" if none did)
     bool forgotten = false;
     std::chrono::steady_clock::time_point first_failure{}; ///< while others still run
     std::vector<std::uint32_t> positions;                  ///< counted in busy_
@@ -262,6 +325,8 @@ private:
   watchdog watchdog_;
   std::string watchdog_setting_;
   std::map<int, std::vector<std::string>> hosted_;
+  std::map<std::uint32_t, std::string> mesh_names_;
+  double call_timeout_; ///< seconds, scaled; 0 = none
   log_collector logs_;
 };
 
@@ -275,6 +340,10 @@ std::uint64_t submit(control_core& core, message_kind kind, std::uint32_t mesh_i
 }
 std::uint32_t new_mesh_id(control_core& core) { return core.new_mesh_id(); }
 void forget_request(control_core& core, std::uint64_t request) { core.forget(request); }
+double call_timeout(const control_core& core) noexcept { return core.call_timeout(); }
+void note_timeout(control_core& core, std::uint64_t request, const std::string& what) {
+  core.note_timeout(request, what);
+}
 std::size_t least_busy(control_core& core, std::uint32_t mesh_id,
                        std::span<const std::uint32_t> positions) {
   return core.least_busy(mesh_id, positions);
@@ -284,6 +353,17 @@ void note_mesh(control_core& core, std::uint32_t mesh_id, const std::string& nam
   core.note_mesh(mesh_id, name, on);
 }
 
+namespace {
+/// How long leaving control waits for the actors after a timed-out call: the watchdog's
+/// time, else the call timeout's, else the watchdog's default (30 s), all scaled.
+double shutdown_bound(const config& cfg) {
+  const double base = cfg.watchdog > 0       ? cfg.watchdog
+                      : cfg.call_timeout > 0 ? cfg.call_timeout
+                                             : 30;
+  return base * cfg.timeout_scale;
+}
+} // namespace
+
 int run_controller(MPI_Comm comm, int size, const config& cfg, std::uint64_t* heartbeats,
                    const std::function<void(controller&)>& fn) {
   int code = 0;
@@ -291,7 +371,8 @@ int run_controller(MPI_Comm comm, int size, const config& cfg, std::uint64_t* he
   std::snprintf(setting, sizeof setting, "CROWN_WATCHDOG=%g x CROWN_TIMEOUT_SCALE=%g", cfg.watchdog,
                 cfg.timeout_scale);
   control_core core(comm, size, cfg.fanout,
-                    watchdog(heartbeats, size, cfg.watchdog * cfg.timeout_scale), setting);
+                    watchdog(heartbeats, size, cfg.watchdog * cfg.timeout_scale), setting,
+                    cfg.call_timeout * cfg.timeout_scale);
   controller c(core);
   struct session_scope { // futures and handles from this session die with it
     session_scope() { g_session = ++g_sessions; }
@@ -316,10 +397,25 @@ int run_controller(MPI_Comm comm, int size, const config& cfg, std::uint64_t* he
     }
     if (!ranks.empty()) {
       to_bytes(code, core.begin_command());
+      // Once a get() gave up on a call, the actors may never answer (an endpoint that
+      // never returns still beats): wait for the stop for the watchdog's time at most.
+      const bool bounded = core.abandoned();
+      const double bound = shutdown_bound(cfg);
+      const auto until = std::chrono::steady_clock::now() +
+                         std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                             std::chrono::duration<double>(bound));
       const auto stop = core.submit(message_kind::stop, 0, 0, reply_mode::errors_only,
                                     reduce_op::sum, ranks, positions);
-      backoff pause;
-      while (!core.ready(stop)) pause.pause();
+      auto pause = backoff::unwatched();
+      while (!core.ready(stop)) {
+        if (bounded && std::chrono::steady_clock::now() >= until) {
+          log(log_level::error, "leaving runtime::control: the actors did not stop within ", bound,
+              " s after a call timed out; still unanswered: ", core.outstanding(),
+              ". Aborting the job.");
+          MPI_Abort(MPI_COMM_WORLD, 1);
+        }
+        pause.pause();
+      }
       auto result = core.take(stop);
       for (const auto& f : result.failures)
         log(log_level::error, "stopping ", f.mesh, " on rank ", f.rank, ": ", f.message);

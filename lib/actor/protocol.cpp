@@ -161,4 +161,22 @@ std::optional<message_kind> kind_of(std::span<const std::byte> message) {
   return h.kind;
 }
 
+void encode_notice(std::uint64_t bytes, std::vector<std::byte>& out) {
+  const std::uint32_t head[2] = {notice_magic, 0};
+  out.resize(notice_size);
+  std::memcpy(out.data(), head, sizeof head);
+  std::memcpy(out.data() + sizeof head, &bytes, sizeof bytes);
+}
+
+std::optional<std::uint64_t> notice_bytes(std::span<const std::byte> message,
+                                          std::size_t slot_bytes) {
+  std::uint32_t head[2] = {0, 0};
+  if (message.size() != notice_size) return std::nullopt;
+  std::memcpy(head, message.data(), sizeof head);
+  if (head[0] != notice_magic || head[1] != 0) return std::nullopt;
+  std::uint64_t bytes = 0;
+  std::memcpy(&bytes, message.data() + sizeof head, sizeof bytes);
+  return bytes <= slot_bytes || bytes > 0x7fffffffu ? 0 : bytes;
+}
+
 } // namespace crown::detail

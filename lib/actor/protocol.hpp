@@ -130,6 +130,19 @@ std::optional<reply_view> decode_reply(std::span<const std::byte> message);
 /// The kind of any message (command or reply) from its common first bytes, or nullopt.
 std::optional<message_kind> kind_of(std::span<const std::byte> message);
 
+/// A message too large for a receive slot travels as a notice (this, in a slot) and
+/// then its body, on a tag of its own. A notice announces; it allocates nothing until
+/// the body itself has arrived (channel.cpp), so a false one costs no memory.
+inline constexpr std::uint32_t notice_magic = 0x4c575243; // "CRWL"
+inline constexpr std::size_t notice_size = 16;
+/// The notice for a body of `bytes`.
+void encode_notice(std::uint64_t bytes, std::vector<std::byte>& out);
+/// The body size a slot message announces: nullopt when it is no notice at all (an
+/// ordinary message), 0 when it is a notice that cannot be right (a body that fits a
+/// slot of `slot_bytes`, or one beyond MPI's int count), else the size.
+std::optional<std::uint64_t> notice_bytes(std::span<const std::byte> message,
+                                          std::size_t slot_bytes);
+
 /// Tree helpers over node indices (0 = controller); 64-bit, so no product overflows.
 inline std::uint64_t parent_node(std::uint64_t node, std::uint64_t fanout) {
   return (node - 1) / fanout;

@@ -2,11 +2,13 @@
 // executes it, executes commands in the controller's order, and sends its part of the
 // reply (with its children's) back up the tree.
 #include "channel.hpp"
+#include "command_queue.hpp"
 #include "control.hpp"
 #include "protocol.hpp"
 #include "stdout_capture.hpp"
 #include <algorithm>
 #include <crown/actor/controller.hpp>
+#include <crown/detail/fault.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/log.hpp>
 #include <map>
@@ -63,10 +65,12 @@ public:
 
   /// Serves until the controller's stop; returns the exit code it carries.
   int serve() {
-    backoff pause;
+    // Idle between commands for as long as the controller computes: the heartbeat
+    // watch (control.cpp) notices a controller that is gone, not this wait.
+    auto pause = backoff::unwatched();
     while (!(stopping_ && open_.empty())) { // the stop's reply is sent: done
       if (poll())
-        pause = backoff{};
+        pause = backoff::unwatched();
       else
         pause.pause();
     }
@@ -120,9 +124,15 @@ private:
     }
     const std::uint64_t node = static_cast<std::uint64_t>(i) + 1, fanout = c->head.fanout;
     const std::uint64_t order = c->order[static_cast<std::size_t>(i)];
+    const auto verdict = queue_.admit(order);
+    if (verdict == command_queue::verdict::drop) {
+      log(log_level::error, "dropped a command from rank ", m.source, " whose order ", order,
+          " was already run or is already waiting (next: ", queue_.next(), ")");
+      return;
+    }
     const std::uint64_t first = first_child(node, fanout);
     const std::uint64_t last = std::min<std::uint64_t>(first + fanout - 1, c->head.targets);
-    const bool in_turn = !stopping_ && order == executed_;
+    const bool in_turn = !stopping_ && verdict == command_queue::verdict::run;
     // A command that is forwarded or waits for its turn needs bytes of its own (small
     // messages arrive in a slot that is reused).
     if ((first <= last || !in_turn) && !m.owned) {
@@ -143,17 +153,15 @@ private:
     o.reply = channel_.acquire();
     begin_reply(c->head.request, *o.reply);
     if (!in_turn) {
-      queued_.insert_or_assign(order, std::move(m.owned));
+      queue_.hold(order, std::move(m.owned));
       return;
     }
-    ++executed_;
+    queue_.ran();
     execute(*c, static_cast<std::size_t>(i));
     while (!stopping_) { // commands that arrived early, now in turn
-      const auto next = queued_.find(executed_);
-      if (next == queued_.end()) break;
-      message_buffer bytes = std::move(next->second);
-      queued_.erase(next);
-      ++executed_;
+      std::optional<message_buffer> next = queue_.take_ready();
+      if (!next) break;
+      message_buffer bytes = std::move(*next);
       const auto d = decode_command(*bytes, size_); // decoded once before: valid
       execute(*d, static_cast<std::size_t>(d->index_of(rank_)));
       channel_.recycle(std::move(bytes));
@@ -172,6 +180,7 @@ private:
         spawn(c.head.mesh_id, c.payload);
         break;
       case message_kind::call:
+        fault_point_reached(fault_point::call);
         call(c.head.mesh_id, c.head.endpoint, c.payload, value_);
         break;
       default:
@@ -214,6 +223,12 @@ private:
       stdout_->collect(send);
   }
 
+  /// The actor whose log lines and output come next (also for output a crash rescues).
+  void use_label(const std::string* label) noexcept {
+    log_label_ = label;
+    if (stdout_) stdout_->set_label(label ? *label : std::string_view());
+  }
+
   std::string label_of(std::uint32_t mesh_id, std::uint32_t position) const {
     const auto it = actors_.find(mesh_id);
     return it != actors_.end()
@@ -238,14 +253,14 @@ private:
     h->log_label = "[" + h->label + "]";
     {
       const actor_context context{h->mesh, h->coords, h->index, h->name};
-      log_label_ = &h->log_label;
+      use_label(&h->log_label);
       const actor_scope scope(context, capture_);
       byte_reader args(spec.args);
       try {
         h->object = type->construct(args);
       } catch (...) { // what the failed constructor printed goes while its label lives
         forward_stdout();
-        log_label_ = nullptr;
+        use_label(nullptr);
         throw;
       }
     }
@@ -263,7 +278,7 @@ private:
       throw argument_error("call on " + h.label,
                            "unknown endpoint #" + std::to_string(endpoint) + " of " + h.type->name);
     const actor_context context{h.mesh, h.coords, h.index, h.name};
-    log_label_ = &h.log_label;
+    use_label(&h.log_label);
     const actor_scope scope(context, capture_);
     byte_reader args(payload);
     h.type->endpoints[endpoint](h.object, args, value);
@@ -330,7 +345,7 @@ private:
     for (auto it = actors_.rbegin(); it != actors_.rend(); ++it) {
       const hosted& h = *it->second;
       const actor_context context{h.mesh, h.coords, h.index, h.name};
-      log_label_ = &h.log_label;
+      use_label(&h.log_label);
       const actor_scope scope(context);
       h.type->destroy(h.object);
       try {
@@ -338,14 +353,14 @@ private:
       } catch (...) { // output of a destructor is not worth a failed stop
       }
     }
-    log_label_ = nullptr;
+    use_label(nullptr);
     actors_.clear();
   }
 
   channel channel_;
   int rank_, size_;
-  std::uint64_t executed_ = 0;
-  std::map<std::uint64_t, message_buffer> queued_; ///< early commands, by order
+  using command_queue = in_order_queue<message_buffer>;
+  command_queue queue_; ///< early commands wait here for their turn
   std::map<std::uint32_t, std::unique_ptr<hosted>> actors_;
   std::unordered_map<std::uint64_t, open_request> open_;
   bool stopping_ = false;

@@ -1,8 +1,12 @@
 // A serving rank's stdout, redirected to an in-memory file (lib/actor/stdout_capture.hpp).
 #include "stdout_capture.hpp"
+#include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <crown/error.hpp>
+#include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <iostream>
 #include <sys/mman.h>
@@ -16,6 +20,49 @@ namespace {
 void flush_stdout() {
   std::cout.flush();
   std::fflush(stdout);
+}
+
+// The capture a dying process rescues (one at a time: one server per process).
+std::atomic<stdout_capture*> g_active{nullptr};
+constexpr int fatal_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM};
+struct sigaction g_previous[std::size(fatal_signals)];
+
+void rescue_active() noexcept {
+  if (stdout_capture* c = g_active.exchange(nullptr)) c->rescue();
+}
+
+void on_fatal_signal(int sig) {
+  rescue_active();
+  for (std::size_t i = 0; i < std::size(fatal_signals); ++i)
+    if (fatal_signals[i] == sig) sigaction(sig, &g_previous[i], nullptr);
+  raise(sig); // delivered, to the previous handler, once this one returns
+}
+
+void install_rescue(stdout_capture* c) {
+  static const bool at_exit = std::atexit(&rescue_active) == 0; // exit() runs it once
+  (void)at_exit;
+  struct sigaction a {};
+  a.sa_handler = &on_fatal_signal;
+  sigemptyset(&a.sa_mask);
+  for (std::size_t i = 0; i < std::size(fatal_signals); ++i)
+    sigaction(fatal_signals[i], &a, &g_previous[i]);
+  g_active = c;
+}
+
+void uninstall_rescue() {
+  g_active = nullptr;
+  for (std::size_t i = 0; i < std::size(fatal_signals); ++i)
+    sigaction(fatal_signals[i], &g_previous[i], nullptr);
+}
+
+/// write() of all of [data, data + n), as far as the descriptor takes it.
+void write_all(int fd, const char* data, std::size_t n) noexcept {
+  while (n > 0) {
+    const ssize_t w = write(fd, data, n);
+    if (w <= 0) return;
+    data += w;
+    n -= static_cast<std::size_t>(w);
+  }
 }
 
 [[noreturn]] void fail(const char* call) {
@@ -34,9 +81,51 @@ stdout_capture::stdout_capture() {
     if (saved_ >= 0) close(saved_);
     fail("dup2");
   }
+  install_rescue(this);
+}
+
+void stdout_capture::set_label(std::string_view label) noexcept {
+  const std::size_t n = std::min(label.size(), sizeof label_ - 1);
+  std::memcpy(label_, label.data(), n);
+  label_[n] = '\0';
+}
+
+void stdout_capture::rescue() noexcept {
+  if (ftrylockfile(stdout) == 0) { // a crash inside stdio would deadlock a plain fflush
+    fflush_unlocked(stdout);
+    funlockfile(stdout);
+  }
+  const std::size_t label = std::strlen(label_);
+  bool line_start = true;
+  const auto emit = [&](const char* data, std::size_t n) {
+    for (std::size_t i = 0; i < n;) {
+      if (line_start && label) {
+        write_all(saved_, label_, label);
+        write_all(saved_, " ", 1);
+      }
+      const void* nl = std::memchr(data + i, '\n', n - i);
+      const std::size_t end =
+          nl ? static_cast<std::size_t>(static_cast<const char*>(nl) - data) + 1 : n;
+      write_all(saved_, data + i, end - i);
+      line_start = nl != nullptr;
+      i = end;
+    }
+  };
+  emit(partial_.data(), partial_.size());
+  char buffer[4096];
+  for (off_t at = 0;;) {
+    const ssize_t n = pread(memory_, buffer, sizeof buffer, at);
+    if (n <= 0) break;
+    emit(buffer, static_cast<std::size_t>(n));
+    at += n;
+  }
+  if (!line_start) write_all(saved_, "\n", 1);
+  partial_.clear();
+  if (ftruncate(memory_, 0) != 0) return; // nothing more to do either way
 }
 
 stdout_capture::~stdout_capture() {
+  uninstall_rescue();
   try { // what nobody collected is printed where it would have gone
     finish([this](std::string_view text) {
       const std::string line = std::string(text) + "\n";

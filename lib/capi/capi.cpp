@@ -4,6 +4,8 @@
 #include <complex>
 #include <crown/collectives.hpp>
 #include <crown/crown.h>
+#include <crown/detail/checked.hpp>
+#include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/event.hpp>
@@ -52,6 +54,9 @@ int guarded(F&& f) {
   } catch (const crown::mpi_error& e) {
     t_error = e.what();
     return CROWN_ERR_MPI;
+  } catch (const crown::resource_error& e) {
+    t_error = e.what();
+    return CROWN_ERR_RESOURCE;
   } catch (const crown::error& e) {
     t_error = e.what();
     return CROWN_ERR_STATE;
@@ -122,7 +127,7 @@ crown::detail::strided section_of(const crown_coarray& a, const size_t* begin, c
     s[d] = {begin[d], end[d], stride ? stride[d] : 1};
     extents[d] = a.extents[d];
   }
-  return crown::detail::section_layout(s, extents, crown_type_size(a.type), a.block.offset, what);
+  return crown::detail::section_layout(s, extents, crown_type_size(a.type), a.block, what);
 }
 
 crown::detail::strided section(const crown_coarray& a, int image, const size_t* begin,
@@ -212,14 +217,21 @@ int crown_coarray_allocate(int type, int rank, const size_t* extents, crown_coar
     if (!elem) throw crown::argument_error(what, "unknown element type " + std::to_string(type));
     auto a = std::make_unique<crown_coarray>(
         crown_coarray{m, type, rank, {1, 1, 1}, 1, crown::detail::heap_block{}});
-    for (int d = 0; d < rank; ++d) {
-      a->extents[static_cast<std::size_t>(d)] = extents[d];
-      a->elements *= extents[d];
-    }
-    // The tag makes a mismatch of type or rank between images an error on all of them.
-    const std::uint64_t tag = static_cast<std::uint64_t>(type) * 16 + static_cast<unsigned>(rank);
-    a->block =
-        crown::detail::heap_allocate(m, a->elements * elem, tag, describe(*a, what, m.rank()));
+    for (int d = 0; d < rank; ++d) a->extents[static_cast<std::size_t>(d)] = extents[d];
+    // Saturated, never wrapped: the heap refuses an impossible size on every image alike.
+    a->elements = crown::detail::element_count(
+        std::span<const std::size_t>(a->extents.data(), static_cast<std::size_t>(rank)));
+    // The tag makes a mismatch of type or rank between images an error on all of them,
+    // naming both types.
+    std::uint64_t tag = 0;
+    with_type(type, what, [&](auto zero) {
+      using T = decltype(zero);
+      tag = rank == 1   ? crown::detail::type_tag<T, 1>()
+            : rank == 2 ? crown::detail::type_tag<T, 2>()
+                        : crown::detail::type_tag<T, 3>();
+    });
+    a->block = crown::detail::heap_allocate(m, crown::detail::saturating_mul(a->elements, elem),
+                                            tag, describe(*a, what, m.rank()));
     *local = crown::detail::heap_address(a->block.offset);
     *out = a.get();
     const std::lock_guard lock(g_locals_mutex);
@@ -249,6 +261,7 @@ size_t crown_coarray_elements(const crown_coarray* a) { return a ? a->elements :
 
 int crown_put(const crown_coarray* a, int image, const void* src) {
   return guarded([&] {
+    crown::detail::fault_point_reached(crown::fault_point::put);
     const crown_coarray& c = live(a, "crown_put");
     const int rank = world_rank_of(c, image, "put");
     crown::detail::remote_put(rank, c.block.offset, src, c.elements * crown_type_size(c.type));
@@ -266,6 +279,7 @@ int crown_get(const crown_coarray* a, int image, void* dst) {
 int crown_put_section(const crown_coarray* a, int image, const size_t* begin, const size_t* end,
                       const size_t* stride, const void* packed) {
   return guarded([&] {
+    crown::detail::fault_point_reached(crown::fault_point::put);
     const crown_coarray& c = live(a, "crown_put_section");
     const int rank = world_rank_of(c, image, "put");
     crown::detail::remote_put_strided(rank, section(c, image, begin, end, stride, "put"), packed);
@@ -412,8 +426,11 @@ int crown_co_broadcast(int type, void* data, size_t count, int source_image) {
       throw crown::argument_error("crown_co_broadcast",
                                   "source image " + std::to_string(source_image) +
                                       " out of range [0, " + std::to_string(m.size()) + ")");
-    crown::detail::co_broadcast_bytes(m, data, count * crown_type_size(type), source_image,
-                                      "crown_co_broadcast");
+    const std::size_t bytes = crown::detail::saturating_mul(count, crown_type_size(type));
+    if (bytes == crown::detail::size_overflow)
+      throw crown::resource_error("crown_co_broadcast",
+                                  std::to_string(count) + " elements exceed 2^64 bytes");
+    crown::detail::co_broadcast_bytes(m, data, bytes, source_image, "crown_co_broadcast");
   });
 }
 

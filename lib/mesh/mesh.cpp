@@ -75,7 +75,7 @@ void serving_barrier(MPI_Comm c, const std::string& what) {
   MPI_Request request = MPI_REQUEST_NULL;
   check_mpi(MPI_Ibarrier(c, &request), what + ": MPI_Ibarrier");
   int done = 0;
-  detail::wait_until([&] {
+  detail::wait_until(detail::wait_site{what.c_str()}, [&] {
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what + ": MPI_Test");
     return done != 0;
   });

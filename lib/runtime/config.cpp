@@ -6,6 +6,7 @@
 #include <crown/config.hpp>
 #include <crown/error.hpp>
 #include <cstdint>
+#include <limits>
 #include <sstream>
 
 extern char** environ;
@@ -16,7 +17,7 @@ namespace {
 constexpr std::uint64_t max_heap_bytes = std::uint64_t{1} << 44; ///< 16 TiB per rank
 constexpr double min_watchdog_seconds = 1;
 
-constexpr std::array<config_variable, 14> variables{{
+constexpr std::array<config_variable, 18> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace.", true},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -54,6 +55,24 @@ constexpr std::array<config_variable, 14> variables{{
     {"CROWN_TIMEOUT_SCALE", "1",
      "Multiplies every Crown timeout (the watchdog's), for slow or oversubscribed machines; "
      "0.1 to 1000."},
+    {"CROWN_WAIT_WARN", "60",
+     "Seconds after which any Crown wait (barriers, sync_images, events, locks, collectives, "
+     "transfers, active-message replies) logs the rank, the operation and the rank it waits "
+     "on where known; 0 never, otherwise 0.1 to 1e7, times CROWN_TIMEOUT_SCALE."},
+    {"CROWN_WAIT_TIMEOUT", "0",
+     "Seconds after which any Crown wait ends the job (MPI_Abort), naming the rank, the "
+     "operation and the rank it waits on where known; 0 never, otherwise 1 to 1e7, times "
+     "CROWN_TIMEOUT_SCALE (at least 1 s)."},
+    {"CROWN_CALL_TIMEOUT", "0",
+     "Seconds a controller's future::get() and controller::flush() wait for the actors "
+     "before they throw timeout_error, as get(timeout) does; after a timed-out call, leaving "
+     "runtime::control waits at most the watchdog's time for the actors, then names the "
+     "outstanding calls and ends the job. 0 no limit, otherwise 1 to 1e7, times "
+     "CROWN_TIMEOUT_SCALE."},
+    {"CROWN_FAULT", "none",
+     "Fault injection for tests: kill, stop or throw, on one rank, the first (or count-th) "
+     "time it reaches a point: kill|stop|throw:rank=R:at=startup|put|co_sum|sync_all|call|"
+     "shutdown[:count=N]. none: off."},
     {"CROWN_ACTOR_STDOUT", "0",
      "1: what actors write to stdout (printf, std::cout) in constructors and endpoints "
      "reaches the controller's stdout, tagged with actor mesh and point and collapsed like "
@@ -126,6 +145,66 @@ double parse_number(std::string_view name, const std::string& value, double mini
   return v;
 }
 
+/// kill|stop|throw:rank=R:at=POINT[:count=N], or none. Every field is checked; the
+/// rank against the job's size later, at start-up.
+fault_spec parse_fault(std::string_view name, const std::string& value) {
+  fault_spec f;
+  if (value == "none") return f;
+  const auto bad = [&](const std::string& why) {
+    return config_error(std::string(name),
+                        "invalid value '" + value + "' (" + why +
+                            "; expected none or kill|stop|throw:rank=R:at=startup|put|co_sum|"
+                            "sync_all|call|shutdown[:count=N])");
+  };
+  std::vector<std::string> parts;
+  for (std::size_t at = 0;;) {
+    const std::size_t colon = value.find(':', at);
+    parts.push_back(value.substr(at, colon - at));
+    if (colon == std::string::npos) break;
+    at = colon + 1;
+  }
+  const std::string& action = parts[0];
+  f.action = action == "kill"    ? fault_action::kill
+             : action == "stop"  ? fault_action::stop
+             : action == "throw" ? fault_action::raise
+                                 : throw bad("unknown action '" + action + "'");
+  bool have_rank = false, have_point = false, have_count = false;
+  for (std::size_t i = 1; i < parts.size(); ++i) {
+    const std::string& p = parts[i];
+    const auto eq = p.find('=');
+    const std::string key = p.substr(0, eq), v = eq == std::string::npos ? "" : p.substr(eq + 1);
+    const auto integer = [&](long minimum) {
+      long n = 0;
+      const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), n);
+      if (v.empty() || ec != std::errc() || ptr != v.data() + v.size() || n < minimum ||
+          n > std::numeric_limits<int>::max())
+        throw bad(key + " must be an integer from " + std::to_string(minimum));
+      return n;
+    };
+    if (key == "rank" && !have_rank) {
+      f.rank = static_cast<int>(integer(0));
+      have_rank = true;
+    } else if (key == "count" && !have_count) {
+      f.count = integer(1);
+      have_count = true;
+    } else if (key == "at" && !have_point) {
+      constexpr std::array points{fault_point::startup,  fault_point::put,  fault_point::co_sum,
+                                  fault_point::sync_all, fault_point::call, fault_point::shutdown};
+      const auto it = std::find_if(points.begin(), points.end(),
+                                   [&](fault_point q) { return to_string(q) == v; });
+      if (it == points.end()) throw bad("unknown point '" + v + "'");
+      f.at = *it;
+      have_point = true;
+    } else {
+      throw bad("unexpected or repeated field '" + p + "'");
+    }
+  }
+  if (!have_rank || !have_point) throw bad("rank= and at= are required");
+  if (f.action == fault_action::raise && f.at == fault_point::shutdown)
+    throw bad("nothing can throw at shutdown (a destructor); kill or stop there");
+  return f;
+}
+
 bool parse_flag(std::string_view name, const std::string& value) {
   if (value != "0" && value != "1")
     throw config_error(std::string(name), "invalid value '" + value + "' (allowed: 0, 1)");
@@ -169,6 +248,21 @@ std::string_view to_string(transport_choice t) {
   return names.at(static_cast<std::size_t>(t));
 }
 
+std::string_view to_string(fault_point p) {
+  constexpr std::array<std::string_view, 6> names{"startup",  "put",  "co_sum",
+                                                  "sync_all", "call", "shutdown"};
+  return names.at(static_cast<std::size_t>(p));
+}
+
+std::string to_string(const fault_spec& f) {
+  if (f.action == fault_action::none) return "none";
+  const char* action = f.action == fault_action::kill   ? "kill"
+                       : f.action == fault_action::stop ? "stop"
+                                                        : "throw";
+  return std::string(action) + ":rank=" + std::to_string(f.rank) +
+         ":at=" + std::string(to_string(f.at)) + ":count=" + std::to_string(f.count);
+}
+
 std::string_view to_string(bind_policy b) {
   constexpr std::array<std::string_view, 4> names{"keep", "core", "numa", "none"};
   return names.at(static_cast<std::size_t>(b));
@@ -207,6 +301,14 @@ config config::parse(const std::map<std::string, std::string>& vars,
       c.watchdog = parse_number(name, value, min_watchdog_seconds, 1e7, true);
     } else if (name == "CROWN_TIMEOUT_SCALE") {
       c.timeout_scale = parse_number(name, value, 0.1, 1000, false);
+    } else if (name == "CROWN_WAIT_WARN") {
+      c.wait_warn = parse_number(name, value, 0.1, 1e7, true);
+    } else if (name == "CROWN_WAIT_TIMEOUT") {
+      c.wait_timeout = parse_number(name, value, min_watchdog_seconds, 1e7, true);
+    } else if (name == "CROWN_CALL_TIMEOUT") {
+      c.call_timeout = parse_number(name, value, min_watchdog_seconds, 1e7, true);
+    } else if (name == "CROWN_FAULT") {
+      c.fault = parse_fault(name, value);
     } else if (name == "CROWN_SINGLE_COPY") {
       if (value != "auto" && value != "0")
         throw config_error(name, "invalid value '" + value + "' (allowed: auto, 0)");
@@ -236,6 +338,14 @@ config config::parse(const std::map<std::string, std::string>& vars,
       << c.watchdog * c.timeout_scale << " s; the watchdog needs at least " << min_watchdog_seconds
       << " s (0 turns it off)";
     throw config_error("CROWN_WATCHDOG", m.str());
+  }
+  // A timeout that ends the job must not be shorter than a busy machine's hiccup.
+  if (c.wait_timeout > 0 && c.wait_timeout * c.timeout_scale < min_watchdog_seconds) {
+    std::ostringstream m;
+    m << "CROWN_WAIT_TIMEOUT=" << c.wait_timeout << " x CROWN_TIMEOUT_SCALE=" << c.timeout_scale
+      << " is " << c.wait_timeout * c.timeout_scale << " s; it needs at least "
+      << min_watchdog_seconds << " s (0 turns it off)";
+    throw config_error("CROWN_WAIT_TIMEOUT", m.str());
   }
   return c;
 }

@@ -59,6 +59,8 @@ state_error::state_error(std::string context, std::string message)
     : error("crown::state_error", std::move(context), std::move(message)) {}
 config_error::config_error(std::string context, std::string message)
     : error("crown::config_error", std::move(context), std::move(message)) {}
+resource_error::resource_error(std::string context, std::string message)
+    : error("crown::resource_error", std::move(context), std::move(message)) {}
 topology_error::topology_error(std::string context, std::string message)
     : error("crown::topology_error", std::move(context), std::move(message)) {}
 mpi_error::mpi_error(std::string context, int code)

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <crown/build_config.hpp>
+#include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -241,7 +242,7 @@ const runtime_state::mesh_comms& runtime_state::comms_for(std::span<const int> r
         MPI_Isend(&token, 1, MPI_CHAR, ranks[(me + k) % n], meet_tag, world_comm.get(), &r[1]),
         "MPI_Isend(communicator rendezvous)");
     int done = 0;
-    wait_until([&] {
+    wait_until(wait_site{"communicator rendezvous", ranks[(me - k + n) % n]}, [&] {
       check_mpi(MPI_Testall(2, r, &done, MPI_STATUSES_IGNORE), "MPI_Testall(rendezvous)");
       return done != 0;
     });
@@ -413,8 +414,14 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
       st->cfg = config::from_environment(&warnings);
       st->hwloc = std::make_unique<detail::hwloc_handle>();
     });
-    detail::agreed_step(dup, "configuration agreement",
-                        [&] { detail::require_same_config(dup, st->cfg); });
+    detail::agreed_step(dup, "configuration agreement", [&] {
+      detail::require_same_config(dup, st->cfg);
+      if (st->cfg.fault.action != fault_action::none && st->cfg.fault.rank >= st->size)
+        throw config_error("CROWN_FAULT", "rank " + std::to_string(st->cfg.fault.rank) +
+                                              " is not in the job (" + std::to_string(st->size) +
+                                              " ranks)");
+    });
+    detail::arm_fault(st->cfg.fault, st->rank);
     detail::set_log_level(st->cfg.log);
     if (st->rank == 0)
       for (const auto& w : warnings) log(log_level::warn, w);
@@ -433,6 +440,8 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
     detail::set_wait_spins(st->cfg.wait_spins >= 0      ? st->cfg.wait_spins
                            : st->topo->oversubscribed() ? 0
                                                         : detail::default_wait_spins);
+    const double scale = st->cfg.timeout_scale;
+    detail::set_wait_limits(st->cfg.wait_warn * scale, st->cfg.wait_timeout * scale, 5 * scale);
 
     detail::probe_mpi_rma(*st);
     if (!st->transports.mpi_rma && st->topo->multi_host() && st->rank == 0)
@@ -447,7 +456,11 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
 
     detail::agreed_step(dup, "symmetric heap",
                         [&] { st->heap = std::make_unique<detail::symmetric_heap>(*st); });
-    detail::agreed_step(dup, "symmetric heap transport", [&] { st->heap->connect(*st); });
+    detail::agreed_step(dup, "symmetric heap transport", [&] {
+      st->heap->connect(*st);
+      detail::fault_point_reached(
+          fault_point::startup); // the heap exists: a kill must leak nothing
+    });
     detail::install_heap(st->heap.get(), st->cfg);
     detail::configure_host_collectives(st->cfg);
     detail::start_progress_thread(*st);
@@ -469,6 +482,7 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
 }
 
 runtime::~runtime() {
+  detail::fault_point_reached(fault_point::shutdown); // kill or stop only (config.cpp)
   {
     const std::lock_guard lock(detail::g_current_mutex);
     detail::g_current_state.reset();

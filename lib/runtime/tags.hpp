@@ -28,11 +28,13 @@ inline constexpr tag_range am_request{1, 1};                            ///< act
 inline constexpr tag_range am_reply{2, 1 + am_tag_ids};                 ///< their replies, by id
 inline constexpr tag_range am_data{2 + am_tag_ids, 1 + 2 * am_tag_ids}; ///< payloads apart
 inline constexpr tag_range sync_images{32002, 32002};                   ///< sync_images tokens
-inline constexpr tag_range rendezvous{32003, 32767}; ///< meeting before a communicator is made
+/// The refusal of an active-message request too short to show its id (no reply tag).
+inline constexpr tag_range am_unreadable{32003, 32003};
+inline constexpr tag_range rendezvous{32004, 32767}; ///< meeting before a communicator is made
 inline constexpr int mpi_tag_ub_minimum = 32767;     ///< every MPI allows tags up to this
 
-inline constexpr std::array<tag_range, 5> all{am_request, am_reply, am_data, sync_images,
-                                              rendezvous};
+inline constexpr std::array<tag_range, 6> all{am_request,  am_reply,      am_data,
+                                              sync_images, am_unreadable, rendezvous};
 
 template <std::size_t N>
 constexpr bool disjoint_and_valid(const std::array<tag_range, N>& ranges) {

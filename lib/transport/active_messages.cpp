@@ -119,10 +119,22 @@ public:
 
   bool test_remote() override {
     if (finished_) return true;
-    am_.progress();                      // the target may be waiting for us: serve while we wait
-    if (!test_all(in_, 1)) return false; // the reply first: a refused get sends no data
-    std::uint64_t refused = 0;
-    std::memcpy(&refused, reply_.data() + reply_.size() - sizeof refused, sizeof refused);
+    am_.progress();                   // the target may be waiting for us: serve while we wait
+    if (in_[0] != MPI_REQUEST_NULL) { // the reply first: a refused get sends no data
+      int done = 0;
+      MPI_Status status;
+      check_mpi(MPI_Test(&in_[0], &done, &status), "active message: MPI_Test(reply)");
+      if (!done) {
+        if ((++tests_ & 63) == 0) check_unreadable();
+        return false;
+      }
+      int got = 0; // a refusal may be shorter than the reply asked for
+      MPI_Get_count(&status, MPI_BYTE, &got);
+      replied_ = static_cast<std::size_t>(got);
+    }
+    std::uint64_t refused = 1;
+    if (replied_ >= sizeof refused)
+      std::memcpy(&refused, reply_.data() + replied_ - sizeof refused, sizeof refused);
     if (refused != 0) {
       finished_ = true; // the destructor cancels a get's data receive
       throw argument_error(what(), "the target refused a request outside its heap of " +
@@ -142,6 +154,20 @@ public:
   }
 
 private:
+  /// A refusal of a request too short to show its id names no operation: whichever of
+  /// the target's origins finds it first fails (a real origin never sends one).
+  void check_unreadable() {
+    int arrived = 0;
+    check_mpi(MPI_Iprobe(rank_, am_unreadable_tag, am_.comm_, &arrived, MPI_STATUS_IGNORE),
+              "active message: MPI_Iprobe(refusal)");
+    if (!arrived) return;
+    std::uint64_t status[2] = {0, 0};
+    MPI_Recv(status, sizeof status, MPI_BYTE, rank_, am_unreadable_tag, am_.comm_,
+             MPI_STATUS_IGNORE);
+    finished_ = true;
+    throw argument_error(what(), "the target refused a request too short to show its id (this "
+                                 "request, or another in flight to it, was corrupted)");
+  }
   static bool test_all(MPI_Request (&r)[2], int count = 2) {
     int done = 0;
     check_mpi(MPI_Testall(count, r, &done, MPI_STATUSES_IGNORE), "active message: MPI_Testall");
@@ -155,6 +181,8 @@ private:
   std::byte* packed_;
   std::size_t bytes_;
   bool finished_ = false;
+  unsigned tests_ = 0;
+  std::size_t replied_ = 0; ///< bytes of the reply that arrived
   std::vector<std::byte> request_, reply_;
   MPI_Request out_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   MPI_Request in_[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
@@ -264,9 +292,10 @@ void active_messages::serve(const MPI_Status& arrived) {
       MPI_Recv(inbox_.data(), size, MPI_BYTE, source, am_request_tag, comm_, MPI_STATUS_IGNORE),
       "MPI_Recv(active message)");
   // A malformed request is refused (status 1), never executed; it still gets a reply
-  // of the size the origin waits for, so that the origin raises an error, not hangs.
-  am_header h{};
-  if (inbox_.size() >= sizeof h) std::memcpy(&h, inbox_.data(), sizeof h);
+  // of the size the origin waits for, on its own tag, so that the origin raises an
+  // error, not hangs. One too short to show its id is refused on am_unreadable_tag.
+  const am_request_prefix prefix = read_am_prefix(inbox_);
+  const am_header& h = prefix.head;
   reply_.clear();
   if (const auto r = decode_am_request(inbox_, heap_size_)) {
     std::uint64_t refused = 0;
@@ -277,16 +306,13 @@ void active_messages::serve(const MPI_Status& arrived) {
       refused = 1;
       reply_.assign(h.what == am_kind::get ? h.bytes : 0, std::byte{0});
     }
-    return send_reply(source, h.id, refused);
+    return send_reply(source, am_reply_tag(h.id), refused);
   }
   log(log_level::error, "refused a malformed one-sided request from rank ", source, " (",
-      inbox_.size(), " bytes)");
-  if (h.what == am_kind::put_apart) drain_payload(source, am_data_tag(h.id));
-  reply_.assign(h.what == am_kind::get && h.bytes <= am_max_reply ? h.bytes
-                : h.what == am_kind::atomic                       ? sizeof(std::uint64_t)
-                                                                  : 0,
-                std::byte{0});
-  send_reply(source, h.id, 1);
+      inbox_.size(), " bytes", prefix.id_known ? "" : ", too short to show its id", ")");
+  if (prefix.id_known && h.what == am_kind::put_apart) drain_payload(source, am_data_tag(h.id));
+  reply_.assign(am_refusal_bytes(h) - sizeof(std::uint64_t), std::byte{0});
+  send_reply(source, prefix.id_known ? am_reply_tag(h.id) : am_unreadable_tag, 1);
 }
 
 void active_messages::drain_payload(int source, int tag) {
@@ -363,14 +389,14 @@ void active_messages::send_from_heap(int source, int tag, std::span<const run> r
             "MPI_Isend(active message data)");
 }
 
-void active_messages::send_reply(int source, std::uint32_t id, std::uint64_t refused) {
+void active_messages::send_reply(int source, int tag, std::uint64_t refused) {
   pending_send& s = sending_.emplace_back();
   s.bytes.swap(reply_);
   const std::size_t at = s.bytes.size();
   s.bytes.resize(at + sizeof refused);
   std::memcpy(s.bytes.data() + at, &refused, sizeof refused);
-  check_mpi(MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, source,
-                      am_reply_tag(id), comm_, &s.request),
+  check_mpi(MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, source, tag,
+                      comm_, &s.request),
             "MPI_Isend(active message reply)");
 }
 

@@ -51,7 +51,7 @@ private:
   };
   void serve(const MPI_Status& arrived);
   void execute(const am_request& r, int source); ///< fills reply_, or sends a get's data
-  void send_reply(int source, std::uint32_t id, std::uint64_t refused);
+  void send_reply(int source, int tag, std::uint64_t refused);
   void send_from_heap(int source, int tag, std::span<const run> runs);
   void receive_into_heap(int source, int tag, std::span<const run> runs, std::size_t bytes);
   void drain_payload(int source, int tag);

@@ -1,5 +1,7 @@
 // The active-message wire format: encoding, and decoding that trusts nothing.
 #include "am_codec.hpp"
+#include <algorithm>
+#include <cstddef>
 #include <cstring>
 
 namespace crown::detail {
@@ -37,6 +39,21 @@ void encode_am_request(const am_header& head, std::span<const run> runs,
   append(out, &head, 1);
   append(out, runs.data(), runs.size());
   append(out, payload.data(), payload.size());
+}
+
+am_request_prefix read_am_prefix(std::span<const std::byte> message) noexcept {
+  am_request_prefix p;
+  if (!message.empty())
+    std::memcpy(&p.head, message.data(), std::min(message.size(), sizeof p.head));
+  p.id_known = message.size() >= offsetof(am_header, id) + sizeof p.head.id;
+  return p;
+}
+
+std::size_t am_refusal_bytes(const am_header& h) noexcept {
+  const std::size_t before = h.what == am_kind::get && h.bytes <= am_max_reply ? h.bytes
+                             : h.what == am_kind::atomic ? sizeof(std::uint64_t)
+                                                         : 0;
+  return before + sizeof(std::uint64_t);
 }
 
 std::optional<am_request> decode_am_request(std::span<const std::byte> message,

@@ -46,6 +46,23 @@ inline constexpr int am_request_tag = tags::am_request.first;
 using tags::am_data_tag;
 using tags::am_reply_tag;
 
+/// Where a target refuses a request too short to show its id (under 8 bytes): the
+/// origin looks here too while it waits, so that no malformed request leaves it waiting.
+inline constexpr int am_unreadable_tag = tags::am_unreadable.first;
+
+/// What a request shows of its header, however short it is: every field whose bytes
+/// arrived (the rest zero). The kind and the id come first, so 8 bytes name the reply's tag.
+struct am_request_prefix {
+  am_header head{};
+  bool id_known = false; ///< at least the kind and the id arrived
+};
+[[nodiscard]] am_request_prefix read_am_prefix(std::span<const std::byte> message) noexcept;
+
+/// Bytes of the refusal a target sends for a request with this (possibly partial)
+/// header: what the origin's reply receive expects (a get's inline data, an atomic's
+/// old value), then the status word; at most am_max_reply + 8.
+[[nodiscard]] std::size_t am_refusal_bytes(const am_header& head) noexcept;
+
 /// Appends header, runs and payload to `out` (cleared first; its capacity is reused).
 void encode_am_request(const am_header& head, std::span<const run> runs,
                        std::span<const std::byte> payload, std::vector<std::byte>& out);

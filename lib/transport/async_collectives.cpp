@@ -44,7 +44,7 @@ int checked_int(std::size_t n, const std::string& what, const char* unit) {
 /// still use the buffers.
 void finish_quietly(collective_request& r) noexcept {
   try {
-    backoff pause;
+    backoff pause(wait_site{"a collective nobody waited on"});
     while (!r.advance()) pause.pause();
   } catch (const std::exception& e) {
     log(log_level::error, "a collective that was never waited on failed: ", e.what());

@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <crown/detail/checked.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -26,6 +27,34 @@ std::atomic<bool> g_check_allocations{true};
 std::atomic<bool> g_check_collectives{false};
 
 constexpr std::size_t alignment = 64;
+
+/// Refuses, before any rounding, a size that no heap of `h`'s size can hold (beyond
+/// 2^64 bytes, or beyond the heap itself); returns the size rounded to the alignment.
+std::size_t checked_rounded(const symmetric_heap& h, std::size_t bytes, const std::string& op) {
+  if (bytes == size_overflow)
+    throw resource_error(op, "the size in bytes (elements x element size) exceeds 2^64: no "
+                             "heap can hold it");
+  if (bytes > h.size())
+    throw resource_error(op, std::to_string(bytes) + " bytes can never fit: the symmetric heap " +
+                                 "has " + std::to_string(h.size()) +
+                                 " bytes per rank; raise CROWN_HEAP_SIZE");
+  return (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
+}
+
+/// The end of a heap-full message: what is in use, how much of it Crown's own co_*
+/// scratch holds, and the advice.
+std::string heap_usage(const symmetric_heap& h, const char* where) {
+  std::string s = "heap " + std::to_string(h.size()) + " bytes per rank, " +
+                  std::to_string(h.space.in_use()) + " in use" + where;
+  const host_scratch_usage scratch = host_scratch_in_use();
+  if (scratch.bytes > 0)
+    s += " (of which " + std::to_string(scratch.bytes) + " bytes are the co_* scratch of " +
+         std::to_string(scratch.meshes) + (scratch.meshes == 1 ? " mesh" : " meshes") +
+         " that reduced among ranks of one host, 1 MiB per distinct mesh, kept until the "
+         "runtime ends)";
+  return s + ", largest free block" + where + " " + std::to_string(h.space.largest_free()) +
+         "; raise CROWN_HEAP_SIZE";
+}
 
 /// What Crown's waits drive on every poll where a transport needs the target's help.
 void progress_transport_and_collectives() noexcept {
@@ -83,14 +112,13 @@ heap_block heap_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_ta
     throw argument_error(op, "only host memory has a symmetric heap in this build");
   symmetric_heap& h = active_heap(op);
   MPI_Comm comm = crown_comm(m); // throws for non-members
-  const std::size_t rounded =
-      (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
-
+  // Agreement first: a size refused on some members only would leave the others waiting.
   if (g_check_allocations)
     check_same_arguments(m,
                          {{"size in bytes", static_cast<long long>(bytes)},
                           {"element type", static_cast<long long>(type_tag >> 1)}},
                          op);
+  const std::size_t rounded = checked_rounded(h, bytes, op);
   const std::lock_guard lock(h.mutex);
   // Members converge on the lowest offset free everywhere: propose, take the maximum,
   // re-propose at or above it, until every proposal agrees.
@@ -103,11 +131,8 @@ heap_block heap_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_ta
              "MPI_Allreduce(" + op + ")");
     candidate = static_cast<std::uint64_t>(bounds[0]);
     if (candidate >= h.space.capacity()) // every member sees the same maximum: all throw
-      throw error(op, "symmetric heap full: " + std::to_string(rounded) +
-                          " bytes needed on every member, heap " + std::to_string(h.size()) +
-                          " bytes per rank, " + std::to_string(h.space.in_use()) +
-                          " in use here, largest free block here " +
-                          std::to_string(h.space.largest_free()) + "; raise CROWN_HEAP_SIZE");
+      throw resource_error(op, "symmetric heap full: " + std::to_string(rounded) +
+                                   " bytes needed on every member, " + heap_usage(h, " here"));
     if (bounds[0] == -bounds[1]) break; // every member proposed the same offset
   }
   h.space.take(candidate, rounded);
@@ -132,16 +157,12 @@ void heap_release(const mesh& m, const heap_block& b) noexcept {
 
 std::uint64_t heap_allocate_local(std::size_t bytes, std::string_view what) {
   symmetric_heap& h = active_heap(what);
-  const std::size_t rounded =
-      (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
+  const std::size_t rounded = checked_rounded(h, bytes, std::string(what));
   const std::lock_guard lock(h.mutex);
   const std::uint64_t offset = h.space.last_fit(rounded);
   if (offset >= h.space.capacity())
-    throw error(std::string(what),
-                "symmetric heap full: " + std::to_string(rounded) + " bytes needed, heap " +
-                    std::to_string(h.size()) + " bytes, " + std::to_string(h.space.in_use()) +
-                    " in use, largest free block " + std::to_string(h.space.largest_free()) +
-                    "; raise CROWN_HEAP_SIZE");
+    throw resource_error(std::string(what), "symmetric heap full: " + std::to_string(rounded) +
+                                                " bytes needed, " + heap_usage(h, ""));
   h.space.take(offset, rounded);
   return offset;
 }

@@ -2,6 +2,7 @@
 #include "host_collectives.hpp"
 #include <algorithm>
 #include <atomic>
+#include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/detail/wait.hpp>
@@ -35,7 +36,9 @@ constexpr std::size_t block_bytes = flag_bytes + 4 * slot_bytes; ///< flag, 2 in
 /// [out slot, parity 0][out slot, parity 1].
 struct scratch {
   std::vector<std::byte*> image; ///< every member's block, in mesh order
+  std::vector<int> ranks;        ///< every member's world rank, in mesh order
   std::uint64_t generation = 0;  ///< flag barriers passed
+  std::uint64_t signature = 0;   ///< of the reduction under way (flag words carry it)
   std::uint64_t rounds = 0;      ///< slot uses; its parity picks the slots
   std::uint64_t tiny_rounds = 0; ///< tiny-line uses; its parity picks the line
   std::vector<pid_t> pids;       ///< every member's process, for single-copy reads
@@ -75,14 +78,64 @@ std::byte* announcement_slot(std::byte* block, std::uint64_t g) {
   return block + 8 + (g % 2) * sizeof(announcement);
 }
 
+// Every flag word (the flag line's and each tiny line's) holds a generation in its low
+// bits and, above them, the signature of the reduction that wrote it: its size in
+// bytes (exact below 512 KiB, hashed above). Images that passed different counts meet
+// a signature of another size, or find the other image's generation in a word of
+// another path (tiny, small or large), and both throw, instead of waiting for ever.
+// A check that costs nothing on the way through: the word is read anyway.
+constexpr int generation_bits = 44; ///< 1.7e13 barriers per mesh
+constexpr std::uint64_t generation_mask = (std::uint64_t{1} << generation_bits) - 1;
+constexpr std::uint64_t exact_signatures = std::uint64_t{1} << 19;
+
+std::uint64_t signature_of(std::size_t bytes) {
+  if (bytes < exact_signatures) return bytes;
+  std::uint64_t h = bytes * 0x9e3779b97f4a7c15ull;
+  return exact_signatures | ((h >> 40) & (exact_signatures - 1));
+}
+std::uint64_t flag_word(std::uint64_t generation, std::uint64_t signature) {
+  return signature << generation_bits | (generation & generation_mask);
+}
+
+/// Image `i` reduces with other arguments than this image: every image that finds out
+/// throws (the scratch is then forgotten: its words no longer line up).
+[[noreturn]] void mismatch(const scratch& s, std::size_t i, std::uint64_t theirs) {
+  auto size = [](std::uint64_t signature) {
+    return signature < exact_signatures ? std::to_string(signature) + " bytes"
+                                        : std::string("512 KiB or more");
+  };
+  throw argument_error("co_* among the ranks of one host",
+                       "the images passed different counts: " + size(s.signature) + " here but " +
+                           size(theirs) + " on image " + std::to_string(i) + " (rank " +
+                           std::to_string(s.ranks[i]) + ")");
+}
+
+/// Waits until image `i`'s word at `offset` of its block reaches this image's
+/// generation, checking that it got there with the same signature and by the same path.
+void wait_for_image(const scratch& s, std::size_t i, std::size_t offset) {
+  std::byte* block = s.image[i];
+  wait_until(wait_site{"co_* among the ranks of one host", s.ranks[i]}, [&] {
+    const std::uint64_t v = flag_of(block + offset).load(std::memory_order_acquire);
+    const std::uint64_t generation = v & generation_mask;
+    if (generation == s.generation && v >> generation_bits != s.signature)
+      mismatch(s, i, v >> generation_bits);
+    if (generation >= s.generation) return true;
+    for (std::size_t other : {std::size_t{0}, line_bytes, 2 * line_bytes})
+      if (other != offset) {
+        const std::uint64_t w = flag_of(block + other).load(std::memory_order_acquire);
+        if ((w & generation_mask) >= s.generation) mismatch(s, i, w >> generation_bits);
+      }
+    return false;
+  });
+}
+
 /// Publishes `a` (when not null) and the next generation, then waits until every
 /// member has reached it.
 void flag_barrier(scratch& s, int me, const announcement* a = nullptr) {
   std::byte* mine = s.image[static_cast<std::size_t>(me)];
   if (a) std::memcpy(announcement_slot(mine, s.generation + 1), a, sizeof *a);
-  flag_of(mine).store(++s.generation, std::memory_order_release);
-  for (std::byte* other : s.image)
-    wait_until([&] { return flag_of(other).load(std::memory_order_acquire) >= s.generation; });
+  flag_of(mine).store(flag_word(++s.generation, s.signature), std::memory_order_release);
+  for (std::size_t i = 0; i < s.image.size(); ++i) wait_for_image(s, i, 0);
 }
 
 /// A tiny round: `bytes` (<= tiny_bytes) into this image's tiny line with the next
@@ -93,12 +146,11 @@ void tiny_exchange(scratch& s, int me, const std::byte* data, std::size_t bytes,
                    std::vector<const std::byte*>& values) {
   const std::size_t line = line_bytes * (1 + s.tiny_rounds++ % 2);
   std::byte* mine = s.image[static_cast<std::size_t>(me)] + line;
-  std::memcpy(mine + 8, data, bytes);
-  flag_of(mine).store(++s.generation, std::memory_order_release);
-  for (std::byte* block : s.image) {
-    std::byte* other = block + line;
-    wait_until([&] { return flag_of(other).load(std::memory_order_acquire) >= s.generation; });
-    values.push_back(other + 8);
+  if (bytes) std::memcpy(mine + 8, data, bytes);
+  flag_of(mine).store(flag_word(++s.generation, s.signature), std::memory_order_release);
+  for (std::size_t i = 0; i < s.image.size(); ++i) {
+    wait_for_image(s, i, line);
+    values.push_back(s.image[i] + line + 8);
   }
 }
 
@@ -257,6 +309,7 @@ scratch* scratch_for(const mesh& m) {
   }
   scratch s;
   for (int r : ranks) s.image.push_back(heap_peer_address(r, b.offset));
+  s.ranks = ranks;
   const std::lock_guard lock(g_mutex);
   g_last = &*g_scratch.emplace(std::move(ranks), std::move(s)).first;
   return &g_last->second;
@@ -274,6 +327,11 @@ single_copy_state host_single_copy_state(const mesh& m) {
   return it == g_scratch.end() ? single_copy_state::unprobed : it->second.single_copy;
 }
 
+host_scratch_usage host_scratch_in_use() noexcept {
+  const std::lock_guard lock(g_mutex);
+  return {g_scratch.size() * block_bytes, g_scratch.size()};
+}
+
 bool host_ptracer_granted() noexcept { return g_ptracer_granted.load(); }
 
 void forget_host_scratch() noexcept {
@@ -284,15 +342,12 @@ void forget_host_scratch() noexcept {
   if (g_ptracer_granted && prctl(PR_SET_PTRACER, 0, 0, 0, 0) == 0) g_ptracer_granted = false;
 }
 
-bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
-                    std::size_t elem_size, reduction op, int result_image) {
-  const combine_fn fn = combiner(type);
-  if (!fn) return false;
-  for (int r : m)
-    if (!heap_peer_address(r, 0)) return false; // the same answer on every member
-  scratch* s = scratch_for(m);
-  if (!s) return false;
-  if (count == 0) return true;
+namespace {
+
+/// reduce_on_host() once the mesh's scratch is there and the signature set.
+bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combine_fn fn,
+               std::size_t elem_size, reduction op, int result_image) {
+  scratch* s = &sc;
   const int me = m.rank();
   const auto n = static_cast<std::size_t>(m.size());
   const bool receives = result_image < 0 || result_image == me;
@@ -424,6 +479,34 @@ bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype t
     }
   }
   return true;
+}
+
+/// Drops a mesh's scratch whose flag words no longer line up (its heap block is lost).
+void forget_scratch_of(const mesh& m) {
+  const std::lock_guard lock(g_mutex);
+  g_scratch.erase(std::vector<int>(m.begin(), m.end()));
+  g_last = nullptr;
+}
+
+} // namespace
+
+bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
+                    std::size_t elem_size, reduction op, int result_image) {
+  fault_point_reached(fault_point::co_sum); // every co_sum/min/max comes here first
+  const combine_fn fn = combiner(type);
+  if (!fn) return false;
+  for (int r : m)
+    if (!heap_peer_address(r, 0)) return false; // the same answer on every member
+  scratch* s = scratch_for(m);
+  if (!s) return false;
+  // Zero elements too go through a barrier: a count that differs is found either way.
+  s->signature = signature_of(count * elem_size);
+  try {
+    return reduce_in(*s, m, data, count, fn, elem_size, op, result_image);
+  } catch (const argument_error&) { // counts differed: the flag words no longer line up
+    forget_scratch_of(m);
+    throw;
+  }
 }
 
 } // namespace crown::detail

@@ -22,6 +22,14 @@ namespace crown::detail {
 bool reduce_on_host(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
                     std::size_t elem_size, reduction op, int result_image);
 
+/// Heap held by the co_* scratch blocks on this rank (one per distinct mesh that reduced
+/// on one host, kept for reuse until the runtime ends): heap-full messages count it.
+struct host_scratch_usage {
+  std::size_t bytes = 0;
+  std::size_t meshes = 0;
+};
+host_scratch_usage host_scratch_in_use() noexcept;
+
 /// Drops the per-mesh flag and buffer blocks (the heap they live in is going away) and
 /// takes back the ptrace grant, if the probe made one.
 void forget_host_scratch() noexcept;

@@ -130,7 +130,7 @@ void transfer_strided(bool put, int rank, const strided& s, std::byte* packed,
 
 void wait_request(MPI_Request& request, const char* what) {
   int done = 0;
-  backoff pause;
+  backoff pause(wait_site{what});
   for (;;) {
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
     if (done) return;

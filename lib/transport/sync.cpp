@@ -2,6 +2,7 @@
 #include "../mesh/crown_comm.hpp"
 #include "../runtime/tags.hpp"
 #include <algorithm>
+#include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -12,6 +13,7 @@
 namespace crown {
 
 void sync_all(const mesh& m) {
+  detail::fault_point_reached(fault_point::sync_all);
   detail::heap_quiet();
   detail::crown_barrier(m);
   detail::heap_sync_local();
@@ -46,7 +48,8 @@ void sync_images(const mesh& m, std::span<const int> images) {
               "sync_images: MPI_Isend");
   }
   int done = 0;
-  detail::wait_until([&] {
+  const int waited_on = peers.size() == 1 ? m.ranks()[static_cast<std::size_t>(peers[0])] : -1;
+  detail::wait_until(detail::wait_site{"sync_images", waited_on, &m}, [&] {
     check_mpi(
         MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
         "sync_images: MPI_Testall");

@@ -1,6 +1,5 @@
 // UCX transport: registration and address exchange at start-up, RMA and atomics after.
 #include "ucx_transport.hpp"
-#include "stall_watch.hpp"
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <cstring>
@@ -177,12 +176,10 @@ void ucx_transport::wait(ucs_status_ptr_t request, int rank, const char* what) {
   if (request == nullptr) return;
   ucs_status_t status = UCS_PTR_STATUS(request);
   if (UCS_PTR_IS_PTR(request)) {
-    stall_watch watch(rank, what);
-    backoff pause;
+    backoff pause(wait_site{what, rank, nullptr, true});
     while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
       ucp_worker_progress(worker_);
       pause.pause();
-      watch.poll();
     }
     ucp_request_free(request);
   }

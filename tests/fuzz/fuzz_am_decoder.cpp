@@ -1,6 +1,8 @@
 // libFuzzer target: the active-message request decoder (lib/transport/am_codec.cpp)
 // must accept only requests that lie inside the heap and add up to exactly the message,
-// and never read outside the message. Built with clang -fsanitize=fuzzer,address.
+// and never read outside the message; the refusal path must find the reply's tag of
+// anything 8 bytes long and answer with a bounded reply. Built with clang
+// -fsanitize=fuzzer,address.
 #include "am_codec.hpp"
 #include <cstdint>
 #include <cstring>
@@ -42,6 +44,20 @@ void check(const crown::detail::am_request& r, std::span<const std::byte> messag
           std::memcmp(again.data(), message.data(), again.size()) == 0);
 }
 
+/// The refusal path: whatever arrived, the target reads the id once 8 bytes are there
+/// (the reply goes to that id's tag) and answers with a bounded reply.
+void check_refusal(std::span<const std::byte> message) {
+  using namespace crown::detail;
+  const am_request_prefix p = read_am_prefix(message);
+  require(p.id_known == (message.size() >= 8));
+  if (p.id_known) {
+    std::uint32_t id = 0;
+    std::memcpy(&id, message.data() + 4, sizeof id);
+    require(p.head.id == id && tags::am_reply.contains(am_reply_tag(p.head.id)));
+  }
+  require(am_refusal_bytes(p.head) >= 8 && am_refusal_bytes(p.head) <= am_max_reply + 8);
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -49,7 +65,13 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   std::vector<std::byte> message(size);
   if (size) std::memcpy(message.data(), data, size);
   for (std::size_t heap : {std::size_t{4096}, std::size_t{1} << 30}) {
-    if (const auto r = crown::detail::decode_am_request(message, heap)) check(*r, message, heap);
+    if (const auto r = crown::detail::decode_am_request(message, heap)) {
+      check(*r, message, heap);
+      // an accepted request shows the same header to the refusal path
+      const crown::detail::am_request_prefix p = crown::detail::read_am_prefix(message);
+      require(std::memcmp(&p.head, &r->head, sizeof r->head) == 0);
+    }
   }
+  check_refusal(message);
   return 0;
 }

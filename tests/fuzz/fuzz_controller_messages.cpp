@@ -1,8 +1,11 @@
-// libFuzzer target: the controller's message decoders (lib/actor/protocol.cpp) and the
-// bounded cereal reader behind every payload. Whatever the bytes, decoding either
-// fails cleanly or yields a message whose parts lie inside the input and re-encodes to
-// it; no read past the input, no allocation out of proportion to it.
+// libFuzzer target: the controller's message decoders (lib/actor/protocol.cpp), the
+// bounded cereal reader behind every payload, the channel's notices, the forwarding
+// tree and a serving rank's queue of early commands (lib/actor/command_queue.hpp). Whatever the
+// bytes, decoding either fails cleanly or yields a message whose parts lie inside the input and
+// re-encodes to it; no read past the input, no allocation out of proportion to it.
+#include "command_queue.hpp"
 #include "protocol.hpp"
+#include <algorithm>
 #include <crown/actor/controller.hpp>
 #include <cstring>
 
@@ -36,6 +39,20 @@ void check_command(std::span<const std::byte> message) {
     positions.push_back(c->positions[i]);
     order.push_back(c->order[i]);
   }
+  // The forwarding tree: every target has exactly one parent, which lies before it, and
+  // is among that parent's children (what a serving rank forwards to).
+  const std::uint64_t fanout = c->head.fanout, targets = c->head.targets;
+  std::uint64_t children = 0;
+  for (std::uint64_t node = 0; node <= targets; ++node) {
+    const std::uint64_t first = first_child(node, fanout);
+    const std::uint64_t last = std::min<std::uint64_t>(first + fanout - 1, targets);
+    for (std::uint64_t child = first; child <= last; ++child) {
+      require(child >= 1 && child <= targets && parent_node(child, fanout) == node);
+      ++children;
+    }
+    if (first > targets) break; // later nodes have no children either
+  }
+  require(children == targets);
   std::vector<std::byte> again(header_space());
   again.insert(again.end(), c->payload.begin(), c->payload.end());
   finish_command(c->head, ranks, positions, order, again);
@@ -66,6 +83,52 @@ void check_reply(std::span<const std::byte> message) {
           std::memcmp(again.data(), message.data(), again.size()) == 0);
 }
 
+/// A slot's message as a notice: refused sizes are 0; an accepted one re-encodes to it.
+void check_notice(std::span<const std::byte> message) {
+  using namespace crown::detail;
+  constexpr std::size_t slot = 16384;
+  const auto bytes = notice_bytes(message, slot);
+  if (!bytes) return;
+  require(message.size() == notice_size);
+  if (*bytes == 0) return;
+  require(*bytes > slot && *bytes <= 0x7fffffffu);
+  std::vector<std::byte> again;
+  encode_notice(*bytes, again);
+  require(again.size() == message.size() &&
+          std::memcmp(again.data(), message.data(), again.size()) == 0);
+}
+
+/// The serving rank's queue of early commands under orders read from the input (16
+/// bits each): every command runs once, in order, and nothing held is stuck.
+void check_queue(std::span<const std::byte> message) {
+  crown::detail::in_order_queue<std::uint64_t> q;
+  std::uint64_t ran = 0, expected_next = 0;
+  auto run = [&](std::uint64_t order) {
+    require(order == expected_next);
+    ++expected_next;
+    ++ran;
+  };
+  for (std::size_t i = 0; i + 1 < message.size(); i += 2) {
+    const std::uint64_t order = std::to_integer<std::uint64_t>(message[i]) |
+                                std::to_integer<std::uint64_t>(message[i + 1]) << 8;
+    using verdict = crown::detail::in_order_queue<std::uint64_t>::verdict;
+    const verdict v = q.admit(order);
+    if (v == verdict::drop) {
+      require(order < q.next() || q.held() > 0);
+      continue;
+    }
+    if (v == verdict::hold) {
+      require(order > q.next());
+      q.hold(order, order);
+      continue;
+    }
+    run(order);
+    q.ran();
+    while (const auto next = q.take_ready()) run(*next);
+  }
+  require(ran == q.next() && q.held() <= message.size() / 2);
+}
+
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -73,5 +136,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size) std::memcpy(message.data(), data, size);
   check_command(message);
   check_reply(message);
+  check_notice(message);
+  check_queue(message);
   return 0;
 }

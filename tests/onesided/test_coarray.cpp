@@ -158,11 +158,31 @@ BOOST_AUTO_TEST_CASE(bad_input_names_rank_and_values) {
       else
         crown::coarray<std::int32_t> bad(w(), 10);
     });
-    BOOST_TEST(m.find("element type is") != std::string::npos, m);
+    // named, not given as hashes ("element type is 3300480254996884758 here but ...")
+    BOOST_TEST(m.find(me() == 0
+                          ? "element type is float here but int on rank 1"
+                          : "element type is int here but float on rank 0") != std::string::npos,
+               m);
+    m = what_of<crown::argument_error>([&] {
+      if (me() == 0)
+        crown::coarray<double, 2> bad(w(), {2, 5});
+      else
+        crown::coarray<double> bad(w(), 10);
+    });
+    BOOST_TEST(m.find(me() == 0 ? "element type is double in 2 dimensions here but double on"
+                                : "element type is double here but double in 2 dimensions on") !=
+                   std::string::npos,
+               m);
   }
   // a heap that cannot hold the block: every rank throws and says what to raise
   const std::size_t heap = crown::this_runtime().config().heap_size;
-  m = what_of<crown::error>([&] { crown::coarray<char> huge(w(), heap + 1); });
+  m = what_of<crown::resource_error>([&] { crown::coarray<char> huge(w(), heap + 1); });
+  BOOST_TEST(m.find("can never fit") != std::string::npos, m);
+  BOOST_TEST(m.find("raise CROWN_HEAP_SIZE") != std::string::npos, m);
+  m = what_of<crown::resource_error>([&] {
+    crown::coarray<char> half(w(), heap / 2 + 1);
+    crown::coarray<char> another(w(), heap / 2);
+  });
   BOOST_TEST(m.find("symmetric heap full") != std::string::npos, m);
   BOOST_TEST(m.find("raise CROWN_HEAP_SIZE") != std::string::npos, m);
   // the failed attempts left the heap usable

@@ -200,5 +200,58 @@ BOOST_AUTO_TEST_CASE(bad_arguments) {
     m = what_of<crown::argument_error>([&] { crown::co_sum(w(), std::span(data)); });
     BOOST_TEST(m.find("count is " + std::to_string(data.size()) + " here but") != std::string::npos,
                m);
+    // element types that differ are named, not given as hashes
+    m = what_of<crown::argument_error>([&] {
+      if (me() == 0) {
+        double x = 1;
+        crown::co_sum(w(), x);
+      } else {
+        float x = 1;
+        crown::co_sum(w(), x);
+      }
+    });
+    BOOST_TEST(m.find(me() == 0
+                          ? "element type is double here but float on rank 1"
+                          : "element type is float here but double on rank 0") != std::string::npos,
+               m);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_full_heap_counts_the_scratch_of_reductions) {
+  // Reductions among ranks of one host keep 1 MiB of heap per distinct mesh; a later
+  // allocation that fails for want of it says so (it once gave no hint).
+  if (!crown::detail::world_shares_memory()) return; // no host scratch: MPI reduces
+  const crown::mesh reversed = w().reshape({{"r", n()}});
+  int x = 1;
+  crown::co_sum(w(), x);
+  crown::co_sum(reversed, x);
+  const std::size_t heap = crown::this_runtime().config().heap_size;
+  const auto m = what_of<crown::resource_error>([&] { crown::coarray<char> a(w(), heap - 4096); });
+  BOOST_TEST(m.find("symmetric heap full") != std::string::npos, m);
+  BOOST_TEST(m.find("bytes are the co_* scratch of") != std::string::npos, m);
+}
+
+BOOST_AUTO_TEST_CASE(counts_that_differ_fail_on_every_image_without_the_check) {
+  // Always on, even without CROWN_CHECK=1: the count travels in the flag words of the
+  // reductions among ranks of one host (once, a different count hung every image).
+  if (n() < 2 || !crown::detail::world_shares_memory()) return;
+  const std::pair<std::size_t, std::size_t> cases[] = {
+      {3, 4},            // both in the flag line's tiny exchange
+      {3, 100},          // tiny on image 0, one barrier and slots on the others
+      {0, 1},            // nothing at all on image 0
+      {500, 70000},      // slots on image 0, in place or kernel copies on the others
+      {100000, 100001}}; // both large (sizes compared by a 19-bit hash)
+  for (const auto& [mine, others] : cases) {
+    std::vector<double> v(me() == 0 ? mine : others, 1.0);
+    const auto m = what_of<crown::argument_error>([&] { crown::co_sum(w(), std::span(v)); });
+    const std::string said =
+        crown::detail::check_collectives()
+            ? "count is " + std::to_string(v.size()) + " here but" // CROWN_CHECK=1
+            : "the images passed different counts";
+    BOOST_TEST(m.find(said) != std::string::npos, mine << " vs " << others << ": " << m);
+    // and the next reduction on the mesh works
+    int x = 1;
+    crown::co_sum(w(), x);
+    BOOST_TEST(x == n());
   }
 }

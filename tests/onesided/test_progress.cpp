@@ -117,7 +117,7 @@ BOOST_AUTO_TEST_CASE(an_unserved_wait_names_its_target_and_the_rule) {
   if (me() == 0) {
     bool named = false;
     for (const auto& l : lines)
-      named = named || (l.find("rank 1 has not answered") != std::string::npos &&
+      named = named || (l.find("waiting for rank 1: no answer") != std::string::npos &&
                         l.find("MPI_THREAD_MULTIPLE") != std::string::npos);
     BOOST_TEST(named, "no stall report named rank 1");
   }

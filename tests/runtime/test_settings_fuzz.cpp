@@ -22,13 +22,25 @@ const char* const bad_values[] = {
 
 /// Two good values per variable (the first usually the default).
 const std::map<std::string, std::pair<std::string, std::string>> good_values{
-    {"CROWN_LOG", {"warn", "error"}},      {"CROWN_BIND", {"keep", "none"}},
-    {"CROWN_FAKE_HOSTS", {"1", "2"}},      {"CROWN_WAIT_SPINS", {"auto", "0"}},
-    {"CROWN_HEAP_SIZE", {"2M", "3M"}},     {"CROWN_SHM", {"1", "0"}},
-    {"CROWN_CHECK", {"default", "1"}},     {"CROWN_TRANSPORT", {"auto", "am"}},
-    {"CROWN_FANOUT", {"16", "2"}},         {"CROWN_WATCHDOG", {"30", "31"}},
-    {"CROWN_TIMEOUT_SCALE", {"1", "2"}},   {"CROWN_ACTOR_STDOUT", {"0", "1"}},
-    {"CROWN_PROGRESS_THREAD", {"0", "1"}}, {"CROWN_SINGLE_COPY", {"auto", "0"}},
+    {"CROWN_LOG", {"warn", "error"}},
+    {"CROWN_BIND", {"keep", "none"}},
+    {"CROWN_FAKE_HOSTS", {"1", "2"}},
+    {"CROWN_WAIT_SPINS", {"auto", "0"}},
+    {"CROWN_HEAP_SIZE", {"2M", "3M"}},
+    {"CROWN_SHM", {"1", "0"}},
+    {"CROWN_CHECK", {"default", "1"}},
+    {"CROWN_TRANSPORT", {"auto", "am"}},
+    {"CROWN_FANOUT", {"16", "2"}},
+    {"CROWN_WATCHDOG", {"30", "31"}},
+    {"CROWN_TIMEOUT_SCALE", {"1", "2"}},
+    {"CROWN_ACTOR_STDOUT", {"0", "1"}},
+    {"CROWN_PROGRESS_THREAD", {"0", "1"}},
+    {"CROWN_SINGLE_COPY", {"auto", "0"}},
+    {"CROWN_WAIT_WARN", {"60", "61"}},
+    {"CROWN_WAIT_TIMEOUT", {"0", "100"}},
+    {"CROWN_CALL_TIMEOUT", {"0", "100"}},
+    // a fault at a point these tests never reach (no put)
+    {"CROWN_FAULT", {"none", "kill:rank=0:at=put"}},
 };
 
 /// Sets one variable in this process for a scope (a small heap for the rest).
@@ -95,7 +107,8 @@ BOOST_AUTO_TEST_CASE(values_too_large_for_the_machine_fail_everywhere) {
       {"CROWN_FANOUT", "65536"},
       {"CROWN_WAIT_SPINS", "2147483648"},
       {"CROWN_WATCHDOG", "10000001"},
-      {"CROWN_HEAP_SIZE", "4398046511105M"}, // once wrapped to 4 MiB at 4 ranks per host
+      {"CROWN_HEAP_SIZE", "4398046511105M"},          // once wrapped to 4 MiB at 4 ranks per host
+      {"CROWN_FAULT", "kill:rank=2147483647:at=put"}, // no such rank in the job
   };
   for (const auto& [name, value] : cases) {
     const setting s(name, value);

@@ -103,6 +103,48 @@ BOOST_AUTO_TEST_CASE(single_copy_is_auto_or_off) {
                    std::string(bad) + "' (allowed: auto, 0)");
 }
 
+BOOST_AUTO_TEST_CASE(wait_and_call_timeouts_are_checked) {
+  const config d = config::parse({});
+  BOOST_TEST(d.wait_warn == 60);
+  BOOST_TEST(d.wait_timeout == 0);
+  BOOST_TEST(d.call_timeout == 0);
+  const config c = config::parse(
+      {{"CROWN_WAIT_WARN", "0.5"}, {"CROWN_WAIT_TIMEOUT", "3"}, {"CROWN_CALL_TIMEOUT", "120"}});
+  BOOST_TEST(c.wait_warn == 0.5);
+  BOOST_TEST(c.wait_timeout == 3);
+  BOOST_TEST(c.call_timeout == 120);
+  for (const char* name : {"CROWN_WAIT_WARN", "CROWN_WAIT_TIMEOUT", "CROWN_CALL_TIMEOUT"})
+    for (auto bad : {"nan", "inf", "-1", "0.01", "1e8", "", "3s"})
+      BOOST_TEST(message_of<crown::config_error>({{name, bad}})
+                         .find(std::string(name) + ": invalid value '" + bad + "'") !=
+                     std::string::npos,
+                 name << "=" << bad);
+  BOOST_TEST(message_of<crown::config_error>(
+                 {{"CROWN_WAIT_TIMEOUT", "2"}, {"CROWN_TIMEOUT_SCALE", "0.25"}}) ==
+             "crown::config_error: rank ?: CROWN_WAIT_TIMEOUT: CROWN_WAIT_TIMEOUT=2 x "
+             "CROWN_TIMEOUT_SCALE=0.25 is 0.5 s; it needs at least 1 s (0 turns it off)");
+}
+
+BOOST_AUTO_TEST_CASE(fault_injection_is_parsed_and_validated) {
+  BOOST_TEST((config::parse({}).fault.action == crown::fault_action::none));
+  BOOST_TEST(crown::to_string(config::parse({{"CROWN_FAULT", "none"}}).fault) == "none");
+  const auto f = config::parse({{"CROWN_FAULT", "stop:rank=3:at=co_sum:count=7"}}).fault;
+  BOOST_TEST((f.action == crown::fault_action::stop && f.rank == 3 &&
+              f.at == crown::fault_point::co_sum && f.count == 7));
+  BOOST_TEST(crown::to_string(f) == "stop:rank=3:at=co_sum:count=7");
+  for (const char* good : {"kill:rank=0:at=startup", "throw:rank=1:at=put", "kill:at=call:rank=2",
+                           "stop:rank=1:at=sync_all", "kill:rank=0:at=shutdown"})
+    BOOST_TEST(crown::to_string(config::parse({{"CROWN_FAULT", good}}).fault) != "none", good);
+  for (auto bad : {"", "kill", "kill:rank=1", "kill:at=put", "boom:rank=1:at=put",
+                   "kill:rank=-1:at=put", "kill:rank=1:at=lunch", "kill:rank=1:at=put:count=0",
+                   "kill:rank=1:at=put:rank=2", "kill:rank=1:at=put:", "kill:rank=x:at=put",
+                   "throw:rank=1:at=shutdown", "kill:rank=99999999999:at=put"})
+    BOOST_TEST(message_of<crown::config_error>({{"CROWN_FAULT", bad}})
+                       .find("CROWN_FAULT: invalid value '" + std::string(bad) + "'") !=
+                   std::string::npos,
+               bad);
+}
+
 BOOST_AUTO_TEST_CASE(unknown_names_warn_with_the_closest_known_name) {
   std::vector<std::string> warnings;
   (void)config::parse({{"CROWN_BNID", "core"}, {"CROWN_ZZZZZZZZZZZZZ", "1"}, {"XCROWN_LOG", "x"}},

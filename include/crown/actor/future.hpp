@@ -26,6 +26,11 @@ bool request_ready(control_core& core, std::uint64_t request); ///< drives progr
 call_result take_result(control_core& core, std::uint64_t request);
 /// The result is not wanted: failures go to the controller's supervision.
 void forget_request(control_core& core, std::uint64_t request);
+/// CROWN_CALL_TIMEOUT x CROWN_TIMEOUT_SCALE in seconds, 0 when get() may wait for ever.
+double call_timeout(const control_core& core) noexcept;
+/// A get() with a limit gave up on `request` (`what` names the call): leaving control
+/// then waits for the actors only for the watchdog's time, and names it if it is late.
+void note_timeout(control_core& core, std::uint64_t request, const std::string& what);
 /// The running control session's number (0 outside runtime::control): futures and
 /// actor-mesh handles check it, so one kept past its session fails cleanly.
 std::uint64_t control_session() noexcept;
@@ -83,9 +88,12 @@ public:
                                       "inside runtime::control)");
     return detail::request_ready(*core_, request_);
   }
-  /// Waits for every answer. Throws actor_error listing every failed point.
+  /// Waits for every answer (for at most CROWN_CALL_TIMEOUT, when set: then as
+  /// get(timeout)). Throws actor_error listing every failed point.
   T get() {
-    detail::backoff pause; // spins, then yields: a worker may need this core
+    if (const double limit = core_ ? detail::call_timeout(*core_) : 0; limit > 0)
+      return get_within(std::chrono::duration<double>(limit), " (CROWN_CALL_TIMEOUT)");
+    auto pause = detail::backoff::unwatched(); // spins, then yields: a worker may need this core
     while (!ready()) pause.pause();
     return finish_(detail::take_result(*std::exchange(core_, nullptr), request_), site_);
   }
@@ -93,18 +101,22 @@ public:
   /// flight; get() may be called again).
   template <typename Rep, typename Period>
   T get(std::chrono::duration<Rep, Period> timeout) {
-    const auto until = std::chrono::steady_clock::now() + timeout;
-    detail::backoff pause;
-    for (; !ready(); pause.pause())
-      if (std::chrono::steady_clock::now() >= until)
-        throw timeout_error(site_.what(),
-                            "no complete answer within " +
-                                std::to_string(std::chrono::duration<double>(timeout).count()) +
-                                " s");
-    return finish_(detail::take_result(*std::exchange(core_, nullptr), request_), site_);
+    return get_within(std::chrono::duration<double>(timeout), "");
   }
 
 private:
+  T get_within(std::chrono::duration<double> timeout, const char* setting) {
+    const auto until = std::chrono::steady_clock::now() +
+                       std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout);
+    auto pause = detail::backoff::unwatched();
+    for (; !ready(); pause.pause())
+      if (std::chrono::steady_clock::now() >= until) {
+        detail::note_timeout(*core_, request_, site_.what());
+        throw timeout_error(site_.what(), "no complete answer within " +
+                                              std::to_string(timeout.count()) + " s" + setting);
+      }
+    return finish_(detail::take_result(*std::exchange(core_, nullptr), request_), site_);
+  }
   /// An unwanted result: the call still completes, and its failures go to supervision.
   void drop() noexcept {
     if (!core_ || session_ != detail::control_session()) return; // the core is gone
@@ -130,7 +142,7 @@ concept awaitable = requires(F& f) {
 /// Waits for all of them (results stay in the futures for get()).
 template <awaitable... F>
 void wait_all(F&... futures) {
-  detail::backoff pause;
+  auto pause = detail::backoff::unwatched(); // bounded by the watchdog
   while (!(futures.ready() && ...)) pause.pause();
 }
 

@@ -66,7 +66,14 @@ std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_SAVE_FUNCTION_NAME(byte_writer&
 }
 template <class T>
 std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_LOAD_FUNCTION_NAME(byte_reader& ar, T& t) {
-  ar.loadBinary(std::addressof(t), sizeof(t));
+  if constexpr (std::is_same_v<T, bool>) { // a byte other than 0 or 1 is no bool (UB: fuzzed)
+    std::uint8_t byte = 0;
+    ar.loadBinary(&byte, 1);
+    if (byte > 1) throw malformed_message("a bool of value " + std::to_string(byte));
+    t = byte == 1;
+  } else {
+    ar.loadBinary(std::addressof(t), sizeof(t));
+  }
 }
 // Names are not stored.
 template <class T>

@@ -1,9 +1,15 @@
-// include/crown/detail/wait.hpp — how every Crown wait spends its time.
+// include/crown/detail/wait.hpp — how every Crown wait spends its time, and how a wait
+// that does not end is reported (CROWN_WAIT_WARN) or ends the job (CROWN_WAIT_TIMEOUT).
 #pragma once
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <utility>
+
+namespace crown {
+class mesh;
+}
 
 namespace crown::detail {
 
@@ -47,10 +53,37 @@ private:
   bool counted_ = true;
 };
 
+/// What a wait waits for, named when it lasts: the operation, the world rank it waits
+/// on (-1: several, or not known) and the mesh it runs on (may be null).
+struct wait_site {
+  const char* what = "a Crown wait";
+  int rank = -1;
+  const crown::mesh* on = nullptr;
+  /// A one-sided request that only the target's progress completes: without a progress
+  /// thread it is reported after 5 s (x CROWN_TIMEOUT_SCALE) with the progress rule.
+  bool needs_target_progress = false;
+};
+
+/// Sets the seconds (already scaled) after which a wait is logged and after which it
+/// ends the job; 0 = never. The runtime applies CROWN_WAIT_WARN and CROWN_WAIT_TIMEOUT.
+void set_wait_limits(double warn_seconds, double timeout_seconds, double unserved_seconds) noexcept;
+
 /// Spin briefly, then yield, then sleep in short naps once a wait grows long; drive
-/// progress on every poll.
+/// progress on every poll. Every 1024 polls (never on the fast path) the clock is read:
+/// a wait longer than CROWN_WAIT_WARN logs its site once, one longer than
+/// CROWN_WAIT_TIMEOUT logs it and calls MPI_Abort.
 class backoff {
 public:
+  backoff() noexcept = default;
+  explicit backoff(const wait_site& site) noexcept : site_(site) {}
+  /// A wait that something else bounds and that may rightly last for ever (a serving
+  /// rank idle between commands, the controller waiting for its calls): never reported.
+  [[nodiscard]] static backoff unwatched() noexcept {
+    backoff b;
+    b.watched_ = false;
+    return b;
+  }
+
   void pause() noexcept {
     if (const progress_fn f = progress_hook()) f();
     if (polls_ < spins_) {
@@ -63,23 +96,35 @@ public:
       polling_.release();
       std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
     }
-    ++polls_;
+    if ((++polls_ & 1023) == 0 && watched_) watch();
   }
   [[nodiscard]] long polls() const noexcept { return polls_; }
+  /// The wait now waits on another rank (a loop over several operations).
+  void retarget(int rank) noexcept { site_.rank = rank; }
 
 private:
+  void watch() noexcept; ///< reads the clock; reports or aborts (lib/runtime/wait_watch.cpp)
+
   static constexpr long yield_polls = 20000;
   static constexpr int nap_us = 50;
   long spins_ = wait_spins();
   long polls_ = 0;
+  wait_site site_{};
+  bool watched_ = true;
+  bool warned_ = false;
+  std::chrono::steady_clock::time_point since_{}; ///< the first watch(): 1024 polls in
   polling_scope polling_;
 };
 
 /// Polls `done()` under a backoff until it returns true.
 template <typename Done>
-void wait_until(Done&& done) {
-  backoff b;
+void wait_until(const wait_site& site, Done&& done) {
+  backoff b(site);
   while (!done()) b.pause();
+}
+template <typename Done>
+void wait_until(Done&& done) {
+  wait_until(wait_site{}, std::forward<Done>(done));
 }
 
 } // namespace crown::detail

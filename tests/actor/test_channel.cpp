@@ -1,0 +1,107 @@
+// The controller channel (lib/actor/channel.hpp) against notices that lie: a notice
+// announces a large body that follows; a false one (no body, or a body of another
+// size) must cost no memory and leave the channel working. Once, a notice of 2 GiB made
+// the receiver allocate and zero 2 GiB before anything was checked.
+#include "actor/channel.hpp"
+#include "actor/protocol.hpp"
+#include <boost/test/unit_test.hpp>
+#include <cstring>
+#include <mpi.h>
+#include <optional>
+#include <sys/resource.h>
+#include <vector>
+
+namespace {
+
+long max_resident_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+
+/// A channel over a private copy of MPI_COMM_SELF: this process talks to itself.
+struct self_channel {
+  MPI_Comm comm = MPI_COMM_NULL;
+  std::optional<crown::detail::channel> ch;
+  self_channel() {
+    MPI_Comm_dup(MPI_COMM_SELF, &comm);
+    ch.emplace(comm);
+  }
+  ~self_channel() {
+    ch.reset();
+    MPI_Comm_free(&comm);
+  }
+  /// Polls for a while; true if a message arrived.
+  bool receive(crown::detail::channel::incoming& m) {
+    for (int i = 0; i < 2000; ++i)
+      if (ch->receive(m)) return true;
+    return false;
+  }
+  /// Sent without waiting (a large message to oneself completes only once received).
+  void send_raw(const std::vector<std::byte>& bytes, int tag) {
+    MPI_Request r;
+    MPI_Isend(bytes.data(), static_cast<int>(bytes.size()), MPI_BYTE, 0, tag, comm, &r);
+    sends.push_back(r);
+  }
+  void wait_sends() {
+    MPI_Waitall(static_cast<int>(sends.size()), sends.data(), MPI_STATUSES_IGNORE);
+    sends.clear();
+  }
+  std::vector<MPI_Request> sends;
+};
+
+constexpr int small_tag = 1, large_tag = 2; // channel.cpp's tags
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_notice_without_a_body_allocates_nothing) {
+  self_channel c;
+  std::vector<std::byte> notice;
+  crown::detail::encode_notice(0x7fffffff, notice); // "2 GiB follow" — and nothing does
+  const long before = max_resident_kib();
+  c.send_raw(notice, small_tag);
+  crown::detail::channel::incoming m;
+  BOOST_TEST(!c.receive(m));
+  const long grown_mib = (max_resident_kib() - before) / 1024;
+  BOOST_TEST(grown_mib < 64, "the false notice cost " << grown_mib << " MiB");
+  c.wait_sends();
+}
+
+BOOST_AUTO_TEST_CASE(a_body_of_another_size_is_dropped_and_the_channel_still_works) {
+  self_channel c;
+  std::vector<std::byte> notice, body(40000, std::byte{7});
+  crown::detail::encode_notice(50000, notice);
+  c.send_raw(notice, small_tag);
+  c.send_raw(body, large_tag);
+  crown::detail::channel::incoming m;
+  BOOST_TEST(!c.receive(m));
+  c.wait_sends(); // the false body was consumed
+  // a real large message, then a small one, arrive whole and in order
+  auto big = c.ch->acquire(100000);
+  big->resize(100000);
+  for (std::size_t i = 0; i < big->size(); ++i) (*big)[i] = static_cast<std::byte>(i % 251);
+  c.ch->send(big, 0);
+  auto small = c.ch->acquire(8);
+  small->assign(8, std::byte{3});
+  c.ch->send(small, 0);
+  BOOST_TEST_REQUIRE(c.receive(m));
+  BOOST_TEST(m.bytes.size() == 100000u);
+  BOOST_TEST((std::memcmp(m.bytes.data(), big->data(), big->size()) == 0));
+  BOOST_TEST_REQUIRE(c.receive(m));
+  BOOST_TEST(m.bytes.size() == 8u);
+  c.ch->drain_sends();
+}
+
+BOOST_AUTO_TEST_CASE(notices_of_impossible_sizes_are_refused) {
+  using crown::detail::notice_bytes;
+  std::vector<std::byte> n;
+  for (std::uint64_t bytes :
+       {std::uint64_t{0}, std::uint64_t{16384}, std::uint64_t{1} << 31, ~std::uint64_t{0}}) {
+    crown::detail::encode_notice(bytes, n);
+    BOOST_TEST(notice_bytes(n, 16384).value_or(99) == 0u, bytes);
+  }
+  crown::detail::encode_notice(16385, n);
+  BOOST_TEST(notice_bytes(n, 16384).value_or(0) == 16385u);
+  n.push_back(std::byte{0}); // 17 bytes: an ordinary message
+  BOOST_TEST(!notice_bytes(n, 16384));
+}
