@@ -264,23 +264,24 @@ std::uint64_t active_messages::atomic(int rank, std::uint64_t offset, atomic_op 
 }
 
 bool active_messages::progress() noexcept {
-  if (!serving_.try_lock()) return false; // another thread is serving
-  const std::lock_guard lock(serving_, std::adopt_lock);
-  bool moved = false;
-  try {
-    moved = complete_sends();
-    for (;;) {
-      int arrived = 0;
-      MPI_Status status;
-      check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, am_request_tag, comm_, &arrived, &status), "MPI_Iprobe");
-      if (!arrived) return moved;
-      serve(status);
-      moved = true;
+  return serving_.run([this]() noexcept {
+    bool moved = false;
+    try {
+      moved = complete_sends();
+      for (;;) {
+        int arrived = 0;
+        MPI_Status status;
+        check_mpi(MPI_Iprobe(MPI_ANY_SOURCE, am_request_tag, comm_, &arrived, &status),
+                  "MPI_Iprobe");
+        if (!arrived) return moved;
+        serve(status);
+        moved = true;
+      }
+    } catch (const std::exception& e) {
+      log(log_level::error, "serving one-sided requests failed: ", e.what());
     }
-  } catch (const std::exception& e) {
-    log(log_level::error, "serving one-sided requests failed: ", e.what());
-  }
-  return moved;
+    return moved;
+  });
 }
 
 void active_messages::serve(const MPI_Status& arrived) {

@@ -61,7 +61,7 @@ private:
   MPI_Comm comm_ = MPI_COMM_NULL;
   std::byte* heap_;
   std::size_t heap_size_;
-  std::mutex serving_;
+  progress_gate serving_;                ///< one thread serves requests at a time
   std::vector<std::byte> inbox_, reply_; ///< reused by the serving thread
   std::list<pending_send> sending_;      ///< by the serving thread
   std::atomic<std::uint32_t> next_id_{0};

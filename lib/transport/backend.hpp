@@ -4,10 +4,29 @@
 #include "transfer.hpp"
 #include <chrono>
 #include <cstdint>
+#include <mutex>
 #include <span>
 #include <thread>
 
 namespace crown::detail {
+
+/// Lets one thread at a time drive a progress engine; the others return at once. Two
+/// threads progressing one engine only fight over its lock, and on a host with more
+/// threads than cores the holder is descheduled while the other spins on it (UCX's
+/// worker lock is a spinlock: 80% of a waiting rank's time went there).
+class progress_gate {
+public:
+  /// f() when no other thread is inside; false (nothing moved here) when one is.
+  template <typename F>
+  bool run(F&& f) noexcept {
+    if (!busy_.try_lock()) return false;
+    const std::lock_guard lock(busy_, std::adopt_lock);
+    return f();
+  }
+
+private:
+  std::mutex busy_;
+};
 
 /// How a rank reaches heap slices of peers it cannot load from or store to: one MPI
 /// window over the heap (mpi_window), UCX (ucx_transport) or active messages over

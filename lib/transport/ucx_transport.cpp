@@ -178,7 +178,7 @@ void ucx_transport::wait(ucs_status_ptr_t request, int rank, const char* what) {
   if (UCS_PTR_IS_PTR(request)) {
     backoff pause(wait_site{what, rank, nullptr, true});
     while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
-      ucp_worker_progress(worker_);
+      progress_worker();
       pause.pause();
     }
     ucp_request_free(request);
@@ -233,7 +233,7 @@ public:
 
   bool test_local() override {
     if (done_local_) return true;
-    ucp_worker_progress(t_.worker_);
+    t_.progress_worker();
     for (ucs_status_ptr_t r : requests_)
       if (status_of(r) == UCS_INPROGRESS) return false;
     if (failed() && status_of(flush_) == UCS_INPROGRESS) return false; // buffer still in use
@@ -340,8 +340,12 @@ void ucx_transport::quiet() {
 }
 
 bool ucx_transport::progress() noexcept {
-  const bool ucx = ucp_worker_progress(worker_) != 0;
+  const bool ucx = progress_worker();
   return packed_->progress() || ucx;
+}
+
+bool ucx_transport::progress_worker() noexcept {
+  return progressing_.run([this]() noexcept { return ucp_worker_progress(worker_) != 0; });
 }
 
 void ucx_transport::idle_wait(std::chrono::microseconds limit) noexcept {

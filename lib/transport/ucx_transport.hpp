@@ -51,6 +51,8 @@ private:
   /// Waits for a UCX request (driving progress), frees it, throws on failure.
   void wait(ucs_status_ptr_t request, int rank, const char* what);
   void release() noexcept;
+  /// ucp_worker_progress, unless another thread is already in it.
+  bool progress_worker() noexcept;
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -66,6 +68,7 @@ private:
   int size_ = 0;
   int rank_ = 0;
   std::mutex connecting_;
+  progress_gate progressing_; ///< one thread in ucp_worker_progress at a time
 };
 
 } // namespace crown::detail
