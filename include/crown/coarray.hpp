@@ -257,3 +257,4 @@ private:
 };
 
 } // namespace crown
+#include <crown/device_coarray.hpp> // memory_kind::cuda: the device heap

@@ -2,6 +2,7 @@
 #include "../mesh/crown_comm.hpp"
 #include "../transport/host_collectives.hpp"
 #include "../transport/progress_thread.hpp"
+#include "../gpu/device_startup.hpp"
 #include "../transport/symmetric_heap.hpp"
 #include "runtime_state.hpp"
 #include "startup_agreement.hpp"
@@ -310,6 +311,7 @@ void runtime_state::shutdown() noexcept {
     progress_thread.request_stop();
     progress_thread.join();
   }
+  stop_device_heap(); // meets this host's ranks on a communicator freed below
   install_heap(nullptr, cfg);
   heap.reset();  // the window goes before the communicator it was made on
   world.reset(); // the world mesh points back at this state
@@ -448,6 +450,7 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
                         [&] { st->heap = std::make_unique<detail::symmetric_heap>(*st); });
     detail::agreed_step(dup, "symmetric heap transport", [&] { st->heap->connect(*st); });
     detail::install_heap(st->heap.get(), st->cfg);
+    detail::agreed_step(dup, "device heap", [&] { detail::start_device_heap(*st); });
     detail::configure_host_collectives(st->cfg);
     detail::start_progress_thread(*st);
     detail::report_osc(*st);

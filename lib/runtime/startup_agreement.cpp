@@ -71,6 +71,8 @@ std::string canonical_value(const config& c, std::string_view name) {
   if (name == "CROWN_ACTOR_STDOUT") return c.actor_stdout ? "1" : "0";
   if (name == "CROWN_PROGRESS_THREAD") return c.progress_thread ? "1" : "0";
   if (name == "CROWN_SINGLE_COPY") return c.single_copy ? "auto" : "0";
+  if (name == "CROWN_GPU_HEAP_SIZE") return std::to_string(c.gpu_heap_size);
+  if (name == "CROWN_GPU_MAPPING") return std::string(to_string(c.gpu_mapping));
   throw std::logic_error("canonical_value: unknown variable " + std::string(name));
 }
 
