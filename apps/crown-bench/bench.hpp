@@ -15,7 +15,7 @@ struct options {
   int batches = 11;
   bool smoke = false;
   std::string shmem_file;
-  std::string nvshmem_file; ///< gpu: crown-nvshmem-baseline's output
+  std::string nvshmem_file;              ///< gpu: crown-nvshmem-baseline's output
   std::string crown_file, baseline_file; ///< fortran: crown-caf-bench's output on each runtime
 };
 

@@ -33,8 +33,8 @@ void read_nvshmem(const std::string& file) {
 }
 
 /// A figure beside its baseline, and beside NVSHMEM's when it measured the same.
-void line(const char* op, std::size_t bytes, const char* unit, double crown_value,
-          const char* base, double base_value) {
+void line(const char* op, std::size_t bytes, const char* unit, double crown_value, const char* base,
+          double base_value) {
   print_line("gpu", op, bytes, unit, crown_value, base, base_value);
   const auto n = g_nvshmem.find(std::string(op) + "," + std::to_string(bytes));
   if (n == g_nvshmem.end()) return;

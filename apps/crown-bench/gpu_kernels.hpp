@@ -1,8 +1,8 @@
 // apps/crown-bench/gpu_kernels.hpp — the CUDA side of `crown-bench gpu` (gpu_kernels.cu,
 // nvcc, C++17): baselines measured in one process and kernels using the kernel view.
 #pragma once
-#include <cstddef>
 #include <crown/device/coarray_view.hpp>
+#include <cstddef>
 
 struct CUstream_st;
 

@@ -2,7 +2,8 @@
 // (a.device()), fence, quiet and wait_until. Header-only; nvcc only (C++17 or later).
 #pragma once
 #if !defined(__CUDACC__)
-#error "<crown/device.cuh> is for CUDA sources compiled by nvcc; host code includes <crown/device/coarray_view.hpp>"
+#error                                                                                             \
+    "<crown/device.cuh> is for CUDA sources compiled by nvcc; host code includes <crown/device/coarray_view.hpp>"
 #endif
 #include <crown/device/coarray_view.hpp>
 
@@ -42,9 +43,8 @@ using word_t = std::conditional_t<sizeof(T) == 4, unsigned int, unsigned long lo
 template <typename T>
 __device__ T atomic_add(T* where, T value) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomics need 4- or 8-byte elements");
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> ||
-                std::is_same_v<T, int> || std::is_same_v<T, unsigned int> ||
-                std::is_same_v<T, unsigned long long>)
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int> ||
+                std::is_same_v<T, unsigned int> || std::is_same_v<T, unsigned long long>)
     return atomicAdd_system(where, value);
   else // 8-byte signed integers: two's complement addition on the unsigned word
     return static_cast<T>(atomicAdd_system(reinterpret_cast<unsigned long long*>(where),
@@ -66,8 +66,7 @@ __device__ T atomic_cas(T* where, T expected, T desired) {
 template <typename T>
 __device__ T wait_until(const T* flag, cmp c, T value) {
   T seen;
-  while (!detail::compare(seen = *const_cast<const volatile T*>(flag), c, value)) {
-  }
+  while (!detail::compare(seen = *const_cast<const volatile T*>(flag), c, value)) {}
   __threadfence_system();
   return seen;
 }

@@ -125,7 +125,7 @@ private:
   template <typename, std::size_t, memory_kind>
   friend class image_ref;
   friend void put_notify<T, N, memory_kind::cuda>(const image_ref& target, std::span<const T> src,
-                                                 event& notify);
+                                                  event& notify);
   image_ref(const coarray<T, N, memory_kind::cuda>* a, int image, int rank)
       : a_(a), image_(image), rank_(rank) {}
 
@@ -232,9 +232,7 @@ public:
                            "image out of range [0, " + std::to_string(mesh_.size()) + ")");
     return {this, image, mesh_.ranks()[static_cast<std::size_t>(image)]};
   }
-  [[nodiscard]] image_ref<T, N, memory_kind::cuda> operator[](int image) const {
-    return on(image);
-  }
+  [[nodiscard]] image_ref<T, N, memory_kind::cuda> operator[](int image) const { return on(image); }
 
   /// The kernel view of every image's block (see crown/device.cuh). Throws
   /// argument_error when an image lies on another host: kernels reach this host only.

@@ -78,8 +78,7 @@ async_handle cuda_backend::finish(cudaStream_t stream, int rank) {
   return async_handle(new cuda_op(rank, e));
 }
 
-async_handle cuda_backend::start(bool put, int rank, std::span<const run> runs,
-                                 std::byte* packed) {
+async_handle cuda_backend::start(bool put, int rank, std::span<const run> runs, std::byte* packed) {
   return start_on(stream_, put, rank, runs, packed);
 }
 
@@ -110,8 +109,8 @@ void cuda_backend::enqueue(cudaStream_t stream, bool put, int rank, std::span<co
   }
 }
 
-async_handle cuda_backend::start_strided(cudaStream_t stream, bool put, int rank,
-                                         const strided& s, std::byte* packed) {
+async_handle cuda_backend::start_strided(cudaStream_t stream, bool put, int rank, const strided& s,
+                                         std::byte* packed) {
   const device_guard on(device_);
   std::byte* base = base_of(rank) + s.offset;
   // Rows: the innermost dimension when contiguous (then a 2-D copy over the next one),
@@ -134,11 +133,10 @@ async_handle cuda_backend::start_strided(cudaStream_t stream, bool put, int rank
   for (std::size_t i = 0; i < outer[0]; ++i)
     for (std::size_t j = 0; j < outer[1]; ++j) {
       std::byte* heap = base + i * outer_stride[0] + j * outer_stride[1];
-      const cudaError_t rc =
-          put ? cudaMemcpy2DAsync(heap, pitch, packed, width, width, height, cudaMemcpyDefault,
-                                  stream)
-              : cudaMemcpy2DAsync(packed, width, heap, pitch, width, height, cudaMemcpyDefault,
-                                  stream);
+      const cudaError_t rc = put ? cudaMemcpy2DAsync(heap, pitch, packed, width, width, height,
+                                                     cudaMemcpyDefault, stream)
+                                 : cudaMemcpy2DAsync(packed, width, heap, pitch, width, height,
+                                                     cudaMemcpyDefault, stream);
       check_cuda(rc, std::string("cudaMemcpy2DAsync ") + (put ? "put (" : "get (") +
                          bytes_to(width * height, rank) + ", width " + std::to_string(width) +
                          ", pitch " + std::to_string(pitch) + ")");

@@ -25,8 +25,8 @@ public:
   async_handle start(bool put, int rank, std::span<const run> runs, std::byte* packed) override;
   std::uint64_t atomic(int rank, std::uint64_t offset, atomic_op op, int width, bool floating,
                        std::uint64_t operand, std::uint64_t compare) override;
-  void put_notify(int rank, std::span<const run> runs, const std::byte* packed,
-                  std::uint64_t flag, std::int64_t add) override;
+  void put_notify(int rank, std::span<const run> runs, const std::byte* packed, std::uint64_t flag,
+                  std::int64_t add) override;
   void fence() override {} // one stream: copies start in order
   void quiet() override;
   bool progress() noexcept override { return false; }

@@ -28,7 +28,8 @@ void check_cu(int rc, std::string_view what) {
 }
 
 device_guard::device_guard(int device) : previous_(current_device()) {
-  if (previous_ != device) check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+  if (previous_ != device)
+    check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
 }
 
 device_guard::~device_guard() {

@@ -107,12 +107,11 @@ std::uint64_t agree_on_offset(device_heap& h, MPI_Comm comm, std::size_t rounded
     candidate = static_cast<std::uint64_t>(bounds[0]);
     if (candidate >= h.space.capacity())
       throw error(op, "device heap exhausted: " + std::to_string(rounded) +
-                          " bytes needed on every member, device heap " +
-                          std::to_string(h.size()) + " bytes per rank on GPU " +
-                          std::to_string(h.device()) + ", " + std::to_string(h.space.in_use()) +
+                          " bytes needed on every member, device heap " + std::to_string(h.size()) +
+                          " bytes per rank on GPU " + std::to_string(h.device()) + ", " +
+                          std::to_string(h.space.in_use()) +
                           " in use here, largest free block here " +
-                          std::to_string(h.space.largest_free()) +
-                          "; raise CROWN_GPU_HEAP_SIZE");
+                          std::to_string(h.space.largest_free()) + "; raise CROWN_GPU_HEAP_SIZE");
     if (bounds[0] == -bounds[1]) return candidate;
   }
 }
@@ -192,7 +191,7 @@ std::byte* device_address(std::uint64_t offset) noexcept {
 std::byte* device_peer_address(int world_rank, std::uint64_t offset) noexcept {
   device_heap* h = find_device_heap();
   return h && world_rank >= 0 && world_rank < h->world_size() ? h->peer(world_rank, offset)
-                                                                : nullptr;
+                                                              : nullptr;
 }
 
 int device_ordinal() noexcept {
@@ -261,8 +260,8 @@ void device_put_notify(int world_rank, std::uint64_t offset, const void* src, st
   check_buffer(h, src, bytes, false, op);
   if (!device_flag) { // the data is at the target before the host counter moves
     blocking(true, world_rank, offset, const_cast<void*>(src), bytes, op);
-    (void)remote_atomic(world_rank, flag, atomic_op::add, 8, false,
-                        static_cast<std::uint64_t>(add), 0, cpu);
+    (void)remote_atomic(world_rank, flag, atomic_op::add, 8, false, static_cast<std::uint64_t>(add),
+                        0, cpu);
     return;
   }
   check_range(h, flag, sizeof(std::int64_t), "device put_notify (flag)");

@@ -22,9 +22,9 @@ std::string reason_for_none(const runtime_state& st) {
   const cudaError_t rc = cudaGetDeviceCount(&count);
   (void)cudaGetLastError();
   return "no GPU is visible to this rank (cudaGetDeviceCount: " +
-         std::string(rc == cudaSuccess ? std::to_string(count) + " devices"
-                                       : std::string(cudaGetErrorName(rc)) + ", " +
-                                             cudaGetErrorString(rc)) +
+         std::string(rc == cudaSuccess
+                         ? std::to_string(count) + " devices"
+                         : std::string(cudaGetErrorName(rc)) + ", " + cudaGetErrorString(rc)) +
          ")";
 }
 
@@ -64,8 +64,8 @@ cuda_backend& device_heap::backend_for(int world_rank, std::string_view op) cons
     throw state_error(std::string(op),
                       "the device heap of rank " + std::to_string(world_rank) + " (host " +
                           hosts_[static_cast<std::size_t>(world_rank)] +
-                          ") is not mapped here (host " + hosts_[static_cast<std::size_t>(
-                                                             current_rank())] +
+                          ") is not mapped here (host " +
+                          hosts_[static_cast<std::size_t>(current_rank())] +
                           "): device memory on other hosts, or of ranks without a device "
                           "heap, is not reachable yet (the cross-host device path is part 2, "
                           "issue 16)");

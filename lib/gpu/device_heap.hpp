@@ -24,8 +24,7 @@ class device_heap {
 public:
   /// `memory` was mapped over `group` (the ranks of this host that have a device heap),
   /// which the heap keeps until its memory is gone.
-  device_heap(runtime_state& st, MPI_Comm group, std::unique_ptr<device_memory> memory,
-              int device);
+  device_heap(runtime_state& st, MPI_Comm group, std::unique_ptr<device_memory> memory, int device);
   ~device_heap();
   device_heap(const device_heap&) = delete;
   device_heap& operator=(const device_heap&) = delete;
@@ -60,8 +59,8 @@ private:
   comm_handle group_; ///< declared first: freed after the memory that meets on it
   int device_;
   std::unique_ptr<device_memory> memory_;
-  std::vector<std::byte*> peers_;    ///< per world rank: mapped base, or nullptr
-  std::vector<std::string> hosts_;   ///< per world rank: host name, for errors
+  std::vector<std::byte*> peers_;  ///< per world rank: mapped base, or nullptr
+  std::vector<std::string> hosts_; ///< per world rank: host name, for errors
   std::unique_ptr<cuda_backend> backend_;
   struct device_buffer {
     void* p = nullptr;

@@ -155,8 +155,8 @@ std::unique_ptr<device_memory> map_vmm(MPI_Comm host, int device, std::size_t by
   pending_handle mine{d};
   unique_fd exported;
   if (CUresult rc = d->create(&mine.h, rounded, &prop, 0); rc != CUDA_SUCCESS) {
-    problem = "cuMemCreate(" + std::to_string(rounded) + " bytes on GPU " +
-              std::to_string(device) + "): " + driver_error_text(rc);
+    problem = "cuMemCreate(" + std::to_string(rounded) + " bytes on GPU " + std::to_string(device) +
+              "): " + driver_error_text(rc);
   } else {
     mine.held = true;
     int fd = -1;
@@ -181,11 +181,9 @@ std::unique_ptr<device_memory> map_vmm(MPI_Comm host, int device, std::size_t by
                    ")");
       imported.held = true;
       peers[r].reset(); // the handle keeps the memory; the descriptor is no longer needed
-      memory->adopt(static_cast<int>(r),
-                    std::make_unique<vmm_mapping>(*d, imported.take(), rounded, granularity,
-                                                  device,
-                                                  "the device heap of host rank " +
-                                                      std::to_string(r)));
+      memory->adopt(static_cast<int>(r), std::make_unique<vmm_mapping>(
+                                             *d, imported.take(), rounded, granularity, device,
+                                             "the device heap of host rank " + std::to_string(r)));
     }
   } catch (const error& e) {
     problem = e.what();
@@ -213,7 +211,9 @@ public:
     if (local()) (void)cudaFree(local());
   }
   [[nodiscard]] const char* kind() const noexcept override { return "ipc"; }
-  void set(int rank, void* p) { bases_[static_cast<std::size_t>(rank)] = static_cast<std::byte*>(p); }
+  void set(int rank, void* p) {
+    bases_[static_cast<std::size_t>(rank)] = static_cast<std::byte*>(p);
+  }
 
 private:
   MPI_Comm host_;

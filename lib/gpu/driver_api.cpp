@@ -1,7 +1,6 @@
 // Driver entry points through the CUDA runtime.
 #include "driver_api.hpp"
 #include <cuda_runtime_api.h>
-#include <mutex>
 
 namespace crown::detail {
 namespace {
@@ -10,8 +9,7 @@ template <typename F>
 bool look_up(const char* name, F& f, std::string& missing) {
   void* p = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found) !=
-          cudaSuccess ||
+  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &found) != cudaSuccess ||
       found != cudaDriverEntryPointSuccess || !p) {
     (void)cudaGetLastError();
     missing += missing.empty() ? name : std::string(", ") + name;

@@ -45,7 +45,8 @@ void send_descriptor(const endpoint& to, int fd, const note& n, std::string& pro
   socklen_t length = 0;
   const sockaddr_un a = address_of(to, length);
   if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&a), length) != 0)
-    return void(problem = failure("connect") + " (the socket of pid " + std::to_string(to.pid) + ")");
+    return void(problem =
+                    failure("connect") + " (the socket of pid " + std::to_string(to.pid) + ")");
   iovec io{const_cast<note*>(&n), sizeof n};
   alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
   msghdr m{};

@@ -213,9 +213,9 @@ config config::parse(const std::map<std::string, std::string>& vars,
     } else if (name == "CROWN_GPU_HEAP_SIZE") {
       c.gpu_heap_size = value == "0" ? 0 : parse_bytes(name, value);
     } else if (name == "CROWN_GPU_MAPPING") {
-      c.gpu_mapping = parse_choice(
-          name, value, std::array{gpu_mapping_choice::automatic, gpu_mapping_choice::vmm,
-                                            gpu_mapping_choice::ipc});
+      c.gpu_mapping = parse_choice(name, value,
+                                   std::array{gpu_mapping_choice::automatic,
+                                              gpu_mapping_choice::vmm, gpu_mapping_choice::ipc});
     } else if (name == "CROWN_SHM") {
       c.shm = parse_flag(name, value);
     } else if (name == "CROWN_FANOUT") {

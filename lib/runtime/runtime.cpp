@@ -1,8 +1,8 @@
 // crown::runtime: MPI initialisation or attachment, start-up agreement, shutdown order.
+#include "../gpu/device_startup.hpp"
 #include "../mesh/crown_comm.hpp"
 #include "../transport/host_collectives.hpp"
 #include "../transport/progress_thread.hpp"
-#include "../gpu/device_startup.hpp"
 #include "../transport/symmetric_heap.hpp"
 #include "runtime_state.hpp"
 #include "startup_agreement.hpp"

@@ -1,9 +1,9 @@
 // tests/gpu/kernels.hpp — kernels the GPU tests launch (kernels.cu, nvcc, C++17): the
 // kernel view in use, and device buffers without CUDA headers in the C++20 tests.
 #pragma once
+#include <crown/device/coarray_view.hpp>
 #include <cstddef>
 #include <cstdint>
-#include <crown/device/coarray_view.hpp>
 
 struct CUstream_st;
 

@@ -102,7 +102,8 @@ BOOST_AUTO_TEST_CASE(asynchronous_and_stream_ordered_transfers) {
   gpu_test::stream s;
   gpu_test::buffer src(4096 * sizeof(int));
   gpu_test::fill_iota(static_cast<int*>(src.get()), 4096, 7 * me(), s.get());
-  crown::completion c = a.on(right()).put_async({static_cast<const int*>(src.get()), 4096}, s.get());
+  crown::completion c =
+      a.on(right()).put_async({static_cast<const int*>(src.get()), 4096}, s.get());
   c.wait();
   crown::sync_all();
   BOOST_TEST(own_block(a) == iota_from(7 * left(), 4096));
@@ -223,16 +224,18 @@ BOOST_AUTO_TEST_CASE(a_kernel_puts_and_signals_another_image) {
 
 BOOST_AUTO_TEST_CASE(bad_input_is_named) {
   dcoarray<int, 2> a(w(), {4, 5});
-  BOOST_TEST(crown_test::what_of<crown::argument_error>([&] { (void)a.on(n()); })
-                 .find("image out of range [0, " + std::to_string(n()) + ")") != std::string::npos);
-  BOOST_TEST(crown_test::what_of<crown::argument_error>([&] { (void)a.on(0).get({4, 0}); })
-                 .find("index 4 of dimension 0 is out of range [0, 4)") != std::string::npos);
+  BOOST_TEST(crown_test::what_of<crown::argument_error>([&] {
+               (void)a.on(n());
+             }).find("image out of range [0, " + std::to_string(n()) + ")") != std::string::npos);
+  BOOST_TEST(crown_test::what_of<crown::argument_error>([&] {
+               (void)a.on(0).get({4, 0});
+             }).find("index 4 of dimension 0 is out of range [0, 4)") != std::string::npos);
   BOOST_TEST(crown_test::what_of<crown::argument_error>([&] {
                a.on(0).put(std::vector<int>(19));
              }).find("19 elements given for a block of 20") != std::string::npos);
   // Device heap exhausted: named on every member, with the heap's size and GPU.
-  const std::string full = crown_test::what_of<crown::error>(
-      [] { dcoarray<char> huge(w(), std::size_t{1} << 44); });
+  const std::string full =
+      crown_test::what_of<crown::error>([] { dcoarray<char> huge(w(), std::size_t{1} << 44); });
   BOOST_TEST(full.find("device heap exhausted: ") != std::string::npos, full);
   BOOST_TEST(full.find("raise CROWN_GPU_HEAP_SIZE") != std::string::npos, full);
   BOOST_TEST(full.find("on GPU " + std::to_string(crown::detail::device_ordinal())) !=
@@ -248,8 +251,9 @@ BOOST_AUTO_TEST_CASE(device_memory_in_a_host_coarray_is_refused_under_check) {
   if (!env_is("CROWN_CHECK", "1")) return; // the checks cost a driver call: CROWN_CHECK=1 only
   crown::coarray<int> h(w(), 16);
   gpu_test::buffer dev(16 * sizeof(int));
-  const std::string m = crown_test::what_of<crown::argument_error>(
-      [&] { h.on(right()).put({static_cast<const int*>(dev.get()), 16}); });
+  const std::string m = crown_test::what_of<crown::argument_error>([&] {
+    h.on(right()).put({static_cast<const int*>(dev.get()), 16});
+  });
   BOOST_TEST(m.find("(CROWN_CHECK=1): the buffer at ") != std::string::npos, m);
   BOOST_TEST(m.find("is device memory of GPU ") != std::string::npos, m);
   crown::sync_all();
@@ -265,8 +269,8 @@ BOOST_AUTO_TEST_CASE(images_on_other_hosts_are_errors_not_wrong_addresses) {
   int other = -1;
   for (const auto& p : topo.all())
     if (p.host_index != topo.self().host_index) other = p.rank;
-  const std::string put = crown_test::what_of<crown::state_error>(
-      [&] { a.on(other).put(std::vector<int>(64)); });
+  const std::string put =
+      crown_test::what_of<crown::state_error>([&] { a.on(other).put(std::vector<int>(64)); });
   BOOST_TEST(put.find("is not mapped here") != std::string::npos, put);
   BOOST_TEST(put.find("issue 16") != std::string::npos, put);
   // Same-host images still work, and a view over the host's own mesh too.

@@ -47,9 +47,9 @@ BOOST_AUTO_TEST_CASE(cuda_allocation_without_a_device_heap_names_rank_and_cause)
 BOOST_AUTO_TEST_CASE(the_failed_allocation_leaves_the_runtime_usable) {
   if (every_rank_has_a_gpu() && !heap_turned_off()) return;
   for (int i = 0; i < 2; ++i)
-    BOOST_CHECK_THROW((crown::coarray<double, 2, crown::memory_kind::cuda>(crown_test::w(),
-                                                                           {4, 4})),
-                      crown::error);
+    BOOST_CHECK_THROW(
+        (crown::coarray<double, 2, crown::memory_kind::cuda>(crown_test::w(), {4, 4})),
+        crown::error);
   crown::coarray<int> host(crown_test::w(), 4); // host memory still works
   host.on(crown_test::right()).put({1}, crown_test::me());
   crown::sync_all();

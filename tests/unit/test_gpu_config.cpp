@@ -19,17 +19,16 @@ std::string message_of(const std::map<std::string, std::string>& vars) {
 BOOST_AUTO_TEST_CASE(gpu_heap_size_defaults_to_one_gib_and_zero_turns_it_off) {
   BOOST_TEST(config::parse({}).gpu_heap_size == std::size_t{1} << 30);
   BOOST_TEST(config::parse({{"CROWN_GPU_HEAP_SIZE", "0"}}).gpu_heap_size == 0u);
-  BOOST_TEST(config::parse({{"CROWN_GPU_HEAP_SIZE", "256M"}}).gpu_heap_size ==
-             std::size_t{256} << 20);
-  BOOST_TEST(config::parse({{"CROWN_GPU_HEAP_SIZE", "16T"}}).gpu_heap_size ==
-             std::size_t{1} << 44);
-  BOOST_TEST(config::parse({{"CROWN_GPU_HEAP_SIZE", "1048576"}}).gpu_heap_size ==
-             std::size_t{1} << 20);
+  BOOST_TEST(config::parse({{"CROWN_GPU_HEAP_SIZE", "256M"}}).gpu_heap_size == std::size_t{256}
+                                                                                   << 20);
+  BOOST_TEST(config::parse({{"CROWN_GPU_HEAP_SIZE", "16T"}}).gpu_heap_size == std::size_t{1} << 44);
+  BOOST_TEST(config::parse({{"CROWN_GPU_HEAP_SIZE", "1048576"}}).gpu_heap_size == std::size_t{1}
+                                                                                      << 20);
 }
 
 BOOST_AUTO_TEST_CASE(gpu_heap_size_refuses_what_the_host_heap_refuses) {
-  for (auto bad : {"00", "-1", "1048575", "17T", "4398046511105M", "1.5G", "1GB", "", "G", "nan",
-                   "off"})
+  for (auto bad :
+       {"00", "-1", "1048575", "17T", "4398046511105M", "1.5G", "1GB", "", "G", "nan", "off"})
     BOOST_TEST(message_of({{"CROWN_GPU_HEAP_SIZE", bad}})
                        .find("CROWN_GPU_HEAP_SIZE: invalid value '" + std::string(bad) +
                              "' (expected bytes from 1M to 16T") != std::string::npos,
