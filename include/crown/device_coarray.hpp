@@ -112,7 +112,8 @@ public:
   void put_signal(std::span<const T> src, const coarray<std::int64_t, M, memory_kind::cuda>& flags,
                   const std::array<std::size_t, M>& flag, std::int64_t add = 1) const {
     check_count(src.size(), "put_signal");
-    const std::uint64_t word = flags.on(image_).element_offset(flag, "put_signal (flag)");
+    const std::uint64_t word =
+        flags.on(flags.team().index_of(rank_)).element_offset(flag, "put_signal (flag)");
     detail::device_put_notify(rank_, a_->block_.offset, src.data(), src.size_bytes(), word, add,
                               true, false);
   }
