@@ -15,6 +15,7 @@
 #include <nvshmem.h>
 #include <nvshmemx.h>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -74,28 +75,20 @@ int main(int argc, char** argv) {
   const int ops = smoke ? 5 : 20;
 
   if (rank == 0) {
-    for (const bool put : {true, false}) {
-      for (const std::size_t b : {8, 64, 512, 4096}) {
-        const double s = median_seconds(ops, [&] {
+    std::vector<std::pair<const char*, std::size_t>> sizes; // (op suffix, bytes)
+    for (const std::size_t b : {8, 64, 512, 4096}) sizes.emplace_back("latency", b);
+    for (std::size_t b = 4096; b <= max_bytes; b *= (smoke ? 32 : 4)) sizes.emplace_back("bw", b);
+    for (const bool put : {true, false})
+      for (const auto& [kind, b] : sizes) {
+        const double s = median_seconds(ops, [&, b = b] {
           if (put)
             nvshmem_putmem(sym, local, b, 1);
           else
             nvshmem_getmem(local, sym, b, 1);
           nvshmem_quiet();
         });
-        std::printf("nvshmem,%s,%zu,%.9g\n", put ? "put_latency" : "get_latency", b, s);
+        std::printf("nvshmem,%s_%s,%zu,%.9g\n", put ? "put" : "get", kind, b, s);
       }
-      for (std::size_t b = 4096; b <= max_bytes; b *= (smoke ? 32 : 4)) {
-        const double s = median_seconds(ops, [&] {
-          if (put)
-            nvshmem_putmem(sym, local, b, 1);
-          else
-            nvshmem_getmem(local, sym, b, 1);
-          nvshmem_quiet();
-        });
-        std::printf("nvshmem,%s,%zu,%.9g\n", put ? "put_bw" : "get_bw", b, s);
-      }
-    }
     const std::size_t block = smoke ? (std::size_t{4} << 20) : (std::size_t{64} << 20);
     const double s = median_seconds(smoke ? 3 : 10, [&] {
       put_block<<<1, 1024>>>(sym, local, block, 1);

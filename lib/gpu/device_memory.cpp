@@ -26,6 +26,16 @@ void meet(MPI_Comm host) noexcept {
   if (!finalized) MPI_Barrier(host);
 }
 
+} // namespace
+
+device_memory::device_memory(MPI_Comm host, std::size_t bytes) : size_(bytes) {
+  int size = 0;
+  me_ = host_rank(host, &size);
+  bases_.assign(static_cast<std::size_t>(size), nullptr);
+}
+
+namespace {
+
 // ---- CUDA VMM ------------------------------------------------------------------------
 
 /// One physical allocation handle (created here or imported from a peer's descriptor),
@@ -77,12 +87,8 @@ private:
 
 class vmm_memory final : public device_memory {
 public:
-  vmm_memory(MPI_Comm host, std::size_t bytes) : host_(host) {
-    int size = 0;
-    me_ = host_rank(host, &size);
-    size_ = bytes;
-    bases_.assign(static_cast<std::size_t>(size), nullptr);
-    maps_.resize(static_cast<std::size_t>(size));
+  vmm_memory(MPI_Comm host, std::size_t bytes) : device_memory(host, bytes), host_(host) {
+    maps_.resize(bases_.size());
   }
   ~vmm_memory() override {
     for (std::size_t r = 0; r < maps_.size(); ++r)
@@ -198,12 +204,7 @@ namespace {
 
 class ipc_memory final : public device_memory {
 public:
-  ipc_memory(MPI_Comm host, std::size_t bytes) : host_(host) {
-    int size = 0;
-    me_ = host_rank(host, &size);
-    size_ = bytes;
-    bases_.assign(static_cast<std::size_t>(size), nullptr);
-  }
+  ipc_memory(MPI_Comm host, std::size_t bytes) : device_memory(host, bytes), host_(host) {}
   ~ipc_memory() override {
     for (std::size_t r = 0; r < bases_.size(); ++r)
       if (static_cast<int>(r) != me_ && bases_[r]) (void)cudaIpcCloseMemHandle(bases_[r]);

@@ -26,6 +26,8 @@ public:
   [[nodiscard]] virtual const char* kind() const noexcept = 0;
 
 protected:
+  /// Sizes the table for the ranks of `host`; this rank's slot is `me_`.
+  device_memory(MPI_Comm host, std::size_t bytes);
   std::size_t size_ = 0;
   int me_ = 0;
   std::vector<std::byte*> bases_;

@@ -27,6 +27,22 @@ struct note {
   std::uint64_t token = 0; ///< the receiver's token, so a stray connection is refused
 };
 
+/// A message of one `note` and room for one descriptor (SCM_RIGHTS).
+struct message {
+  note n;
+  iovec io{&n, sizeof n};
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
+  msghdr m{};
+  message() {
+    m.msg_iov = &io;
+    m.msg_iovlen = 1;
+    m.msg_control = control;
+    m.msg_controllen = sizeof control;
+  }
+  message(const message&) = delete;
+  message& operator=(const message&) = delete;
+};
+
 sockaddr_un address_of(const endpoint& e, socklen_t& length) {
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
@@ -47,19 +63,14 @@ void send_descriptor(const endpoint& to, int fd, const note& n, std::string& pro
   if (::connect(s.get(), reinterpret_cast<const sockaddr*>(&a), length) != 0)
     return void(problem =
                     failure("connect") + " (the socket of pid " + std::to_string(to.pid) + ")");
-  iovec io{const_cast<note*>(&n), sizeof n};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &io;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof control;
-  cmsghdr* c = CMSG_FIRSTHDR(&m);
+  message out;
+  out.n = n;
+  cmsghdr* c = CMSG_FIRSTHDR(&out.m);
   c->cmsg_level = SOL_SOCKET;
   c->cmsg_type = SCM_RIGHTS;
   c->cmsg_len = CMSG_LEN(sizeof(int));
   std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  if (::sendmsg(s.get(), &m, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof n))
+  if (::sendmsg(s.get(), &out.m, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof n))
     problem = failure("sendmsg(SCM_RIGHTS)");
 }
 
@@ -75,16 +86,10 @@ void receive_descriptor(int listener, const std::vector<endpoint>& all, std::uin
   socklen_t who_length = sizeof who;
   if (::getsockopt(s.get(), SOL_SOCKET, SO_PEERCRED, &who, &who_length) != 0)
     return void(problem = failure("getsockopt(SO_PEERCRED)"));
-  note n;
-  iovec io{&n, sizeof n};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))] = {};
-  msghdr m{};
-  m.msg_iov = &io;
-  m.msg_iovlen = 1;
-  m.msg_control = control;
-  m.msg_controllen = sizeof control;
-  const ssize_t r = ::recvmsg(s.get(), &m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
-  cmsghdr* c = r == static_cast<ssize_t>(sizeof n) ? CMSG_FIRSTHDR(&m) : nullptr;
+  message in;
+  const ssize_t r = ::recvmsg(s.get(), &in.m, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+  const note& n = in.n;
+  cmsghdr* c = r == static_cast<ssize_t>(sizeof n) ? CMSG_FIRSTHDR(&in.m) : nullptr;
   if (!c || c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS)
     return void(problem = r < 0 ? failure("recvmsg") : "a connection carried no descriptor");
   int fd = -1;

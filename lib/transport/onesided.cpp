@@ -181,6 +181,7 @@ void remote_put_notify(int world_rank, std::uint64_t offset, const void* src, st
   if (flag % sizeof(std::int64_t) != 0)
     throw argument_error("put_notify: flag at offset " + std::to_string(flag),
                          "the word is not aligned to 8 bytes");
+  check_host_buffer(src, bytes, "put_notify");
   auto* data = const_cast<std::byte*>(static_cast<const std::byte*>(src));
   const run r{offset, bytes};
   if (std::byte* base = h.peer(world_rank, 0)) {
