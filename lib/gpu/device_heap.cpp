@@ -117,7 +117,8 @@ device_heap& active_device_heap(std::string_view op) {
 }
 
 void start_device_heap(runtime_state& st) {
-  g_check_host_buffers = st.cfg.check == 1;
+  // Without a visible GPU there is no device memory to pass by mistake: no checks.
+  g_check_host_buffers = st.cfg.check == 1 && st.topo->host().gpus > 0;
   g_device_heap.reset();
   std::string why = reason_for_none(st);
   const int gpu = st.topo->self().gpu;
