@@ -46,9 +46,10 @@ __global__ void wait_copy(crown::device::coarray_view<std::int64_t, 1> flags, st
   for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = data(i);
 }
 
-__global__ void put_signal(crown::device::coarray_view<double, 1> data, int target, std::size_t n,
+__global__ void put_signal(crown::device::coarray_view<double, 1> from,
+                           crown::device::coarray_view<double, 1> to, int target, std::size_t n,
                            crown::device::coarray_view<std::int64_t, 1> flags, std::size_t flag) {
-  for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) data.on(target)(i) = data(i);
+  for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) to.on(target)(i) = from(i);
   crown::device::quiet();
   __syncthreads();
   if (threadIdx.x == 0) flags.atomic_add(target, flag, std::int64_t{1});
@@ -102,9 +103,10 @@ void wait_then_copy(crown::device::coarray_view<std::int64_t, 1> flags, std::siz
   wait_copy<<<1, 128, 0, s>>>(flags, flag, value, data, out, n);
   check(cudaGetLastError(), "wait_then_copy");
 }
-void kernel_put_signal(crown::device::coarray_view<double, 1> data, int target, std::size_t n,
+void kernel_put_signal(crown::device::coarray_view<double, 1> from,
+                       crown::device::coarray_view<double, 1> to, int target, std::size_t n,
                        crown::device::coarray_view<std::int64_t, 1> flags, std::size_t flag) {
-  put_signal<<<1, 256>>>(data, target, n, flags, flag);
+  put_signal<<<1, 256>>>(from, to, target, n, flags, flag);
   check(cudaDeviceSynchronize(), "kernel_put_signal");
 }
 void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }

@@ -54,9 +54,11 @@ void add_everywhere(crown::device::coarray_view<std::int64_t, 1> v, std::size_t 
 void wait_then_copy(crown::device::coarray_view<std::int64_t, 1> flags, std::size_t flag,
                     std::int64_t value, crown::device::coarray_view<double, 1> data, double* out,
                     std::size_t n, CUstream_st* s);
-/// Puts `n` doubles of the local block into image `target`'s from one kernel, then
-/// quiet and an atomic add on `flags` element `flag` there (a kernel-side put-with-signal).
-void kernel_put_signal(crown::device::coarray_view<double, 1> data, int target, std::size_t n,
+/// Copies `n` doubles of the local block of `from` into image `target`'s block of `to`
+/// from one kernel, then quiet and an atomic add on `flags` element `flag` there (a
+/// kernel-side put-with-signal).
+void kernel_put_signal(crown::device::coarray_view<double, 1> from,
+                       crown::device::coarray_view<double, 1> to, int target, std::size_t n,
                        crown::device::coarray_view<std::int64_t, 1> flags, std::size_t flag);
 void synchronize();
 
