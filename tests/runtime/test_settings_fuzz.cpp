@@ -29,6 +29,7 @@ const std::map<std::string, std::pair<std::string, std::string>> good_values{
     {"CROWN_FANOUT", {"16", "2"}},         {"CROWN_WATCHDOG", {"30", "31"}},
     {"CROWN_TIMEOUT_SCALE", {"1", "2"}},   {"CROWN_ACTOR_STDOUT", {"0", "1"}},
     {"CROWN_PROGRESS_THREAD", {"0", "1"}}, {"CROWN_SINGLE_COPY", {"auto", "0"}},
+    {"CROWN_GPU_HEAP_SIZE", {"2M", "0"}},  {"CROWN_GPU_MAPPING", {"auto", "ipc"}},
 };
 
 /// Sets one variable in this process for a scope (a small heap for the rest).
