@@ -3,6 +3,7 @@
 // handed to the backend chosen for the target rank at start-up.
 #include "../mesh/crown_comm.hpp"
 #include "../transport/agreement.hpp"
+#include "../transport/offset_agreement.hpp"
 #include "../transport/transfer.hpp"
 #include "cuda_error.hpp"
 #include "device_heap.hpp"
@@ -93,27 +94,18 @@ void blocking_strided(bool put, int rank, const strided& s, void* packed, const 
   wait_remote(*done, op);
 }
 
-/// Members converge on the lowest offset free on every one of them (as the host heap's
-/// allocation does): propose, take the maximum, re-propose at or above it.
-std::uint64_t agree_on_offset(device_heap& h, MPI_Comm comm, std::size_t rounded,
+/// The offset every member agrees on, or every member throws (device heap exhausted).
+std::uint64_t agree_on_device(device_heap& h, MPI_Comm comm, std::size_t rounded,
                               const std::string& op) {
-  std::uint64_t candidate = 0;
-  for (;;) {
-    const std::uint64_t next = h.space.first_fit_from(candidate, rounded);
-    long long bounds[2] = {static_cast<long long>(next), -static_cast<long long>(next)};
-    MPI_Request r;
-    complete(MPI_Iallreduce(MPI_IN_PLACE, bounds, 2, MPI_LONG_LONG, MPI_MAX, comm, &r), r,
-             "MPI_Allreduce(" + op + ")");
-    candidate = static_cast<std::uint64_t>(bounds[0]);
-    if (candidate >= h.space.capacity())
-      throw error(op, "device heap exhausted: " + std::to_string(rounded) +
-                          " bytes needed on every member, device heap " + std::to_string(h.size()) +
-                          " bytes per rank on GPU " + std::to_string(h.device()) + ", " +
-                          std::to_string(h.space.in_use()) +
-                          " in use here, largest free block here " +
-                          std::to_string(h.space.largest_free()) + "; raise CROWN_GPU_HEAP_SIZE");
-    if (bounds[0] == -bounds[1]) return candidate;
-  }
+  const std::uint64_t offset = agree_on_offset(h.space, comm, rounded, op);
+  if (offset >= h.space.capacity())
+    throw error(op, "device heap exhausted: " + std::to_string(rounded) +
+                        " bytes needed on every member, device heap " + std::to_string(h.size()) +
+                        " bytes per rank on GPU " + std::to_string(h.device()) + ", " +
+                        std::to_string(h.space.in_use()) +
+                        " in use here, largest free block here " +
+                        std::to_string(h.space.largest_free()) + "; raise CROWN_GPU_HEAP_SIZE");
+  return offset;
 }
 
 /// Every member has a device heap, or every member throws naming the first without.
@@ -153,7 +145,7 @@ heap_block device_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_
   heap_block b{0, bytes, false};
   {
     const std::lock_guard lock(h.mutex);
-    b.offset = agree_on_offset(h, comm, rounded, op);
+    b.offset = agree_on_device(h, comm, rounded, op);
     h.space.take(b.offset, rounded);
   }
   try {
