@@ -78,7 +78,10 @@ int main(int argc, char** argv) {
       crown_bench::apps(o);
   } catch (const crown::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1); // the other ranks may be waiting in a collective
+    int finalized = 0; // the runtime's destructor may have finalised MPI already
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Abort(MPI_COMM_WORLD, 1); // the others may wait in a collective
+    return 1;
   }
   return 0;
 }
