@@ -86,18 +86,28 @@ void progress(const options& o) {
     crown::sync_all();
   }
 
-  // 8 B latency with the thread on and off (the target waits in a barrier).
+  // 8 B latency with the thread on and off. The target waits in a fresh barrier for
+  // each batch: a Crown wait polls (and serves) at full speed for its first few
+  // thousand polls, then naps, and a long run would measure the naps.
   const auto latency = [&](bool put) {
-    double seconds = 0;
-    if (me == 0)
-      seconds = median_seconds(o, o.smoke ? 200 : 20000, [&] {
-        if (put)
-          a.on(1).put({0}, 'x');
-        else
-          (void)a.on(1).get({0});
-      });
+    const int ops = o.smoke ? 200 : 2000;
+    std::vector<double> batches;
+    for (int b = 0; b < o.batches; ++b) {
+      w.barrier();
+      if (me == 0) {
+        const double start = MPI_Wtime();
+        for (int i = 0; i < ops; ++i)
+          if (put)
+            a.on(1).put({0}, 'x');
+          else
+            (void)a.on(1).get({0});
+        batches.push_back((MPI_Wtime() - start) / ops);
+      }
+    }
     w.barrier();
-    return seconds;
+    if (me != 0) return 0.0;
+    std::nth_element(batches.begin(), batches.begin() + batches.size() / 2, batches.end());
+    return batches[batches.size() / 2];
   };
   if (thread_default) { // alternating, three times each: the median of each
     std::vector<double> on_put, on_get, off_put, off_get;

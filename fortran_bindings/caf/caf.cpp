@@ -1,5 +1,5 @@
 // libcrown_caf: the gfortran -fcoarray=lib runtime (the _gfortran_caf_* ABI of
-// gfortran 11 to 14) on Crown's heap. README's table lists every symbol's status; those
+// gfortran 11 to 14) on Crown's heap. docs/gfortran-abi.md lists every symbol's status; those
 // not here do not link, rather than misbehave.
 //
 // Coarrays are collective heap blocks of the current team. gfortran describes a

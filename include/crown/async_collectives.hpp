@@ -41,13 +41,12 @@ completion co_builtin_async(const mesh& m, std::span<T> data, const char* name) 
 /// Starts co_sum of `data` over the images of `m` into every image and returns at once;
 /// the result is in `data` once the completion is complete (wait(), or test() true).
 /// Until then `data` must stay alive and untouched. Every image gets bitwise the same
-/// result: integers exactly (one MPI_Iallreduce), floating point folded in image order,
-/// ((x0 + x1) + x2) + ..., as reduce_scatter does (an all-to-all, the fold, then an
-/// all-gather). Collective over the members, started in the same order on each like
-/// every collective; several may be in flight at once, beside blocking collectives on
-/// the same mesh. A floating-point reduction's second half starts when its completion
-/// is tested or waited, or when the next Crown collective on the mesh starts: test()
-/// now and then to overlap both halves with computation.
+/// result: integers exactly (one MPI_Iallreduce), floating point as one MPI_Iallgather
+/// of every image's data that each image then folds in image order, ((x0 + x1) + x2) +
+/// ..., the expression reduce_scatter computes (n times the data per image). Collective
+/// over the members, started in the same order on each like every collective; several
+/// may be in flight at once, beside blocking collectives on the same mesh. They advance
+/// in test()/wait(), in every Crown wait and in the application's MPI calls.
 template <typename T>
 [[nodiscard]] completion co_sum_async(const mesh& m, std::span<T> data) {
   return detail::co_builtin_async<T, detail::reduction::sum>(m, data, "co_sum_async");

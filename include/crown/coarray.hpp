@@ -176,11 +176,11 @@ private:
 };
 
 /// An N-d block of T (N = 1..3) on every image of a mesh, in the symmetric heap.
-/// Construction and destruction are collective over the mesh's members (destruction
-/// synchronises first, as Fortran's deallocate does). Elements start zeroed. The
-/// local block is reached at full speed through data()/local(); other images through
-/// on(image). Images are numbered 0..num_images()-1 in mesh order. The memory kind is
-/// part of the type: host memory today; cuda arrives with the GPU heap.
+/// Construction, destruction and move assignment are collective over the mesh's members
+/// (freeing synchronises first, as Fortran's deallocate does); swap is local. Elements
+/// start zeroed. The local block is reached at full speed through data()/local(); other
+/// images through on(image). Images are numbered 0..num_images()-1 in mesh order. The
+/// memory kind is part of the type: host memory today; cuda arrives with the GPU heap.
 template <typename T, std::size_t N = 1, memory_kind K = memory_kind::host>
 class coarray {
   static_assert(std::is_trivially_copyable_v<T>, "coarray elements must be trivially copyable");
@@ -205,6 +205,27 @@ public:
   coarray(coarray&& o) noexcept
       : mesh_(o.mesh_), extents_(o.extents_), block_(o.block_),
         data_(std::exchange(o.data_, nullptr)) {}
+  /// Collective over this coarray's mesh (when it holds a block): frees that block as
+  /// the destructor would, so every member must assign together; then takes `o`'s
+  /// block, extents and mesh (which may be another mesh) and leaves `o` moved-from.
+  coarray& operator=(coarray&& o) noexcept {
+    if (this != &o) {
+      if (data_) detail::heap_release(mesh_, block_);
+      data_ = nullptr;
+      swap(o);
+    }
+    return *this;
+  }
+  /// Exchanges the two coarrays' blocks, extents and meshes without communicating.
+  /// Every image must make the same swaps (names refer to blocks by heap offset), as
+  /// in double buffering: `std::swap(u, v)` or `u.swap(v)` after a sync_all.
+  void swap(coarray& o) noexcept {
+    std::swap(mesh_, o.mesh_);
+    std::swap(extents_, o.extents_);
+    std::swap(block_, o.block_);
+    std::swap(data_, o.data_);
+  }
+  friend void swap(coarray& a, coarray& b) noexcept { a.swap(b); }
 
   [[nodiscard]] const mesh& team() const noexcept { return mesh_; }
   [[nodiscard]] int this_image() const { return mesh_.rank(); }

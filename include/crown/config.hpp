@@ -17,7 +17,7 @@ enum class transport_choice { automatic, mpi, am, ucx };
 /// How ranks of one host map each other's device heap (CROWN_GPU_MAPPING).
 enum class gpu_mapping_choice { automatic, vmm, ipc };
 
-/// One documented variable: the README's configuration table lists exactly these.
+/// One documented variable: docs/configuration.md's table lists exactly these.
 struct config_variable {
   std::string_view name;
   std::string_view default_value;

@@ -1,6 +1,7 @@
 // include/crown/section.hpp — strided sections of an N-d block (Fortran a(1:n:2, 2:m)).
 #pragma once
 #include <array>
+#include <concepts>
 #include <crown/detail/heap.hpp>
 #include <crown/error.hpp>
 #include <cstddef>
@@ -19,9 +20,25 @@ struct triplet {
   }
 };
 
-/// One triplet per dimension of an N-d block.
+/// One triplet per dimension of an N-d block, written with one brace per triplet:
+///   a.on(img).get({{0, rows, 1}, {0, cols, 3}}, buffer);   // a(0:rows, 0:cols:3)[img]
+/// (the older triple-brace spelling {{{0, rows, 1}, {0, cols, 3}}} still works).
 template <std::size_t N>
-using section = std::array<triplet, N>;
+struct section : std::array<triplet, N> {
+  section() = default;
+  section(const triplet& d0) requires(N == 1) : std::array<triplet, N>{d0} {}
+  section(const triplet& d0, const triplet& d1) requires(N == 2) : std::array<triplet, N>{d0, d1} {}
+  section(const triplet& d0, const triplet& d1, const triplet& d2) requires(N == 3)
+      : std::array<triplet, N>{d0, d1, d2} {}
+  /// The triple-brace form: {{{b, e, s}, ...}} reaches this through a built-in array.
+  section(const triplet (&d)[N]) {
+    for (std::size_t i = 0; i < N; ++i) (*this)[i] = d[i];
+  }
+  /// From a std::array<triplet, N> (what section<N> was before it became a type).
+  template <typename A>
+  requires std::same_as<A, std::array<triplet, N>> section(const A& a)
+      : std::array<triplet, N>(a) {}
+};
 
 /// The whole extent of a dimension, for use in a section.
 inline triplet all(std::size_t extent) { return {0, extent, 1}; }

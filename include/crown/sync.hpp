@@ -25,7 +25,7 @@ void sync_memory();
 void fence();
 /// Serves other ranks' one-sided requests and advances this rank's own transfers once.
 /// Every Crown call does this; call it from long phases outside Crown when no progress
-/// thread runs (see the progress rule in README).
+/// thread runs (see docs/memory-model.md, "Progress").
 void progress();
 
 } // namespace crown

@@ -162,9 +162,9 @@ std::atomic<progress_fn> g_progress{nullptr};
 }
 progress_fn progress_hook() noexcept { return g_progress.load(std::memory_order_relaxed); }
 void set_progress_hook(progress_fn f) noexcept { g_progress.store(f, std::memory_order_relaxed); }
-std::atomic<int>& waiting_threads() noexcept {
-  static std::atomic<int> waiting{0};
-  return waiting;
+std::atomic<int>& polling_threads() noexcept {
+  static std::atomic<int> polling{0};
+  return polling;
 }
 void set_wait_spins(int spins) noexcept { g_wait_spins.store(spins, std::memory_order_relaxed); }
 

@@ -29,7 +29,7 @@ std::jthread launch_progress_thread(backend& b) {
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     auto last_moved = std::chrono::steady_clock::now();
     while (!stop.stop_requested()) {
-      if (waiting_threads().load(std::memory_order_relaxed) > 0) { // they progress
+      if (polling_threads().load(std::memory_order_relaxed) > 0) { // they progress
         std::this_thread::sleep_for(nap);
         continue;
       }

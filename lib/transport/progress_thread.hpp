@@ -7,7 +7,7 @@ namespace crown::detail {
 
 /// Drives `b`'s progress until stopped, so that a rank computing or sitting in its own
 /// MPI calls still serves other ranks' one-sided requests. It steps aside (naps) while
-/// a thread of the process waits inside Crown, which progresses anyway. Busy while
+/// a thread of the process polls inside a Crown wait, which progresses anyway. Busy while
 /// traffic moves; after 1 ms without any it naps for 100 us at a time, after 100 ms
 /// for 1 ms (UCX: asleep on the worker's event fd, woken by traffic at once).
 std::jthread launch_progress_thread(backend& b);

@@ -9,7 +9,7 @@ program caf_convert
   character(len=10) :: s[*]
   character(len=3) :: short
   character(kind=ucs4, len=4) :: u[*], v
-  complex(8) :: z(1)[*] ! not a scalar: gfortran 12 miscomputes z[i]'s offset (README)
+  complex(8) :: z(1)[*] ! not a scalar: gfortran 12 miscomputes z[i]'s offset (docs/fortran.md)
   real(8) :: r
   real(4) :: r4[*]
   integer(8) :: big

@@ -297,3 +297,138 @@ BOOST_AUTO_TEST_CASE(fence_orders_asynchronous_puts_to_one_target) {
   BOOST_TEST(a(4095) == 2);
   crown::sync_all();
 }
+
+// Sections are written with one brace per dimension; the old triple-brace spelling and a
+// std::array of triplets name the same elements.
+BOOST_AUTO_TEST_CASE(sections_take_one_brace_per_dimension) {
+  const std::size_t rows = 5, cols = 7;
+  crown::coarray<double, 2> a(w(), {rows, cols});
+  for (std::size_t i = 0; i < rows; ++i)
+    for (std::size_t j = 0; j < cols; ++j) a(i, j) = f(me(), i, 0, j);
+  crown::sync_all();
+  std::vector<double> mine(3 * 3), old(3 * 3), from_array(3 * 3);
+  a.on(right()).get({{0, rows, 2}, {0, cols, 3}}, mine); // a(0:5:2, 0:7:3)[right]
+  a.on(right()).get({{{0, rows, 2}, {0, cols, 3}}}, old);
+  a.on(right()).get(crown::section<2>(std::array<crown::triplet, 2>{{{0, rows, 2}, {0, cols, 3}}}),
+                    from_array);
+  std::size_t k = 0;
+  for (std::size_t i = 0; i < rows; i += 2)
+    for (std::size_t j = 0; j < cols; j += 3) BOOST_TEST(mine[k++] == f(right(), i, 0, j));
+  BOOST_TEST(old == mine);
+  BOOST_TEST(from_array == mine);
+  std::vector<double> row(cols);
+  a.on(left()).get({{1, 2}, crown::all(cols)}, row); // stride 1 by default
+  for (std::size_t j = 0; j < cols; ++j) BOOST_TEST(row[j] == f(left(), 1, 0, j));
+  crown::sync_all();
+
+  crown::coarray<int> line(w(), 10); // 1-D: one triplet in braces
+  std::vector<int> odd{1, 3, 5, 7, 9};
+  line.on(right()).put({{1, 10, 2}}, odd);
+  crown::coarray<int, 3> cube(w(), {2, 3, 4});
+  std::vector<int> corner(2 * 2 * 2, me() + 1);
+  cube.on(left()).put({{0, 2}, {0, 3, 2}, {1, 4, 2}}, corner);
+  crown::sync_all();
+  for (std::size_t i = 0; i < 10; ++i) BOOST_TEST(line(i) == (i % 2 ? static_cast<int>(i) : 0));
+  for (std::size_t i = 0; i < 2; ++i)
+    for (std::size_t j = 0; j < 3; ++j)
+      for (std::size_t l = 0; l < 4; ++l)
+        BOOST_TEST(cube(i, j, l) == (j % 2 == 0 && l % 2 == 1 ? right() + 1 : 0));
+  crown::sync_all();
+}
+
+// Move assignment frees the target's block collectively and takes the source's; a
+// leaked block would fill the heap within three rounds here.
+BOOST_AUTO_TEST_CASE(move_assignment_frees_the_old_block_and_takes_the_new_one) {
+  const std::size_t third = crown::this_runtime().config().heap_size / 3;
+  crown::coarray<char> big(w(), third);
+  for (int round = 0; round < 6; ++round) {
+    big = crown::coarray<char>(w(), third); // a temporary: its block becomes big's
+    big.on(right()).put({static_cast<std::size_t>(round)}, static_cast<char>('a' + me()));
+    crown::sync_all();
+    BOOST_TEST(big(static_cast<std::size_t>(round)) == static_cast<char>('a' + left()));
+    BOOST_TEST(big.size() == third);
+  }
+
+  crown::coarray<int, 2> a(w(), {2, 2});
+  crown::coarray<int, 2> b(w(), {3, 4});
+  std::vector<int> mine(12);
+  std::iota(mine.begin(), mine.end(), 100 * me());
+  b.on(right()).put(mine);
+  crown::sync_all();
+  a = std::move(b);
+  BOOST_TEST((a.extents() == std::array<std::size_t, 2>{3, 4}));
+  for (std::size_t i = 0; i < 3; ++i)
+    for (std::size_t j = 0; j < 4; ++j)
+      BOOST_TEST(a(i, j) == 100 * left() + static_cast<int>(i * 4 + j));
+  auto m = what_of<crown::state_error>([&] { (void)b.on(0); });
+  BOOST_TEST(m.find("used after it was moved from") != std::string::npos, m);
+  // the moved-from source may be assigned again
+  b = crown::coarray<int, 2>(w(), {1, 1});
+  b.on(left()).put({0, 0}, me());
+  crown::sync_all();
+  BOOST_TEST(b(0, 0) == right());
+}
+
+// Moving between coarrays of different meshes: the target's old block is freed over
+// its old mesh (every member of that mesh assigns), and it then lives on the source's.
+BOOST_AUTO_TEST_CASE(move_assignment_across_meshes_adopts_the_source_mesh) {
+  std::vector<int> same_parity; // world ranks
+  for (int r = world_rank() % 2; r < n(); r += 2) same_parity.push_back(r);
+  const crown::mesh half({{"x", static_cast<int>(same_parity.size())}}, same_parity);
+  const int hn = half.size(), hme = half.rank();
+  crown::coarray<double> a(w(), 4);
+  crown::coarray<double> b(half, 3);
+  b.on((hme + 1) % hn).put(std::vector<double>{1.0 * hme, 2.0 * hme, 3.0 * hme});
+  crown::sync_all(half);
+  a = std::move(b); // every world rank assigns: a's old block is the world's
+  BOOST_TEST(a.team() == half);
+  BOOST_TEST(a.num_images() == hn);
+  BOOST_TEST(a.size() == 3u);
+  const int hleft = (hme + hn - 1) % hn;
+  for (std::size_t i = 0; i < 3; ++i) BOOST_TEST(a(i) == (i + 1.0) * hleft);
+  crown::sync_all(half);
+}
+
+// Bad input: a moved-from source empties the target (after freeing its block); self
+// assignment changes nothing; swap is local, so one image may swap alone.
+BOOST_AUTO_TEST_CASE(moved_from_sources_self_assignment_and_lone_swaps) {
+  crown::coarray<int> a(w(), 5), gone(w(), 5);
+  crown::coarray<int> taker(std::move(gone));
+  a.on(right()).put({4}, me());
+  crown::sync_all();
+  crown::coarray<int>& alias = a;
+  a = std::move(alias);
+  BOOST_TEST(a(4) == left());
+  a = std::move(gone);
+  auto m = what_of<crown::state_error>([&] { (void)a.flat(); });
+  BOOST_TEST(m.find("coarray<int32_t,1>: used after it was moved from") != std::string::npos, m);
+
+  crown::coarray<int> u(w(), 3), v(w(), 3);
+  u(0) = 1;
+  v(0) = 2;
+  if (me() == 0) { // no other image takes part: a collective here would hang
+    std::swap(u, v);
+    BOOST_TEST(u(0) == 2);
+    u.swap(v);
+    BOOST_TEST(u(0) == 1);
+  }
+  crown::sync_all();
+  BOOST_TEST(u(0) == 1);
+}
+
+// Double buffering: every image writes its right neighbour's `next` from its own `cur`,
+// then all swap; after k rounds each image holds the value from k images to its left.
+BOOST_AUTO_TEST_CASE(swap_double_buffers_a_ring_shift) {
+  crown::coarray<int> cur(w(), 1), next(w(), 1);
+  cur(0) = me();
+  for (int round = 1; round <= 5; ++round) {
+    next.on(right()).put({0}, cur(0));
+    crown::sync_all();
+    std::swap(cur, next);
+    BOOST_TEST(cur(0) == ((me() - round) % n() + n()) % n());
+    crown::sync_all(); // nobody overwrites next (the old cur) before its owner read it
+  }
+  using std::swap;
+  swap(cur, next); // the ADL swap: the same exchange
+  BOOST_TEST(next(0) == ((me() - 5) % n() + n()) % n());
+}

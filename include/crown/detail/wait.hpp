@@ -20,18 +20,31 @@ using progress_fn = void (*)() noexcept;
 progress_fn progress_hook() noexcept;
 void set_progress_hook(progress_fn f) noexcept;
 
-/// Threads of this process inside a Crown wait right now. They drive progress
-/// themselves, so the progress thread naps while there are any (on a machine with more
-/// threads than cores it would otherwise take the core they need).
-std::atomic<int>& waiting_threads() noexcept;
+/// Threads of this process polling inside a Crown wait right now (spinning or
+/// yielding, not napping). They drive progress themselves at least every few
+/// microseconds, so the progress thread naps while there are any: on a machine with
+/// more threads than cores it would otherwise take the core they need. A wait that
+/// has grown long naps between polls and stops counting, and the thread serves again.
+std::atomic<int>& polling_threads() noexcept;
 
-/// Counts its owner in waiting_threads() for as long as it lives.
-class waiting_scope {
+/// Counts its owner in polling_threads() until release() or its end.
+class polling_scope {
 public:
-  waiting_scope() noexcept { waiting_threads().fetch_add(1, std::memory_order_relaxed); }
-  waiting_scope(const waiting_scope&) noexcept : waiting_scope() {}
-  waiting_scope& operator=(const waiting_scope&) noexcept { return *this; }
-  ~waiting_scope() { waiting_threads().fetch_sub(1, std::memory_order_relaxed); }
+  polling_scope() noexcept { polling_threads().fetch_add(1, std::memory_order_relaxed); }
+  polling_scope(const polling_scope&) noexcept : polling_scope() {}
+  polling_scope& operator=(const polling_scope&) noexcept { // a fresh wait polls again
+    if (!counted_) polling_threads().fetch_add(1, std::memory_order_relaxed);
+    counted_ = true;
+    return *this;
+  }
+  ~polling_scope() { release(); }
+  void release() noexcept {
+    if (counted_) polling_threads().fetch_sub(1, std::memory_order_relaxed);
+    counted_ = false;
+  }
+
+private:
+  bool counted_ = true;
 };
 
 /// Spin briefly, then yield, then sleep in short naps once a wait grows long; drive
@@ -47,6 +60,7 @@ public:
     } else if (polls_ < spins_ + yield_polls) {
       std::this_thread::yield();
     } else {
+      polling_.release();
       std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
     }
     ++polls_;
@@ -58,7 +72,7 @@ private:
   static constexpr int nap_us = 50;
   long spins_ = wait_spins();
   long polls_ = 0;
-  waiting_scope waiting_;
+  polling_scope polling_;
 };
 
 /// Polls `done()` under a backoff until it returns true.

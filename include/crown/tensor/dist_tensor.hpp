@@ -72,8 +72,9 @@ void copy_box(const T* from, const std::array<std::size_t, N>& from_ext,
 
 /// A global array of `shape` over a mesh, with one placement per mesh dimension:
 ///   dist_tensor<double, 2> u(mesh, {n, n}, {shard(0), shard(1)}, {{1, 1}, {false, false}});
-/// Construction, redistribute, gather, scatter, the reductions and the halo exchange
-/// are collective over the mesh; local access is a plain array access.
+/// Construction, move assignment, redistribute, gather, scatter, the reductions and the
+/// halo exchange are collective over the mesh; swap is local; local access is a plain
+/// array access.
 template <typename T, std::size_t N>
 class dist_tensor {
   static_assert(N >= 1 && N <= 3, "dist_tensor supports 1 to 3 dimensions");
@@ -89,9 +90,40 @@ public:
         store_(m, padded(layout_, halo_)), image_(m.rank()), own_(layout_.block_of(image_)) {
     plan_halos();
   }
-  dist_tensor(dist_tensor&&) noexcept = default;
+  /// Leaves `o` moved-from: using its elements throws state_error.
+  dist_tensor(dist_tensor&& o) noexcept
+      : layout_(std::move(o.layout_)), halo_(o.halo_), store_(std::move(o.store_)),
+        image_(o.image_), own_(o.own_), transfers_(std::move(o.transfers_)),
+        neighbours_(std::move(o.neighbours_)),
+        halos_in_flight_(std::exchange(o.halos_in_flight_, false)) {}
   dist_tensor(const dist_tensor&) = delete;
   dist_tensor& operator=(const dist_tensor&) = delete;
+  /// Collective over this tensor's mesh, like coarray's: frees the old block (every
+  /// member assigns together) and takes `o`'s array, layout and mesh (`u =
+  /// u.redistribute(...)`). Throws state_error, before freeing anything, while this
+  /// tensor's halo exchange is in flight (other images may still read its block).
+  dist_tensor& operator=(dist_tensor&& o) {
+    if (this == &o) return *this;
+    if (halos_in_flight_)
+      throw state_error("dist_tensor::operator=", "the target's halo exchange is in flight "
+                                                  "(exchange_halos_finish first)");
+    dist_tensor old(std::move(*this)); // freed (collectively) on return
+    swap(o);
+    return *this;
+  }
+  /// Exchanges two tensors without communicating (double buffering); every image must
+  /// make the same swaps. An exchange in flight goes with its tensor.
+  void swap(dist_tensor& o) noexcept {
+    std::swap(layout_, o.layout_);
+    std::swap(halo_, o.halo_);
+    store_.swap(o.store_);
+    std::swap(image_, o.image_);
+    std::swap(own_, o.own_);
+    std::swap(transfers_, o.transfers_);
+    std::swap(neighbours_, o.neighbours_);
+    std::swap(halos_in_flight_, o.halos_in_flight_);
+  }
+  friend void swap(dist_tensor& a, dist_tensor& b) noexcept { a.swap(b); }
 
   [[nodiscard]] const tensor_layout<N>& layout() const noexcept { return layout_; }
   [[nodiscard]] const crown::mesh& mesh() const noexcept { return layout_.mesh(); }

@@ -16,14 +16,14 @@ namespace crown {
 struct placement {
   enum class kind : std::uint8_t { replicate, shard };
   kind how = kind::replicate;
-  int dim = -1; ///< the tensor dimension a shard splits
+  std::size_t dim = 0; ///< the tensor dimension a shard splits (0 for replicate)
   [[nodiscard]] bool is_shard() const noexcept { return how == kind::shard; }
   [[nodiscard]] std::string to_string() const {
     return is_shard() ? "shard(" + std::to_string(dim) + ")" : "replicate()";
   }
   friend bool operator==(const placement&, const placement&) = default;
 };
-[[nodiscard]] inline placement shard(int dim) { return {placement::kind::shard, dim}; }
+[[nodiscard]] inline placement shard(std::size_t dim) { return {placement::kind::shard, dim}; }
 [[nodiscard]] inline placement replicate() { return {}; }
 
 /// A box of global indices [lo, hi) per dimension.
@@ -99,11 +99,11 @@ public:
     for (std::size_t md = 0; md < placements_.size(); ++md) {
       const placement& p = placements_[md];
       if (!p.is_shard()) continue;
-      if (p.dim < 0 || static_cast<std::size_t>(p.dim) >= N)
+      if (p.dim >= N)
         throw argument_error(what, "shard(" + std::to_string(p.dim) +
                                        ") names a tensor dimension outside [0, " +
                                        std::to_string(N) + ")");
-      parts_[static_cast<std::size_t>(p.dim)] *= static_cast<std::size_t>(mesh_.dims()[md].size);
+      parts_[p.dim] *= static_cast<std::size_t>(mesh_.dims()[md].size);
     }
     for (std::size_t d = 0; d < N; ++d) block_[d] = (shape_[d] + parts_[d] - 1) / parts_[d];
   }
@@ -125,7 +125,7 @@ public:
     const point c = coords_of(image);
     std::size_t part = 0;
     for (std::size_t md = 0; md < placements_.size(); ++md)
-      if (placements_[md].is_shard() && static_cast<std::size_t>(placements_[md].dim) == d)
+      if (placements_[md].is_shard() && placements_[md].dim == d)
         part = part * static_cast<std::size_t>(mesh_.dims()[md].size) +
                static_cast<std::size_t>(c[md]);
     return part;
@@ -147,8 +147,7 @@ public:
     for (std::size_t d = 0; d < N; ++d) {
       std::size_t part = i[d] / block_[d];
       for (std::size_t md = placements_.size(); md-- > 0;) {
-        if (!placements_[md].is_shard() || static_cast<std::size_t>(placements_[md].dim) != d)
-          continue;
+        if (!placements_[md].is_shard() || placements_[md].dim != d) continue;
         const auto size = static_cast<std::size_t>(mesh_.dims()[md].size);
         c[md] = static_cast<int>(part % size);
         part /= size;
