@@ -117,8 +117,34 @@ else()
 endif()
 
 if(CROWN_BUILD_TESTS)
-  find_package(Boost 1.74 REQUIRED COMPONENTS unit_test_framework)
-  crown_report("Boost.Test" "found" "${Boost_VERSION}")
+  # The compiled Boost.Test library where installed; otherwise its header-only variant
+  # (boost/test/included/unit_test.hpp), e.g. on the GPU machine, which has Boost's
+  # headers only. CROWN_BOOST_TEST_HEADER_ONLY=ON forces the latter.
+  option(CROWN_BOOST_TEST_HEADER_ONLY "Use Boost.Test's header-only variant" OFF)
+  if(NOT CROWN_BOOST_TEST_HEADER_ONLY)
+    find_package(Boost 1.74 QUIET COMPONENTS unit_test_framework)
+  endif()
+  if(TARGET Boost::unit_test_framework)
+    crown_report("Boost.Test" "found" "${Boost_VERSION}")
+    add_library(crown_boost_test INTERFACE)
+    target_compile_definitions(crown_boost_test INTERFACE BOOST_TEST_DYN_LINK)
+    target_link_libraries(crown_boost_test INTERFACE Boost::unit_test_framework)
+  else()
+    find_package(Boost 1.74 REQUIRED)
+    find_path(CROWN_BOOST_TEST_INCLUDED boost/test/included/unit_test.hpp
+              HINTS ${Boost_INCLUDE_DIRS})
+    if(NOT CROWN_BOOST_TEST_INCLUDED)
+      message(FATAL_ERROR "Boost.Test not found: install libboost-test-dev, or Boost's headers "
+                          "(its header-only variant is used then), or -DCROWN_BUILD_TESTS=OFF")
+    endif()
+    set(CROWN_BOOST_TEST_HEADER_ONLY ON)
+    crown_report("Boost.Test" "header-only" "${Boost_VERSION} (no compiled library)")
+    add_library(crown_boost_test INTERFACE)
+    # The harness's main() compiles the framework once; every test gets its declarations.
+    target_compile_definitions(crown_boost_test INTERFACE BOOST_TEST_NO_MAIN
+                               BOOST_TEST_ALTERNATIVE_INIT_API)
+    target_link_libraries(crown_boost_test INTERFACE Boost::headers)
+  endif()
 endif()
 
 function(crown_print_summary)

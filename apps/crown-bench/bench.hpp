@@ -15,6 +15,7 @@ struct options {
   int batches = 11;
   bool smoke = false;
   std::string shmem_file;
+  std::string nvshmem_file;              ///< gpu: crown-nvshmem-baseline's output
   std::string crown_file, baseline_file; ///< fortran: crown-caf-bench's output on each runtime
 };
 
@@ -57,5 +58,6 @@ void actors(const options& o);
 void apps(const options& o);
 void fortran(const options& o);
 void progress(const options& o);
+void gpu(const options& o); ///< built with CUDA only (gpu.cpp)
 
 } // namespace crown_bench

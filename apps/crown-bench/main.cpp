@@ -5,6 +5,7 @@
 //   mpirun -np 2 -x CROWN_FAKE_HOSTS=2 crown-bench progress [--smoke]
 //                                   (overlap, idle CPU, latency with the progress thread)
 //   crown-bench fortran --crown FILE --baseline FILE   (coarray Fortran: scripts/bench-fortran)
+//   mpirun -np 2 crown-bench gpu [--smoke] [--nvshmem FILE]   (device coarrays: scripts/gpu-check)
 // Each figure is the median of 11 batches (3 with --smoke). ratio > 1 means Crown is
 // better (baseline time / Crown time, or Crown rate / baseline rate). --shmem reads
 // crown-shmem-baseline's figures (run just before by scripts/bench) and adds an
@@ -19,7 +20,7 @@ int main(int argc, char** argv) {
   crown_bench::options o;
   const std::string_view group = argc > 1 ? argv[1] : "";
   bool usage = group != "onesided" && group != "actors" && group != "apps" && group != "fortran" &&
-               group != "progress";
+               group != "progress" && group != "gpu";
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--smoke" && group != "fortran") {
@@ -27,6 +28,8 @@ int main(int argc, char** argv) {
       o.batches = 3;
     } else if (a == "--shmem" && i + 1 < argc && group == "onesided") {
       o.shmem_file = argv[++i];
+    } else if (a == "--nvshmem" && i + 1 < argc && group == "gpu") {
+      o.nvshmem_file = argv[++i];
     } else if (a == "--crown" && i + 1 < argc && group == "fortran") {
       o.crown_file = argv[++i];
     } else if (a == "--baseline" && i + 1 < argc && group == "fortran") {
@@ -43,8 +46,9 @@ int main(int argc, char** argv) {
         "       mpirun -np N %s actors [--smoke]\n"
         "       mpirun -np N %s apps [--smoke]\n"
         "       mpirun -np 2 -x CROWN_FAKE_HOSTS=2 %s progress [--smoke]\n"
-        "       %s fortran --crown FILE --baseline FILE   (scripts/bench-fortran runs it)\n",
-        argv[0], argv[0], argv[0], argv[0], argv[0]);
+        "       %s fortran --crown FILE --baseline FILE   (scripts/bench-fortran runs it)\n"
+        "       mpirun -np 2 %s gpu [--smoke] [--nvshmem FILE]\n",
+        argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
     return 2;
   }
   if (group == "fortran") { // reads two files: no MPI
@@ -64,11 +68,20 @@ int main(int argc, char** argv) {
       crown_bench::actors(o);
     else if (group == "progress")
       crown_bench::progress(o);
+    else if (group == "gpu")
+#if CROWN_HAVE_CUDA
+      crown_bench::gpu(o);
+#else
+      throw crown::state_error("crown-bench gpu", "this Crown was built without CUDA");
+#endif
     else
       crown_bench::apps(o);
   } catch (const crown::error& e) {
     std::fprintf(stderr, "%s\n", e.what());
-    MPI_Abort(MPI_COMM_WORLD, 1); // the other ranks may be waiting in a collective
+    int finalized = 0; // the runtime's destructor may have finalised MPI already
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Abort(MPI_COMM_WORLD, 1); // the others may wait in a collective
+    return 1;
   }
   return 0;
 }

@@ -296,3 +296,4 @@ private:
 };
 
 } // namespace crown
+#include <crown/device_coarray.hpp> // memory_kind::cuda: the device heap

@@ -14,6 +14,8 @@ enum class log_level { error, warn, info, debug, trace };
 enum class bind_policy { keep, core, numa, none };
 /// The path to ranks that are not reachable by load/store (CROWN_TRANSPORT).
 enum class transport_choice { automatic, mpi, am, ucx };
+/// How ranks of one host map each other's device heap (CROWN_GPU_MAPPING).
+enum class gpu_mapping_choice { automatic, vmm, ipc };
 
 /// CROWN_FAULT: a fault injected on purpose, for tests of how jobs end.
 enum class fault_action { none, kill, stop, raise };
@@ -74,6 +76,9 @@ struct config {
   /// CROWN_SINGLE_COPY: large host-local co_* may read other processes' memory with
   /// process_vm_readv (auto); false: staged copies only, no ptrace rights asked for
   bool single_copy = true;
+  /// CROWN_GPU_HEAP_SIZE: device symmetric heap per rank (0: none)
+  std::size_t gpu_heap_size = std::size_t{1} << 30;
+  gpu_mapping_choice gpu_mapping = gpu_mapping_choice::automatic; ///< CROWN_GPU_MAPPING
 
   /// Parses the given variables (name -> value). Invalid values throw config_error
   /// naming the variable, the value and what is allowed; unknown CROWN_* names are
@@ -90,5 +95,6 @@ struct config {
 [[nodiscard]] std::string_view to_string(fault_point);
 /// "none", or "kill:rank=1:at=put:count=1" (CROWN_FAULT's canonical spelling).
 [[nodiscard]] std::string to_string(const fault_spec&);
+[[nodiscard]] std::string_view to_string(gpu_mapping_choice);
 
 } // namespace crown

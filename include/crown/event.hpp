@@ -52,8 +52,12 @@ void put_notify(const image_ref<T, N, K>& target, std::span<const T> src, event&
   target.check_count(src.size(), "put_notify");
   (void)notify.team().index_of(target.world_rank()); // argument_error if not a member
   const detail::heap_block& counter = notify.counter_block();
-  detail::remote_put_notify(target.world_rank(), target.a_->block().offset, src.data(),
-                            src.size_bytes(), counter.offset, 1, counter.cpu_atomics);
+  if constexpr (K == memory_kind::cuda) // device data, host counter: the data lands first
+    detail::device_put_notify(target.world_rank(), target.a_->block().offset, src.data(),
+                              src.size_bytes(), counter.offset, 1, false, counter.cpu_atomics);
+  else
+    detail::remote_put_notify(target.world_rank(), target.a_->block().offset, src.data(),
+                              src.size_bytes(), counter.offset, 1, counter.cpu_atomics);
 }
 
 } // namespace crown

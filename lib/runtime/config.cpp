@@ -17,7 +17,7 @@ namespace {
 constexpr std::uint64_t max_heap_bytes = std::uint64_t{1} << 44; ///< 16 TiB per rank
 constexpr double min_watchdog_seconds = 1;
 
-constexpr std::array<config_variable, 18> variables{{
+constexpr std::array<config_variable, 20> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace.", true},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -90,6 +90,14 @@ constexpr std::array<config_variable, 18> variables{{
      "it (under Yama ptrace_scope 1 each rank then allows any process of its user to read "
      "it: PR_SET_PTRACER_ANY), else staged copies; 0: staged copies only, never ptrace "
      "rights (like Open MPI's btl_vader_single_copy_mechanism=none, UCX_TLS=^cma)."},
+    {"CROWN_GPU_HEAP_SIZE", "1G",
+     "Device symmetric heap per rank (memory_kind::cuda coarrays), in bytes with an optional "
+     "K, M, G or T suffix (1M to 16T), reserved at start-up on the rank's GPU when one is "
+     "visible; 0: no device heap."},
+    {"CROWN_GPU_MAPPING", "auto",
+     "How ranks of one host map each other's device heap: vmm (CUDA virtual memory with "
+     "file-descriptor handles passed over a Unix socket), ipc (legacy CUDA IPC handles "
+     "exchanged over MPI), auto (vmm where every rank of the host supports it, else ipc)."},
 }};
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -263,6 +271,11 @@ std::string to_string(const fault_spec& f) {
          ":at=" + std::string(to_string(f.at)) + ":count=" + std::to_string(f.count);
 }
 
+std::string_view to_string(gpu_mapping_choice m) {
+  constexpr std::array<std::string_view, 3> names{"auto", "vmm", "ipc"};
+  return names.at(static_cast<std::size_t>(m));
+}
+
 std::string_view to_string(bind_policy b) {
   constexpr std::array<std::string_view, 4> names{"keep", "core", "numa", "none"};
   return names.at(static_cast<std::size_t>(b));
@@ -291,6 +304,12 @@ config config::parse(const std::map<std::string, std::string>& vars,
                                             transport_choice::am, transport_choice::ucx});
     } else if (name == "CROWN_HEAP_SIZE") {
       c.heap_size = parse_bytes(name, value);
+    } else if (name == "CROWN_GPU_HEAP_SIZE") {
+      c.gpu_heap_size = value == "0" ? 0 : parse_bytes(name, value);
+    } else if (name == "CROWN_GPU_MAPPING") {
+      c.gpu_mapping = parse_choice(name, value,
+                                   std::array{gpu_mapping_choice::automatic,
+                                              gpu_mapping_choice::vmm, gpu_mapping_choice::ipc});
     } else if (name == "CROWN_SHM") {
       c.shm = parse_flag(name, value);
     } else if (name == "CROWN_FANOUT") {

@@ -1,4 +1,5 @@
 // crown::runtime: MPI initialisation or attachment, start-up agreement, shutdown order.
+#include "../gpu/device_startup.hpp"
 #include "../mesh/crown_comm.hpp"
 #include "../transport/host_collectives.hpp"
 #include "../transport/progress_thread.hpp"
@@ -312,6 +313,7 @@ void runtime_state::shutdown() noexcept {
     progress_thread.request_stop();
     progress_thread.join();
   }
+  stop_device_heap(); // meets this host's ranks on a communicator freed below
   install_heap(nullptr, cfg);
   heap.reset();  // the window goes before the communicator it was made on
   world.reset(); // the world mesh points back at this state
@@ -462,6 +464,7 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
           fault_point::startup); // the heap exists: a kill must leak nothing
     });
     detail::install_heap(st->heap.get(), st->cfg);
+    detail::agreed_step(dup, "device heap", [&] { detail::start_device_heap(*st); });
     detail::configure_host_collectives(st->cfg);
     detail::start_progress_thread(*st);
     detail::report_osc(*st);

@@ -6,6 +6,7 @@
 #include "async_collectives.hpp"
 #include "heap_state.hpp"
 #include "host_collectives.hpp"
+#include "offset_agreement.hpp"
 #include "transfer.hpp"
 #include <algorithm>
 #include <atomic>
@@ -120,21 +121,10 @@ heap_block heap_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_ta
                          op);
   const std::size_t rounded = checked_rounded(h, bytes, op);
   const std::lock_guard lock(h.mutex);
-  // Members converge on the lowest offset free everywhere: propose, take the maximum,
-  // re-propose at or above it, until every proposal agrees.
-  std::uint64_t candidate = 0;
-  for (;;) {
-    const std::uint64_t next = h.space.first_fit_from(candidate, rounded);
-    long long bounds[2] = {static_cast<long long>(next), -static_cast<long long>(next)};
-    MPI_Request r;
-    complete(MPI_Iallreduce(MPI_IN_PLACE, bounds, 2, MPI_LONG_LONG, MPI_MAX, comm, &r), r,
-             "MPI_Allreduce(" + op + ")");
-    candidate = static_cast<std::uint64_t>(bounds[0]);
-    if (candidate >= h.space.capacity()) // every member sees the same maximum: all throw
-      throw resource_error(op, "symmetric heap full: " + std::to_string(rounded) +
-                                   " bytes needed on every member, " + heap_usage(h, " here"));
-    if (bounds[0] == -bounds[1]) break; // every member proposed the same offset
-  }
+  const std::uint64_t candidate = agree_on_offset(h.space, comm, rounded, op);
+  if (candidate >= h.space.capacity()) // every member sees the same maximum: all throw
+    throw resource_error(op, "symmetric heap full: " + std::to_string(rounded) +
+                                 " bytes needed on every member, " + heap_usage(h, " here"));
   h.space.take(candidate, rounded);
   heap_block b{candidate, bytes, true};
   for (int r : m) b.cpu_atomics = b.cpu_atomics && h.peer(r, 0) != nullptr;

@@ -1,12 +1,14 @@
 // The heap ABI's transfer half (include/crown/detail/heap.hpp): every put, get and
 // atomic is dispatched here, once, to the same-host path (inline loads and stores) or
 // to the heap's backend (backend.hpp); chunking and range checks live here too.
+#include "../gpu/pointer_checks.hpp"
 #include "active_messages.hpp"
 #include "heap_state.hpp"
 #include "shm_backend.hpp"
 #include "transfer.hpp"
 #include <algorithm>
 #include <atomic>
+#include <crown/detail/device_heap.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -112,6 +114,7 @@ void transfer_runs(bool put, int rank, std::span<const run> runs, std::byte* pac
   const char* op = into ? (put ? "put_async" : "get_async") : (put ? "put" : "get");
   symmetric_heap& h = active_heap(op);
   for (const run& r : runs) check_range(h, rank, r.offset, r.bytes, op);
+  check_host_buffer(packed, runs.empty() ? 0 : runs[0].bytes, op);
   dispatch(put, h, rank, runs, packed, into);
 }
 
@@ -121,6 +124,7 @@ void transfer_strided(bool put, int rank, const strided& s, std::byte* packed,
   const char* op = into ? (put ? "put_async" : "get_async") : (put ? "put" : "get");
   symmetric_heap& h = active_heap(op);
   if (!check_strided(h, rank, s, op)) return;
+  check_host_buffer(packed, s.elem, op);
   if (std::byte* base = h.peer(rank, 0)) return shm_backend::transfer_strided(put, base, s, packed);
   const auto runs = runs_of(s);
   dispatch(put, h, rank, runs, packed, into);
@@ -177,6 +181,7 @@ void remote_put_notify(int world_rank, std::uint64_t offset, const void* src, st
   if (flag % sizeof(std::int64_t) != 0)
     throw argument_error("put_notify: flag at offset " + std::to_string(flag),
                          "the word is not aligned to 8 bytes");
+  check_host_buffer(src, bytes, "put_notify");
   auto* data = const_cast<std::byte*>(static_cast<const std::byte*>(src));
   const run r{offset, bytes};
   if (std::byte* base = h.peer(world_rank, 0)) {
@@ -227,6 +232,7 @@ MPI_Comm active_message_comm() noexcept {
 }
 
 void heap_quiet() {
+  device_quiet(); // Crown's device stream: sync_all and events complete device transfers too
   std::atomic_thread_fence(std::memory_order_seq_cst);
   symmetric_heap* h = active_heap();
   if (backend* b = h ? h->transport() : nullptr) b->quiet();

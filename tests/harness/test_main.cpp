@@ -1,7 +1,11 @@
 // Boost.Test main for Crown's multi-rank suites (see cmake/CrownTesting.cmake).
 // CROWN_TEST_HARNESS_MODE: 0 = none, 1 = mpi, 2 = runtime.
 #include <boost/test/results_reporter.hpp>
+#if defined(CROWN_BOOST_TEST_HEADER_ONLY) // the framework itself, compiled here once
+#include <boost/test/included/unit_test.hpp>
+#else
 #include <boost/test/unit_test.hpp>
+#endif
 #include <climits>
 #include <crown/runtime.hpp>
 #include <cstdio>

@@ -41,6 +41,8 @@ const std::map<std::string, std::pair<std::string, std::string>> good_values{
     {"CROWN_CALL_TIMEOUT", {"0", "100"}},
     // a fault at a point these tests never reach (no put)
     {"CROWN_FAULT", {"none", "kill:rank=0:at=put"}},
+    {"CROWN_GPU_HEAP_SIZE", {"2M", "0"}},
+    {"CROWN_GPU_MAPPING", {"auto", "ipc"}},
 };
 
 /// Sets one variable in this process for a scope (a small heap for the rest).

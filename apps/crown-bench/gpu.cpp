@@ -1,0 +1,134 @@
+// crown-bench gpu: device coarrays between two ranks of one host beside what one
+// process reaches on its own GPU, and beside NVSHMEM (--nvshmem FILE: the output of
+// crown-nvshmem-baseline, run just before by scripts/gpu-check). Rank 0 drives, rank 1
+// is the target. Lines:
+//   put_bw/get_bw 4 KiB..256 MiB   Crown device put/get (device buffers) vs cudaMemcpy D2D
+//   put_latency/get_latency 8 B..4 KiB  host-initiated, vs cudaMemcpyAsync + stream sync
+//   kernel_store_latency 8 B        a kernel's store into the peer + sync vs a local store
+//   kernel_put_bw (one block)      one block copying into the peer vs one block locally
+// Written without a GPU: compiled in CI, first run by scripts/gpu-check.
+#include "bench.hpp"
+#include "gpu_kernels.hpp"
+#include <crown/crown.hpp>
+#include <map>
+
+namespace crown_bench {
+namespace {
+
+using gpu_side::device_alloc;
+
+/// NVSHMEM seconds per operation, by "op,bytes".
+std::map<std::string, double> g_nvshmem;
+
+void read_nvshmem(const std::string& file) {
+  std::FILE* f = std::fopen(file.c_str(), "r");
+  if (!f) throw crown::argument_error("crown-bench --nvshmem " + file, "cannot open the file");
+  char op[64], buffer[256];
+  unsigned long long bytes = 0;
+  double seconds = 0;
+  while (std::fgets(buffer, sizeof buffer, f))
+    if (std::sscanf(buffer, "nvshmem,%63[^,],%llu,%lf", op, &bytes, &seconds) == 3)
+      g_nvshmem[std::string(op) + "," + std::to_string(bytes)] = seconds;
+  std::fclose(f);
+}
+
+/// A figure beside its baseline, and beside NVSHMEM's when it measured the same.
+void line(const char* op, std::size_t bytes, const char* unit, double crown_value, const char* base,
+          double base_value) {
+  print_line("gpu", op, bytes, unit, crown_value, base, base_value);
+  const auto n = g_nvshmem.find(std::string(op) + "," + std::to_string(bytes));
+  if (n == g_nvshmem.end()) return;
+  const bool latency = std::strcmp(unit, "us") == 0;
+  print_line("gpu", op, bytes, unit, crown_value, "nvshmem",
+             latency ? n->second * 1e6 : static_cast<double>(bytes) / n->second / 1e9);
+}
+
+struct device_buffer {
+  void* p;
+  explicit device_buffer(std::size_t bytes) : p(device_alloc(bytes)) {}
+  ~device_buffer() { gpu_side::device_free(p); }
+  device_buffer(const device_buffer&) = delete;
+  device_buffer& operator=(const device_buffer&) = delete;
+};
+
+} // namespace
+
+void gpu(const options& o) {
+  if (!o.nvshmem_file.empty()) read_nvshmem(o.nvshmem_file);
+  const auto& w = crown::world();
+  if (w.size() != 2) throw crown::argument_error("crown-bench gpu", "run it on exactly 2 ranks");
+  const int me = w.rank();
+  const std::size_t max_bytes = o.smoke ? (std::size_t{4} << 20) : (std::size_t{256} << 20);
+  crown::coarray<char, 1, crown::memory_kind::cuda> a(w, max_bytes);
+  device_buffer src(max_bytes), dst(max_bytes);
+  CUstream_st* stream = gpu_side::stream_create();
+  const std::uint64_t at = a.block().offset;
+  if (me == 0) print_header();
+  const auto run = [&](const std::function<void()>& body) {
+    if (me == 0) body();
+    MPI_Barrier(w.comm()); // the target has nothing to do: copies need no progress there
+  };
+
+  for (const bool put : {true, false})
+    for (std::size_t b = 4096; b <= max_bytes; b *= (o.smoke ? 32 : 4))
+      run([&] {
+        const int ops = std::max(4, ops_for(b, o.smoke) / 4);
+        const double c = median_seconds(o, ops, [&] {
+          if (put)
+            crown::detail::device_put(1, at, src.p, b);
+          else
+            crown::detail::device_get(1, at, dst.p, b);
+        });
+        const double m = median_seconds(o, ops, [&] { gpu_side::memcpy_d2d(dst.p, src.p, b); });
+        line(put ? "put_bw" : "get_bw", b, "GB/s", b / c / 1e9, "cudaMemcpy_d2d", b / m / 1e9);
+      });
+
+  std::vector<char> host(4096, 1);
+  for (const bool put : {true, false})
+    for (const std::size_t b : {8, 64, 512, 4096})
+      run([&] {
+        const int ops = o.smoke ? 50 : 2000;
+        const double c = median_seconds(o, ops, [&] {
+          if (put)
+            crown::detail::device_put(1, at, host.data(), b);
+          else
+            crown::detail::device_get(1, at, host.data(), b);
+        });
+        const double m = median_seconds(o, ops, [&] {
+          if (put)
+            gpu_side::memcpy_async_sync(dst.p, host.data(), b, stream);
+          else
+            gpu_side::memcpy_async_sync(host.data(), src.p, b, stream);
+        });
+        line(put ? "put_latency" : "get_latency", b, "us", c * 1e6, "cudaMemcpyAsync_sync",
+             m * 1e6);
+      });
+
+  {
+    const std::size_t n = max_bytes / sizeof(double);
+    crown::coarray<double, 1, crown::memory_kind::cuda> d(w, n);
+    const auto v = d.device();
+    run([&] {
+      const int ops = o.smoke ? 50 : 2000;
+      const double c = median_seconds(o, ops, [&] { gpu_side::kernel_store_peer(v, 1); });
+      const double l = median_seconds(
+          o, ops, [&] { gpu_side::kernel_store_local(static_cast<double*>(dst.p)); });
+      line("kernel_store_latency", 8, "us", c * 1e6, "local_store_kernel", l * 1e6);
+    });
+    const std::size_t block_bytes = o.smoke ? (std::size_t{4} << 20) : (std::size_t{64} << 20);
+    run([&] {
+      const int ops = o.smoke ? 3 : 10;
+      const std::size_t count = block_bytes / sizeof(double);
+      const double c = median_seconds(o, ops, [&] { gpu_side::kernel_put_one_block(v, 1, count); });
+      const double l = median_seconds(o, ops, [&] {
+        gpu_side::kernel_copy_one_block(static_cast<double*>(dst.p),
+                                        static_cast<const double*>(src.p), count);
+      });
+      line("kernel_put_bw_one_block", block_bytes, "GB/s", block_bytes / c / 1e9,
+           "local_copy_one_block", block_bytes / l / 1e9);
+    });
+  }
+  gpu_side::stream_destroy(stream);
+}
+
+} // namespace crown_bench

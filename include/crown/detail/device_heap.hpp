@@ -1,0 +1,74 @@
+// include/crown/detail/device_heap.hpp — the non-template ABI under coarray<T, N,
+// memory_kind::cuda>: the device symmetric heap (one per rank, on the rank's GPU,
+// mapped by the ranks of its host at start-up). Implemented in lib/gpu/ (CUDA builds;
+// elsewhere every call throws, naming the missing CUDA).
+#pragma once
+#include <crown/detail/heap.hpp>
+#include <cstddef>
+#include <cstdint>
+#include <string_view>
+
+struct CUstream_st; // cudaStream_t is CUstream_st*: no CUDA header needed here
+
+namespace crown::detail {
+
+/// Collective over the members of `m`: the same offset in every member's device heap,
+/// zeroed. Throws on every member when some member has no device heap (naming it and
+/// why: no GPU visible, CROWN_GPU_HEAP_SIZE=0, built without CUDA), when sizes or types
+/// differ (unless CROWN_CHECK=0), or when the block does not fit (heap exhausted).
+heap_block device_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_tag,
+                           std::string_view what);
+/// Collective: completes this rank's device traffic, synchronises, frees.
+void device_release(const mesh& m, const heap_block& b) noexcept;
+
+/// This rank's device address of a device-heap offset (nullptr without a device heap).
+std::byte* device_address(std::uint64_t offset) noexcept;
+/// `world_rank`'s device heap at `offset` as mapped here, or nullptr when that rank is
+/// on another host (or has no device heap).
+std::byte* device_peer_address(int world_rank, std::uint64_t offset) noexcept;
+/// The CUDA device of this rank's device heap, or -1.
+int device_ordinal() noexcept;
+
+/// Blocking transfers between `world_rank`'s device heap and `buffer` (host or device
+/// memory, of any process-local kind): return once the data is at the target (put) or
+/// here (get).
+void device_put(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes);
+void device_get(int world_rank, std::uint64_t offset, void* dst, std::size_t bytes);
+void device_put_strided(int world_rank, const strided& s, const void* packed);
+void device_get_strided(int world_rank, const strided& s, void* packed);
+
+/// Starts a transfer and adds it to `into`: on Crown's own stream (`stream_ordered`
+/// false: the transfer overlaps the caller's work), or on the caller's `stream` (any
+/// handle, the default stream 0 too): the transfer then runs in that stream's order
+/// and the completion holds an event recorded after it. Stream-ordered transfers need
+/// device or page-locked host buffers (argument_error otherwise).
+void device_start(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
+                  bool stream_ordered, CUstream_st* stream, completion& into);
+void device_start_strided(bool put, int world_rank, const strided& s, void* packed,
+                          bool stream_ordered, CUstream_st* stream, completion& into);
+
+/// Atomic on a 4- or 8-byte word of `world_rank`'s device heap, executed by the GPU
+/// (atomic with kernels' atomics on the same word, the owner's too). Returns the
+/// previous value's bits.
+std::uint64_t device_atomic(int world_rank, std::uint64_t offset, atomic_op op, int width,
+                            bool floating, std::uint64_t operand, std::uint64_t compare);
+
+/// Put-with-notify: the put completes at the target, then `add` is added to the int64
+/// word at `flag` — in the host heap (`device_flag` false: crown::event counters; `cpu`
+/// as heap_block::cpu_atomics) or in the target's device heap (`device_flag` true: a
+/// word kernels wait on with crown::device::wait_until).
+void device_put_notify(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes,
+                       std::uint64_t flag, std::int64_t add, bool device_flag, bool cpu);
+
+/// Completes every device transfer this rank started on Crown's stream.
+void device_quiet();
+
+/// A device array of `m`'s members' base addresses of the block at `offset` (image
+/// order), for kernel views; made once per block and freed with it. Throws when an
+/// image lies on another host (its memory is not mapped here).
+void* device_view_table(const mesh& m, std::uint64_t offset, std::string_view what);
+
+/// True when `p` points to device memory (cudaPointerGetAttributes); false without CUDA.
+bool is_device_pointer(const void* p) noexcept;
+
+} // namespace crown::detail

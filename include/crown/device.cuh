@@ -1,0 +1,96 @@
+// include/crown/device.cuh — Crown inside CUDA kernels: the operations of coarray_view
+// (a.device()), fence, quiet and wait_until. Header-only; nvcc only (C++17 or later).
+#pragma once
+#if !defined(__CUDACC__)
+#error                                                                                             \
+    "<crown/device.cuh> is for CUDA sources compiled by nvcc; host code includes <crown/device/coarray_view.hpp>"
+#endif
+#include <crown/device/coarray_view.hpp>
+
+namespace crown::device {
+
+/// Orders this thread's earlier stores to any image before its later ones
+/// (as nvshmem_fence).
+__device__ inline void fence() { __threadfence_system(); }
+/// Makes this thread's earlier stores to any image visible to every process of the host
+/// (as nvshmem_quiet): peers' blocks are mapped memory, so a system fence completes them.
+__device__ inline void quiet() { __threadfence_system(); }
+
+namespace detail {
+
+template <typename T>
+__device__ bool compare(T seen, cmp c, T value) {
+  switch (c) {
+  case cmp::eq:
+    return seen == value;
+  case cmp::ne:
+    return seen != value;
+  case cmp::gt:
+    return seen > value;
+  case cmp::ge:
+    return seen >= value;
+  case cmp::lt:
+    return seen < value;
+  default:
+    return seen <= value;
+  }
+}
+
+/// The unsigned word type of T's size, for atomicCAS.
+template <typename T>
+using word_t = std::conditional_t<sizeof(T) == 4, unsigned int, unsigned long long>;
+
+template <typename T>
+__device__ T atomic_add(T* where, T value) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomics need 4- or 8-byte elements");
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int> ||
+                std::is_same_v<T, unsigned int> || std::is_same_v<T, unsigned long long>)
+    return atomicAdd_system(where, value);
+  else // 8-byte signed integers: two's complement addition on the unsigned word
+    return static_cast<T>(atomicAdd_system(reinterpret_cast<unsigned long long*>(where),
+                                           static_cast<unsigned long long>(value)));
+}
+
+template <typename T>
+__device__ T atomic_cas(T* where, T expected, T desired) {
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomics need 4- or 8-byte elements");
+  using W = word_t<T>;
+  const W seen = atomicCAS_system(reinterpret_cast<W*>(where), __builtin_bit_cast(W, expected),
+                                  __builtin_bit_cast(W, desired));
+  return __builtin_bit_cast(T, seen);
+}
+
+} // namespace detail
+
+/// Waits until `*flag` compares `c` to `value`; then orders later loads after the wait.
+template <typename T>
+__device__ T wait_until(const T* flag, cmp c, T value) {
+  T seen;
+  while (!detail::compare(seen = *const_cast<const volatile T*>(flag), c, value)) {}
+  __threadfence_system();
+  return seen;
+}
+
+template <typename T, std::size_t N>
+__device__ T coarray_view<T, N>::atomic_add(int image, std::size_t i, T value) const {
+  return detail::atomic_add(bases[image] + i, value);
+}
+
+template <typename T, std::size_t N>
+__device__ T coarray_view<T, N>::compare_and_swap(int image, std::size_t i, T expected,
+                                                  T desired) const {
+  return detail::atomic_cas(bases[image] + i, expected, desired);
+}
+
+template <typename T, std::size_t N>
+__device__ T coarray_view<T, N>::atomic_load(int image, std::size_t i) const {
+  T* where = bases[image] + i;
+  return detail::atomic_cas(where, T{}, T{}); // returns the word, changes nothing
+}
+
+template <typename T, std::size_t N>
+__device__ T coarray_view<T, N>::wait_until(std::size_t i, cmp c, T value) const {
+  return crown::device::wait_until(bases[this_image] + i, c, value);
+}
+
+} // namespace crown::device

@@ -1,0 +1,40 @@
+// CUDA error reporting and the device guard.
+#include "cuda_error.hpp"
+#include "driver_api.hpp"
+#include <crown/error.hpp>
+
+namespace crown::detail {
+
+int current_device() noexcept {
+  int d = -1;
+  if (cudaGetDevice(&d) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return -1;
+  }
+  return d;
+}
+
+void check_cuda(cudaError_t rc, std::string_view what) {
+  if (rc == cudaSuccess) return;
+  (void)cudaGetLastError(); // not sticky for the next call
+  throw error(std::string(what) + " on GPU " + std::to_string(current_device()),
+              std::string(cudaGetErrorName(rc)) + " (" + cudaGetErrorString(rc) + ")");
+}
+
+void check_cu(int rc, std::string_view what) {
+  if (rc == 0) return;
+  throw error(std::string(what) + " on GPU " + std::to_string(current_device()),
+              "CUresult " + std::to_string(rc) + " (" + driver_error_text(rc) + ")");
+}
+
+device_guard::device_guard(int device) : previous_(current_device()) {
+  if (previous_ != device)
+    check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+}
+
+device_guard::~device_guard() {
+  int now = current_device();
+  if (previous_ >= 0 && now != previous_) (void)cudaSetDevice(previous_);
+}
+
+} // namespace crown::detail

@@ -1,0 +1,33 @@
+// lib/gpu/cuda_error.hpp — CUDA failures as crown::error naming rank, device and values.
+#pragma once
+#include <cuda_runtime_api.h>
+#include <string>
+#include <string_view>
+
+namespace crown::detail {
+
+/// The calling thread's current CUDA device, or -1.
+int current_device() noexcept;
+
+/// Throws crown::error "rank R: <what> on GPU D: <name> (<description>)" unless `rc` is
+/// cudaSuccess; clears the runtime's last error first, so that one failure is reported
+/// once. `what` names the call and its values ("cudaMemcpyAsync(1048576 bytes to rank 3)").
+void check_cuda(cudaError_t rc, std::string_view what);
+
+/// The same for a driver API result (CUresult, passed as its integer value).
+void check_cu(int rc, std::string_view what);
+
+/// Makes `device` current for the guard's lifetime and restores the caller's device:
+/// Crown's calls never change the device an application works on.
+class device_guard {
+public:
+  explicit device_guard(int device);
+  ~device_guard();
+  device_guard(const device_guard&) = delete;
+  device_guard& operator=(const device_guard&) = delete;
+
+private:
+  int previous_ = -1;
+};
+
+} // namespace crown::detail

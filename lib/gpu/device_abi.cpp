@@ -1,0 +1,276 @@
+// The device-heap ABI (include/crown/detail/device_heap.hpp): collective allocation,
+// transfers, atomics, put-with-notify and kernel-view tables, each checked and then
+// handed to the backend chosen for the target rank at start-up.
+#include "../mesh/crown_comm.hpp"
+#include "../transport/agreement.hpp"
+#include "../transport/offset_agreement.hpp"
+#include "../transport/transfer.hpp"
+#include "cuda_error.hpp"
+#include "device_heap.hpp"
+#include <crown/detail/device_heap.hpp>
+#include <crown/detail/wait.hpp>
+#include <crown/error.hpp>
+#include <crown/log.hpp>
+#include <crown/mesh.hpp>
+#include <cstdio>
+
+namespace crown::detail {
+namespace {
+
+constexpr std::size_t alignment = 256; // cudaMalloc's: any element type, vector loads
+
+void check_range(const device_heap& h, std::uint64_t offset, std::size_t bytes,
+                 std::string_view op) {
+  if (offset > h.size() || bytes > h.size() - offset)
+    throw argument_error(std::string(op), "bytes [" + std::to_string(offset) + ", " +
+                                              std::to_string(offset + bytes) +
+                                              ") fall outside the device heap of " +
+                                              std::to_string(h.size()) + " bytes");
+}
+
+/// Checks a caller's buffer for a device transfer: memory of another GPU that this
+/// rank's GPU cannot reach is refused (always; device paths check every buffer), and
+/// so is pageable host memory for stream-ordered transfers (`stream_ordered`), which
+/// would make the copy synchronous and its stream order meaningless.
+void check_buffer(const device_heap& h, const void* p, std::size_t bytes, bool stream_ordered,
+                  std::string_view op) {
+  if (bytes == 0) return;
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    a.type = cudaMemoryTypeUnregistered;
+  }
+  if (a.type == cudaMemoryTypeDevice && a.device != h.device()) {
+    int can = 0;
+    (void)cudaDeviceCanAccessPeer(&can, h.device(), a.device);
+    (void)cudaGetLastError();
+    if (!can)
+      throw argument_error(std::string(op),
+                           "the buffer at " + std::to_string(reinterpret_cast<std::uintptr_t>(p)) +
+                               " is memory of GPU " + std::to_string(a.device) +
+                               ", which this rank's GPU " + std::to_string(h.device()) +
+                               " cannot reach");
+  }
+  if (stream_ordered && a.type == cudaMemoryTypeUnregistered)
+    throw argument_error(std::string(op),
+                         "the buffer at " + std::to_string(reinterpret_cast<std::uintptr_t>(p)) +
+                             " (" + std::to_string(bytes) +
+                             " bytes) is pageable host memory: a stream-ordered transfer "
+                             "needs device memory or page-locked host memory "
+                             "(cudaMallocHost, cudaHostRegister)");
+}
+
+bool check_strided(const device_heap& h, const strided& s, std::string_view op,
+                   std::size_t* packed_bytes) {
+  std::size_t last = 0, total = 1;
+  for (std::size_t d = 0; d < s.dims; ++d) {
+    total *= s.count[d];
+    last += (s.count[d] ? s.count[d] - 1 : 0) * s.stride[d];
+  }
+  *packed_bytes = total * s.elem;
+  if (total == 0) return false;
+  check_range(h, s.offset, last + s.elem, op);
+  return true;
+}
+
+void blocking(bool put, int rank, std::uint64_t offset, void* buffer, std::size_t bytes,
+              const char* op) {
+  device_heap& h = active_device_heap(op);
+  check_range(h, offset, bytes, op);
+  cuda_backend& b = h.backend_for(rank, op);
+  check_buffer(h, buffer, bytes, false, op);
+  if (bytes == 0) return;
+  const run r{offset, bytes};
+  b.copy(put, rank, {&r, 1}, static_cast<std::byte*>(buffer));
+}
+
+void blocking_strided(bool put, int rank, const strided& s, void* packed, const char* op) {
+  device_heap& h = active_device_heap(op);
+  std::size_t bytes = 0;
+  if (!check_strided(h, s, op, &bytes)) return;
+  cuda_backend& b = h.backend_for(rank, op);
+  check_buffer(h, packed, bytes, false, op);
+  async_handle done = b.start_strided(h.stream(), put, rank, s, static_cast<std::byte*>(packed));
+  wait_remote(*done, op);
+}
+
+/// The offset every member agrees on, or every member throws (device heap exhausted).
+std::uint64_t agree_on_device(device_heap& h, MPI_Comm comm, std::size_t rounded,
+                              const std::string& op) {
+  const std::uint64_t offset = agree_on_offset(h.space, comm, rounded, op);
+  if (offset >= h.space.capacity())
+    throw resource_error(
+        op, "device heap exhausted: " + std::to_string(rounded) +
+                " bytes needed on every member, device heap " + std::to_string(h.size()) +
+                " bytes per rank on GPU " + std::to_string(h.device()) + ", " +
+                std::to_string(h.space.in_use()) + " in use here, largest free block here " +
+                std::to_string(h.space.largest_free()) + "; raise CROWN_GPU_HEAP_SIZE");
+  return offset;
+}
+
+/// Every member has a device heap, or every member throws naming the first without.
+void require_device_heaps(const mesh& m, MPI_Comm comm, const std::string& op) {
+  std::string why;
+  const bool mine = find_device_heap(&why) != nullptr;
+  int first = mine ? m.size() : m.rank();
+  MPI_Request r;
+  complete(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm, &r), r,
+           "MPI_Allreduce(" + op + ": device heaps)");
+  if (first == m.size()) return;
+  char text[512] = {};
+  if (!mine) std::snprintf(text, sizeof text, "%s", why.c_str());
+  complete(MPI_Ibcast(text, sizeof text, MPI_CHAR, first, comm, &r), r,
+           "MPI_Bcast(" + op + ": device heaps)");
+  throw state_error(op, "memory_kind::cuda needs a device heap on every member, but image " +
+                            std::to_string(first) + " (rank " +
+                            std::to_string(m.ranks()[static_cast<std::size_t>(first)]) +
+                            ") has none: " + text);
+}
+
+} // namespace
+
+heap_block device_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_tag,
+                           std::string_view what) {
+  const std::string op = std::string(what) + " on " + m.to_string();
+  MPI_Comm comm = crown_comm(m); // throws for non-members
+  require_device_heaps(m, comm, op);
+  device_heap& h = active_device_heap(op);
+  const std::size_t rounded =
+      (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
+  if (current_state() && current_state()->cfg.check != 0)
+    check_same_arguments(m,
+                         {{"size in bytes", static_cast<long long>(bytes)},
+                          {"element type", static_cast<long long>(type_tag >> 1)}},
+                         op);
+  heap_block b{0, bytes, false};
+  {
+    const std::lock_guard lock(h.mutex);
+    b.offset = agree_on_device(h, comm, rounded, op);
+    h.space.take(b.offset, rounded);
+  }
+  try {
+    const device_guard on(h.device());
+    check_cuda(cudaMemsetAsync(h.local(b.offset), 0, rounded, h.stream()),
+               op + ": cudaMemsetAsync(" + std::to_string(rounded) + " bytes)");
+    check_cuda(cudaStreamSynchronize(h.stream()), op + ": cudaStreamSynchronize");
+  } catch (...) {
+    const std::lock_guard lock(h.mutex);
+    h.space.give(b.offset);
+    throw;
+  }
+  crown_barrier(m); // nobody writes into a block before its owner has cleared it
+  return b;
+}
+
+void device_release(const mesh& m, const heap_block& b) noexcept {
+  try {
+    device_heap& h = active_device_heap("free");
+    h.local_backend().quiet();
+    crown_barrier(m); // no member frees while another may still access the block
+    h.forget_views(b.offset);
+    const std::lock_guard lock(h.mutex);
+    h.space.give(b.offset);
+  } catch (const std::exception& e) {
+    log(log_level::error, "freeing a device allocation failed: ", e.what());
+  }
+}
+
+std::byte* device_address(std::uint64_t offset) noexcept {
+  device_heap* h = find_device_heap();
+  return h ? h->local(offset) : nullptr;
+}
+
+std::byte* device_peer_address(int world_rank, std::uint64_t offset) noexcept {
+  device_heap* h = find_device_heap();
+  return h && world_rank >= 0 && world_rank < h->world_size() ? h->peer(world_rank, offset)
+                                                              : nullptr;
+}
+
+int device_ordinal() noexcept {
+  device_heap* h = find_device_heap();
+  return h ? h->device() : -1;
+}
+
+void device_put(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes) {
+  blocking(true, world_rank, offset, const_cast<void*>(src), bytes, "device put");
+}
+
+void device_get(int world_rank, std::uint64_t offset, void* dst, std::size_t bytes) {
+  blocking(false, world_rank, offset, dst, bytes, "device get");
+}
+
+void device_put_strided(int world_rank, const strided& s, const void* packed) {
+  blocking_strided(true, world_rank, s, const_cast<void*>(packed), "device put (section)");
+}
+
+void device_get_strided(int world_rank, const strided& s, void* packed) {
+  blocking_strided(false, world_rank, s, packed, "device get (section)");
+}
+
+void device_start(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
+                  bool stream_ordered, CUstream_st* stream, completion& into) {
+  const char* op = put ? "device put_async" : "device get_async";
+  device_heap& h = active_device_heap(op);
+  check_range(h, offset, bytes, op);
+  cuda_backend& b = h.backend_for(world_rank, op);
+  check_buffer(h, buffer, bytes, stream_ordered, op);
+  if (bytes == 0) return;
+  const run r{offset, bytes};
+  into.add(b.start_on(stream_ordered ? stream : h.stream(), put, world_rank, {&r, 1},
+                      static_cast<std::byte*>(buffer)));
+}
+
+void device_start_strided(bool put, int world_rank, const strided& s, void* packed,
+                          bool stream_ordered, CUstream_st* stream, completion& into) {
+  const char* op = put ? "device put_async (section)" : "device get_async (section)";
+  device_heap& h = active_device_heap(op);
+  std::size_t bytes = 0;
+  if (!check_strided(h, s, op, &bytes)) return;
+  cuda_backend& b = h.backend_for(world_rank, op);
+  check_buffer(h, packed, bytes, stream_ordered, op);
+  into.add(b.start_strided(stream_ordered ? stream : h.stream(), put, world_rank, s,
+                           static_cast<std::byte*>(packed)));
+}
+
+std::uint64_t device_atomic(int world_rank, std::uint64_t offset, atomic_op op, int width,
+                            bool floating, std::uint64_t operand, std::uint64_t compare) {
+  device_heap& h = active_device_heap("device atomic");
+  check_range(h, offset, static_cast<std::size_t>(width), "device atomic");
+  if (offset % static_cast<std::uint64_t>(width) != 0)
+    throw argument_error("device atomic at offset " + std::to_string(offset),
+                         "the word is not aligned to its size " + std::to_string(width));
+  return h.backend_for(world_rank, "device atomic")
+      .atomic(world_rank, offset, op, width, floating, operand, compare);
+}
+
+void device_put_notify(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes,
+                       std::uint64_t flag, std::int64_t add, bool device_flag, bool cpu) {
+  const char* op = "device put_notify";
+  device_heap& h = active_device_heap(op);
+  check_range(h, offset, bytes, op);
+  cuda_backend& b = h.backend_for(world_rank, op);
+  check_buffer(h, src, bytes, false, op);
+  if (!device_flag) { // the data is at the target before the host counter moves
+    blocking(true, world_rank, offset, const_cast<void*>(src), bytes, op);
+    (void)remote_atomic(world_rank, flag, atomic_op::add, 8, false, static_cast<std::uint64_t>(add),
+                        0, cpu);
+    return;
+  }
+  check_range(h, flag, sizeof(std::int64_t), "device put_notify (flag)");
+  if (flag % sizeof(std::int64_t) != 0)
+    throw argument_error("device put_notify: flag at offset " + std::to_string(flag),
+                         "the word is not aligned to 8 bytes");
+  const run r{offset, bytes};
+  b.put_notify(world_rank, {&r, 1}, static_cast<const std::byte*>(src), flag, add);
+}
+
+void device_quiet() {
+  if (device_heap* h = find_device_heap()) h->local_backend().quiet();
+}
+
+void* device_view_table(const mesh& m, std::uint64_t offset, std::string_view what) {
+  const auto ranks = m.ranks();
+  return active_device_heap(what).view_table(offset, {ranks.begin(), ranks.end()}, what);
+}
+
+} // namespace crown::detail

@@ -1,0 +1,114 @@
+// Kernels of the GPU tests: the kernel view (crown/device.cuh) in use.
+#include "kernels.hpp"
+#include <crown/device.cuh>
+#include <cstdio>
+#include <cstdlib>
+#include <cuda_runtime.h>
+
+namespace gpu_test {
+namespace {
+
+void check(cudaError_t rc, const char* what) {
+  if (rc == cudaSuccess) return;
+  std::fprintf(stderr, "gpu_test: %s: %s\n", what, cudaGetErrorString(rc));
+  std::abort();
+}
+
+__global__ void iota(int* dst, std::size_t n, int base) {
+  const std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x;
+  if (i < n) dst[i] = base + static_cast<int>(i);
+}
+
+__global__ void store(crown::device::coarray_view<int, 2> v, int target) {
+  const std::size_t rows = v.extents[0], cols = v.extents[1];
+  for (std::size_t k = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; k < rows * cols;
+       k += std::size_t{gridDim.x} * blockDim.x)
+    v.on(target)(k / cols, k % cols) = 1000 * v.this_image + static_cast<int>(k);
+  crown::device::quiet();
+}
+
+__global__ void load(crown::device::coarray_view<int, 2> v, int source, int* out) {
+  const std::size_t rows = v.extents[0], cols = v.extents[1];
+  for (std::size_t k = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; k < rows * cols;
+       k += std::size_t{gridDim.x} * blockDim.x)
+    out[k] = v.on(source)(k / cols, k % cols);
+}
+
+__global__ void add_all(crown::device::coarray_view<std::int64_t, 1> v, std::size_t i) {
+  for (int img = 0; img < v.num_images; ++img) v.atomic_add(img, i, std::int64_t{1});
+}
+
+__global__ void wait_copy(crown::device::coarray_view<std::int64_t, 1> flags, std::size_t flag,
+                          std::int64_t value, crown::device::coarray_view<double, 1> data,
+                          double* out, std::size_t n) {
+  if (threadIdx.x == 0) (void)flags.wait_until(flag, crown::device::cmp::ge, value);
+  __syncthreads();
+  for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) out[i] = data(i);
+}
+
+__global__ void put_signal(crown::device::coarray_view<double, 1> from,
+                           crown::device::coarray_view<double, 1> to, int target, std::size_t n,
+                           crown::device::coarray_view<std::int64_t, 1> flags, std::size_t flag) {
+  for (std::size_t i = threadIdx.x; i < n; i += blockDim.x) to.on(target)(i) = from(i);
+  crown::device::quiet();
+  __syncthreads();
+  if (threadIdx.x == 0) flags.atomic_add(target, flag, std::int64_t{1});
+}
+
+} // namespace
+
+buffer::buffer(std::size_t bytes) { check(cudaMalloc(&p_, bytes), "cudaMalloc"); }
+buffer::~buffer() { cudaFree(p_); }
+void buffer::upload(const void* host, std::size_t bytes) {
+  check(cudaMemcpy(p_, host, bytes, cudaMemcpyHostToDevice), "upload");
+}
+void buffer::download(void* host, std::size_t bytes) const {
+  check(cudaMemcpy(host, p_, bytes, cudaMemcpyDeviceToHost), "download");
+}
+
+stream::stream() {
+  cudaStream_t s = nullptr;
+  check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "cudaStreamCreate");
+  s_ = s;
+}
+stream::~stream() { cudaStreamDestroy(s_); }
+void stream::synchronize() const { check(cudaStreamSynchronize(s_), "cudaStreamSynchronize"); }
+
+void* pinned_alloc(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaMallocHost(&p, bytes), "cudaMallocHost");
+  return p;
+}
+void pinned_free(void* p) { cudaFreeHost(p); }
+
+void fill_iota(int* dst, std::size_t n, int base, CUstream_st* s) {
+  iota<<<static_cast<unsigned>((n + 255) / 256), 256, 0, s>>>(dst, n, base);
+  check(cudaGetLastError(), "iota");
+}
+void store_to_image(crown::device::coarray_view<int, 2> v, int target) {
+  store<<<8, 128>>>(v, target);
+  check(cudaDeviceSynchronize(), "store_to_image");
+}
+void load_from_image(crown::device::coarray_view<int, 2> v, int source, int* out) {
+  load<<<8, 128>>>(v, source, out);
+  check(cudaDeviceSynchronize(), "load_from_image");
+}
+void add_everywhere(crown::device::coarray_view<std::int64_t, 1> v, std::size_t i, int times) {
+  add_all<<<1, times>>>(v, i);
+  check(cudaDeviceSynchronize(), "add_everywhere");
+}
+void wait_then_copy(crown::device::coarray_view<std::int64_t, 1> flags, std::size_t flag,
+                    std::int64_t value, crown::device::coarray_view<double, 1> data, double* out,
+                    std::size_t n, CUstream_st* s) {
+  wait_copy<<<1, 128, 0, s>>>(flags, flag, value, data, out, n);
+  check(cudaGetLastError(), "wait_then_copy");
+}
+void kernel_put_signal(crown::device::coarray_view<double, 1> from,
+                       crown::device::coarray_view<double, 1> to, int target, std::size_t n,
+                       crown::device::coarray_view<std::int64_t, 1> flags, std::size_t flag) {
+  put_signal<<<1, 256>>>(from, to, target, n, flags, flag);
+  check(cudaDeviceSynchronize(), "kernel_put_signal");
+}
+void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+
+} // namespace gpu_test

@@ -1,0 +1,278 @@
+// coarray<T, N, memory_kind::cuda> between the ranks of one GPU machine: every transfer
+// form, atomics, put-with-notify, the kernel view, and the errors. Needs a GPU (skipped
+// without one). Written without a GPU at hand: compiled in CI, first run by
+// scripts/gpu-check on the GPU machine.
+#include "kernels.hpp"
+#include <boost/test/unit_test.hpp>
+#include <crown/crown.hpp>
+#include <cstdlib>
+#include <harness/crown_test.hpp>
+#include <numeric>
+#include <vector>
+
+using crown::memory_kind;
+using crown_test::left;
+using crown_test::me;
+using crown_test::n;
+using crown_test::right;
+using crown_test::w;
+
+namespace {
+
+template <typename T, std::size_t N = 1>
+using dcoarray = crown::coarray<T, N, memory_kind::cuda>;
+
+std::vector<int> iota_from(int base, std::size_t count) {
+  std::vector<int> v(count);
+  std::iota(v.begin(), v.end(), base);
+  return v;
+}
+
+std::vector<int> own_block(const dcoarray<int>& a) {
+  std::vector<int> v(a.size());
+  a.on(a.this_image()).get(v);
+  return v;
+}
+
+bool env_is(const char* name, const char* value) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == value;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(whole_blocks_move_between_host_and_device_memory) {
+  dcoarray<int> a(w(), 1000);
+  a.on(right()).put(iota_from(me() * 1000, 1000));
+  crown::sync_all();
+  BOOST_TEST(own_block(a) == iota_from(left() * 1000, 1000));
+
+  // Device source and device destination.
+  gpu_test::buffer src(1000 * sizeof(int)), dst(1000 * sizeof(int));
+  gpu_test::fill_iota(static_cast<int*>(src.get()), 1000, -me() * 1000, nullptr);
+  gpu_test::synchronize();
+  crown::sync_all();
+  a.on(right()).put({static_cast<const int*>(src.get()), 1000});
+  crown::sync_all();
+  a.on(me()).get({static_cast<int*>(dst.get()), 1000});
+  std::vector<int> seen(1000);
+  dst.download(seen.data(), seen.size() * sizeof(int));
+  BOOST_TEST(seen == iota_from(-left() * 1000, 1000));
+}
+
+BOOST_AUTO_TEST_CASE(elements_and_strided_sections) {
+  dcoarray<int, 2> a(w(), {8, 10});
+  a.on(right()).put({7, 9}, 100 + me());
+  const crown::section<2> s{crown::triplet{1, 7, 2}, crown::triplet{0, 10, 3}}; // 3 x 4
+  const std::vector<int> packed = iota_from(10 * me(), 12);
+  a.on(right()).put(s, packed);
+  crown::sync_all();
+  BOOST_TEST(a.on(me()).get({7, 9}) == 100 + left());
+  std::vector<int> back(12);
+  a.on(me()).get(s, back);
+  BOOST_TEST(back == iota_from(10 * left(), 12));
+  // An element outside the section stays zero; rows 1..5 step 2 of column 3 are set.
+  BOOST_TEST(a.on(me()).get({0, 0}) == 0);
+  BOOST_TEST(a.on(me()).get({3, 3}) == 10 * left() + 5);
+  // A contiguous-rows section (whole rows 2..4) through the other 2-D path.
+  const crown::section<2> rows{crown::triplet{2, 4, 1}, crown::all(10)};
+  a.on(right()).put(rows, iota_from(500, 20));
+  crown::sync_all();
+  std::vector<int> r(20);
+  a.on(me()).get(rows, r);
+  BOOST_TEST(r == iota_from(500, 20));
+}
+
+BOOST_AUTO_TEST_CASE(asynchronous_and_stream_ordered_transfers) {
+  dcoarray<int> a(w(), 4096);
+  std::vector<int> mine = iota_from(me(), 4096);
+  {
+    crown::completion c = a.on(right()).put_async(mine);
+    c.wait();
+  }
+  crown::sync_all();
+  std::vector<int> got(4096);
+  crown::completion g = a.on(me()).get_async(got);
+  g.wait_local();
+  BOOST_TEST(got == iota_from(left(), 4096));
+  crown::sync_all();
+
+  // A kernel produces the source on a stream; the put follows it in that stream's order
+  // with no host synchronisation in between.
+  gpu_test::stream s;
+  gpu_test::buffer src(4096 * sizeof(int));
+  gpu_test::fill_iota(static_cast<int*>(src.get()), 4096, 7 * me(), s.get());
+  crown::completion c =
+      a.on(right()).put_async({static_cast<const int*>(src.get()), 4096}, s.get());
+  c.wait();
+  crown::sync_all();
+  BOOST_TEST(own_block(a) == iota_from(7 * left(), 4096));
+
+  // Stream-ordered get into page-locked memory.
+  int* pinned = static_cast<int*>(gpu_test::pinned_alloc(4096 * sizeof(int)));
+  crown::completion back = a.on(me()).get_async({pinned, 4096}, s.get());
+  s.synchronize();
+  BOOST_TEST(back.test());
+  BOOST_TEST(std::vector<int>(pinned, pinned + 4096) == iota_from(7 * left(), 4096));
+  gpu_test::pinned_free(pinned);
+
+  // Pageable memory with a stream is refused, naming the buffer.
+  const std::string m = crown_test::what_of<crown::argument_error>(
+      [&] { (void)a.on(right()).put_async(mine, s.get()); });
+  BOOST_TEST(m.find("is pageable host memory: a stream-ordered transfer needs device memory or "
+                    "page-locked host memory") != std::string::npos,
+             m);
+  crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(atomics_on_int32_and_int64_from_every_image) {
+  dcoarray<std::int64_t> c64(w(), 2);
+  dcoarray<std::int32_t> c32(w(), 2);
+  for (int i = 0; i < 10; ++i) {
+    (void)c64.on(0).fetch_add({0}, 3);
+    (void)c32.on(n() - 1).fetch_add({1}, -2);
+  }
+  // Compare-and-swap: exactly one image claims each slot.
+  const std::int64_t prior = c64.on(0).compare_and_swap({1}, 0, me() + 1);
+  int claimed = prior == 0;
+  MPI_Allreduce(MPI_IN_PLACE, &claimed, 1, MPI_INT, MPI_SUM, w().comm());
+  crown::sync_all();
+  BOOST_TEST(claimed == 1);
+  BOOST_TEST(c64.on(0).atomic_ref({0}) == 30 * n());
+  BOOST_TEST(c32.on(n() - 1).atomic_ref({1}) == -20 * n());
+  BOOST_TEST(c64.on(0).atomic_ref({1}) >= 1);
+  BOOST_TEST(c32.on(right()).swap({0}, 5) == 0);
+  crown::sync_all();
+  BOOST_TEST(c32.on(me()).atomic_ref({0}) == 5);
+}
+
+BOOST_AUTO_TEST_CASE(put_notify_posts_an_event_after_the_data) {
+  dcoarray<int> a(w(), 2048);
+  crown::event arrived(w());
+  crown::put_notify(a.on(right()), std::span<const int>(iota_from(me() * 3, 2048)), arrived);
+  arrived.wait();
+  BOOST_TEST(own_block(a) == iota_from(left() * 3, 2048));
+  crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(a_kernel_waits_for_a_host_put_with_signal) {
+  constexpr std::size_t count = 512;
+  dcoarray<double> data(w(), count);
+  dcoarray<std::int64_t> flags(w(), 4);
+  gpu_test::stream s;
+  gpu_test::buffer out(count * sizeof(double));
+  gpu_test::wait_then_copy(flags.device(), 2, 1, data.device(), static_cast<double*>(out.get()),
+                           count, s.get());
+  crown::sync_all(); // every waiting kernel is queued before anyone signals
+  std::vector<double> mine(count);
+  for (std::size_t i = 0; i < count; ++i) mine[i] = me() + 0.5 * static_cast<double>(i);
+  data.on(right()).put_signal(std::span<const double>(mine), flags, {2});
+  s.synchronize();
+  std::vector<double> seen(count);
+  out.download(seen.data(), count * sizeof(double));
+  for (std::size_t i = 0; i < count; ++i)
+    BOOST_TEST(seen[i] == left() + 0.5 * static_cast<double>(i));
+  crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(kernels_store_into_and_load_from_other_images) {
+  dcoarray<int, 2> a(w(), {16, 32});
+  const auto v = a.device();
+  BOOST_TEST(v.num_images == n());
+  BOOST_TEST(v.this_image == me());
+  gpu_test::store_to_image(v, right());
+  crown::sync_all();
+  gpu_test::buffer out(16 * 32 * sizeof(int));
+  gpu_test::load_from_image(v, me(), static_cast<int*>(out.get()));
+  std::vector<int> seen(16 * 32);
+  out.download(seen.data(), seen.size() * sizeof(int));
+  BOOST_TEST(seen == iota_from(1000 * left(), 16 * 32));
+  // Reading another image's block from a kernel.
+  gpu_test::load_from_image(v, right(), static_cast<int*>(out.get()));
+  out.download(seen.data(), seen.size() * sizeof(int));
+  BOOST_TEST(seen == iota_from(1000 * me(), 16 * 32));
+  crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(kernel_atomics_meet_host_atomics) {
+  dcoarray<std::int64_t> c(w(), 3);
+  gpu_test::add_everywhere(c.device(), 1, 32);
+  (void)c.on(right()).fetch_add({1}, 100);
+  crown::sync_all();
+  BOOST_TEST(c.on(me()).atomic_ref({1}) == 32 * n() + 100);
+}
+
+BOOST_AUTO_TEST_CASE(a_kernel_puts_and_signals_another_image) {
+  constexpr std::size_t count = 300;
+  dcoarray<double> from(w(), count), to(w(), count);
+  dcoarray<std::int64_t> flags(w(), 1);
+  std::vector<double> mine(count);
+  for (std::size_t i = 0; i < count; ++i) mine[i] = 2.0 * me() + static_cast<double>(i);
+  from.on(me()).put(mine);
+  crown::sync_all();
+  gpu_test::kernel_put_signal(from.device(), to.device(), right(), count, flags.device(), 0);
+  crown::detail::backoff pause;
+  while (flags.on(me()).atomic_ref({0}) < 1) pause.pause();
+  std::vector<double> seen(count);
+  to.on(me()).get(seen);
+  for (std::size_t i = 0; i < count; ++i)
+    BOOST_TEST(seen[i] == 2.0 * left() + static_cast<double>(i));
+  crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(bad_input_is_named) {
+  dcoarray<int, 2> a(w(), {4, 5});
+  BOOST_TEST(crown_test::what_of<crown::argument_error>([&] {
+               (void)a.on(n());
+             }).find("image out of range [0, " + std::to_string(n()) + ")") != std::string::npos);
+  BOOST_TEST(crown_test::what_of<crown::argument_error>([&] {
+               (void)a.on(0).get({4, 0});
+             }).find("index 4 of dimension 0 is out of range [0, 4)") != std::string::npos);
+  BOOST_TEST(crown_test::what_of<crown::argument_error>([&] {
+               a.on(0).put(std::vector<int>(19));
+             }).find("19 elements given for a block of 20") != std::string::npos);
+  // Device heap exhausted: named on every member, with the heap's size and GPU.
+  const std::string full =
+      crown_test::what_of<crown::error>([] { dcoarray<char> huge(w(), std::size_t{1} << 44); });
+  BOOST_TEST(full.find("device heap exhausted: ") != std::string::npos, full);
+  BOOST_TEST(full.find("raise CROWN_GPU_HEAP_SIZE") != std::string::npos, full);
+  BOOST_TEST(full.find("on GPU " + std::to_string(crown::detail::device_ordinal())) !=
+             std::string::npos);
+  // The heap still works afterwards.
+  dcoarray<int> after(w(), 8);
+  after.on(right()).put({3}, 42);
+  crown::sync_all();
+  BOOST_TEST(after.on(me()).get({3}) == 42);
+}
+
+BOOST_AUTO_TEST_CASE(device_memory_in_a_host_coarray_is_refused_under_check) {
+  if (!env_is("CROWN_CHECK", "1")) return; // the checks cost a driver call: CROWN_CHECK=1 only
+  crown::coarray<int> h(w(), 16);
+  gpu_test::buffer dev(16 * sizeof(int));
+  const std::string m = crown_test::what_of<crown::argument_error>([&] {
+    h.on(right()).put({static_cast<const int*>(dev.get()), 16});
+  });
+  BOOST_TEST(m.find("(CROWN_CHECK=1): the buffer at ") != std::string::npos, m);
+  BOOST_TEST(m.find("is device memory of GPU ") != std::string::npos, m);
+  crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(images_on_other_hosts_are_errors_not_wrong_addresses) {
+  const auto& topo = crown::this_runtime().topology();
+  if (!topo.multi_host()) return; // CROWN_FAKE_HOSTS=2 runs this
+  dcoarray<int> a(w(), 64);
+  const std::string view = crown_test::what_of<crown::argument_error>([&] { (void)a.device(); });
+  BOOST_TEST(view.find("a kernel view reaches images of its own host only") != std::string::npos,
+             view);
+  int other = -1;
+  for (const auto& p : topo.all())
+    if (p.host_index != topo.self().host_index) other = p.rank;
+  const std::string put =
+      crown_test::what_of<crown::state_error>([&] { a.on(other).put(std::vector<int>(64)); });
+  BOOST_TEST(put.find("is not mapped here") != std::string::npos, put);
+  BOOST_TEST(put.find("issue 16") != std::string::npos, put);
+  // Same-host images still work, and a view over the host's own mesh too.
+  for (const auto& p : topo.all())
+    if (p.host_index == topo.self().host_index && p.rank != me()) a.on(p.rank).put({5}, me());
+  crown::sync_all();
+}
