@@ -71,7 +71,10 @@ ucx_transport::ucx_transport(MPI_Comm world, std::byte* heap, std::size_t heap_s
   if (problem.empty()) {
     ucp_worker_params_t params{};
     params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    params.thread_mode = UCS_THREAD_MODE_MULTI; // the progress thread and callers share it
+    // The progress thread and callers share it; Crown serialises their calls itself
+    // (worker_lock_, a mutex that sleeps) rather than UCX's spinlock, which spins on a
+    // descheduled holder when threads outnumber cores.
+    params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
     step("ucp_worker_create", ucp_worker_create(context_, &params, &worker_));
   }
   if (problem.empty()) {
@@ -153,6 +156,7 @@ ucx_transport::peer& ucx_transport::connect(int rank) {
   const auto fail = [&](const char* call, ucs_status_t s) {
     throw error("UCX connection to rank " + std::to_string(rank), ucx_problem(call, s));
   };
+  const std::lock_guard serial(worker_lock_);
   if (!p.ep) { // a later try reuses an endpoint whose key failed to unpack
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
@@ -177,10 +181,11 @@ void ucx_transport::wait(ucs_status_ptr_t request, int rank, const char* what) {
   ucs_status_t status = UCS_PTR_STATUS(request);
   if (UCS_PTR_IS_PTR(request)) {
     backoff pause(wait_site{what, rank, nullptr, true});
-    while ((status = ucp_request_check_status(request)) == UCS_INPROGRESS) {
+    while ((status = status_of(request)) == UCS_INPROGRESS) {
       progress_worker();
       pause.pause();
     }
+    const std::lock_guard serial(worker_lock_);
     ucp_request_free(request);
   }
   if (status != UCS_OK)
@@ -196,12 +201,13 @@ bool pack_instead(std::span<const run> runs) {
   for (const run& r : runs) total += r.bytes;
   return total / runs.size() < 1024;
 }
-
-/// UCX status of a request, UCS_INPROGRESS while it runs.
-ucs_status_t status_of(ucs_status_ptr_t request) {
-  return UCS_PTR_IS_PTR(request) ? ucp_request_check_status(request) : UCS_PTR_STATUS(request);
-}
 } // namespace
+
+ucs_status_t ucx_transport::status_of(ucs_status_ptr_t request) {
+  if (!UCS_PTR_IS_PTR(request)) return UCS_PTR_STATUS(request);
+  const std::lock_guard serial(worker_lock_);
+  return ucp_request_check_status(request);
+}
 
 /// One transfer's UCX requests: the puts or gets (local completion), and for puts the
 /// endpoint flush issued right after them (remote completion).
@@ -210,6 +216,7 @@ public:
   ucx_transfer(ucx_transport& t, int rank, bool put)
       : async_op(rank), t_(t), rank_(rank), put_(put) {}
   ~ucx_transfer() override {
+    const std::lock_guard serial(t_.worker_lock_);
     for (ucs_status_ptr_t r : requests_) release(r);
     release(flush_);
   }
@@ -218,6 +225,7 @@ public:
   void issue(std::span<const run> runs, std::byte* packed) {
     ucx_transport::peer& p = t_.connect(rank_);
     ucp_request_param_t param{};
+    const std::lock_guard serial(t_.worker_lock_);
     for (const run& r : runs) {
       const std::uint64_t remote = p.base + r.offset;
       ucs_status_ptr_t s = put_ ? ucp_put_nbx(p.ep, packed, r.bytes, remote, p.rkey, &param)
@@ -235,15 +243,15 @@ public:
     if (done_local_) return true;
     t_.progress_worker();
     for (ucs_status_ptr_t r : requests_)
-      if (status_of(r) == UCS_INPROGRESS) return false;
-    if (failed() && status_of(flush_) == UCS_INPROGRESS) return false; // buffer still in use
+      if (t_.status_of(r) == UCS_INPROGRESS) return false;
+    if (failed() && t_.status_of(flush_) == UCS_INPROGRESS) return false; // buffer still in use
     done_local_ = true;
     throw_failure();
     return true;
   }
   bool test_remote() override {
     if (!test_local()) return false;
-    const ucs_status_t s = status_of(flush_);
+    const ucs_status_t s = t_.status_of(flush_);
     if (s == UCS_INPROGRESS) return false;
     if (s != UCS_OK && !reported_) {
       reported_ = true;
@@ -260,7 +268,7 @@ private:
   }
   void throw_failure() {
     for (ucs_status_ptr_t r : requests_)
-      if (const ucs_status_t s = status_of(r); s != UCS_OK && !reported_) {
+      if (const ucs_status_t s = t_.status_of(r); s != UCS_OK && !reported_) {
         reported_ = true;
         throw error(what(), ucs_status_string(s));
       }
@@ -303,7 +311,12 @@ std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op
     std::uint64_t reply64 = in;
     param.reply_buffer = width == 4 ? static_cast<void*>(&reply32) : static_cast<void*>(&reply64);
     const void* operand_at = width == 4 ? static_cast<const void*>(&x32) : &x;
-    wait(ucp_atomic_op_nbx(p.ep, code, operand_at, 1, address, p.rkey, &param), rank, "atomic");
+    ucs_status_ptr_t request = nullptr;
+    {
+      const std::lock_guard serial(worker_lock_);
+      request = ucp_atomic_op_nbx(p.ep, code, operand_at, 1, address, p.rkey, &param);
+    }
+    wait(request, rank, "atomic");
     return width == 4 ? std::uint64_t{reply32} : reply64;
   };
   const auto loop = [&] { // for what UCX cannot do in one call
@@ -331,12 +344,20 @@ std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op
   }
 }
 
-void ucx_transport::fence() { ucp_worker_fence(worker_); }
+void ucx_transport::fence() {
+  const std::lock_guard serial(worker_lock_);
+  ucp_worker_fence(worker_);
+}
 
 void ucx_transport::quiet() {
   packed_->quiet();
   ucp_request_param_t param{};
-  wait(ucp_worker_flush_nbx(worker_, &param), -1, "quiet");
+  ucs_status_ptr_t request = nullptr;
+  {
+    const std::lock_guard serial(worker_lock_);
+    request = ucp_worker_flush_nbx(worker_, &param);
+  }
+  wait(request, -1, "quiet");
 }
 
 bool ucx_transport::progress() noexcept {
@@ -345,12 +366,18 @@ bool ucx_transport::progress() noexcept {
 }
 
 bool ucx_transport::progress_worker() noexcept {
-  return progressing_.run([this]() noexcept { return ucp_worker_progress(worker_) != 0; });
+  if (!worker_lock_.try_lock()) return false; // another thread drives the worker
+  const std::lock_guard serial(worker_lock_, std::adopt_lock);
+  return ucp_worker_progress(worker_) != 0;
 }
 
 void ucx_transport::idle_wait(std::chrono::microseconds limit) noexcept {
-  if (event_fd_ < 0 || ucp_worker_arm(worker_) != UCS_OK) // UCS_ERR_BUSY: events pending
-    return backend::idle_wait(limit);
+  bool armed = false;
+  if (event_fd_ >= 0 && worker_lock_.try_lock()) {
+    const std::lock_guard serial(worker_lock_, std::adopt_lock);
+    armed = ucp_worker_arm(worker_) == UCS_OK; // UCS_ERR_BUSY: events pending
+  }
+  if (!armed) return backend::idle_wait(limit);
   pollfd fd{event_fd_, POLLIN, 0};
   const timespec wait{static_cast<time_t>(limit.count() / 1000000),
                       static_cast<long>(limit.count() % 1000000) * 1000};

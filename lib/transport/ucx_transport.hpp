@@ -51,8 +51,10 @@ private:
   /// Waits for a UCX request (driving progress), frees it, throws on failure.
   void wait(ucs_status_ptr_t request, int rank, const char* what);
   void release() noexcept;
-  /// ucp_worker_progress, unless another thread is already in it.
+  /// ucp_worker_progress, unless another thread is in the worker.
   bool progress_worker() noexcept;
+  /// A request's status, UCS_INPROGRESS while it runs.
+  ucs_status_t status_of(ucs_status_ptr_t request);
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -68,7 +70,8 @@ private:
   int size_ = 0;
   int rank_ = 0;
   std::mutex connecting_;
-  progress_gate progressing_; ///< one thread in ucp_worker_progress at a time
+  /// Every call into the worker (UCS_THREAD_MODE_SERIALIZED); progress only tries it.
+  std::mutex worker_lock_;
 };
 
 } // namespace crown::detail
