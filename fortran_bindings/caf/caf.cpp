@@ -11,11 +11,10 @@
 #include "caf_status.hpp"
 #include "caf_sync.hpp"
 #include "caf_walk.hpp"
+#include "transport/caf_interface.hpp"
 #include <algorithm>
 #include <crown/collectives.hpp>
 #include <crown/crown.h>
-#include <crown/detail/heap.hpp>
-#include <crown/detail/wait.hpp>
 #include <crown/runtime.hpp>
 #include <crown/sync.hpp>
 #include <cstdio>
@@ -68,7 +67,7 @@ const std::byte* fit_source(const std::byte* packed, std::size_t count, const el
 /// Puts local `src` into the elements `remote` selects on `image`: element for element
 /// when the types match and source and target cannot overlap; otherwise through a
 /// packed copy (a scalar repeated, kinds converted, an overlap resolved).
-void put(const crown::detail::heap_block& t, int image, const walk& remote, const descriptor& src,
+void put(const crown::caf_api::heap_block& t, int image, const walk& remote, const descriptor& src,
          int src_kind, bool may_overlap, const char* what) {
   const std::size_t n = remote.elements();
   (void)rank_of(image, what);
@@ -84,7 +83,7 @@ void put(const crown::detail::heap_block& t, int image, const walk& remote, cons
 }
 
 /// Gets the elements `remote` selects on `image` into local `dst` (same count).
-void get(const crown::detail::heap_block& t, int image, const walk& remote, const descriptor& dst,
+void get(const crown::caf_api::heap_block& t, int image, const walk& remote, const descriptor& dst,
          int dst_kind, bool may_overlap, const char* what) {
   const std::size_t n = remote.elements();
   (void)rank_of(image, what);
@@ -102,8 +101,8 @@ void get(const crown::detail::heap_block& t, int image, const walk& remote, cons
 }
 
 /// a(...)[i] = b(...)[j]: through a buffer here.
-void copy(const crown::detail::heap_block& to_t, int to_image, const walk& to,
-          const crown::detail::heap_block& from_t, int from_image, const walk& from) {
+void copy(const crown::caf_api::heap_block& to_t, int to_image, const walk& to,
+          const crown::caf_api::heap_block& from_t, int from_image, const walk& from) {
   const std::size_t n = to.elements(), count = from.elements();
   (void)rank_of(to_image, "coarray put");
   if (!n) return;

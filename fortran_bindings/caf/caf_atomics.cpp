@@ -3,9 +3,8 @@
 #include "caf_abi.hpp"
 #include "caf_runtime.hpp"
 #include "caf_status.hpp"
+#include "transport/caf_interface.hpp"
 #include <algorithm>
-#include <crown/detail/heap.hpp>
-#include <crown/detail/wait.hpp>
 #include <crown/runtime.hpp>
 #include <cstdint>
 #include <string>
@@ -18,12 +17,12 @@ using namespace crown::caf;
 constexpr std::size_t word = sizeof(std::int64_t);
 
 std::int64_t atomic_word(const void* token, std::size_t byte_offset, int rank,
-                         crown::detail::atomic_op op, int width, std::int64_t value,
+                         crown::caf_api::atomic_op op, int width, std::int64_t value,
                          std::int64_t compare = 0) {
   const auto* t = static_cast<const token_data*>(token);
   check_reachable(rank, "atomic access");
   const std::uint64_t mask = width == 4 ? 0xffffffffu : ~std::uint64_t{0};
-  const std::uint64_t old = crown::detail::remote_atomic(
+  const std::uint64_t old = crown::caf_api::remote_atomic(
       rank, t->block.offset + byte_offset, op, width, false,
       static_cast<std::uint64_t>(value) & mask, static_cast<std::uint64_t>(compare) & mask,
       t->block.cpu_atomics);
@@ -70,10 +69,10 @@ void _gfortran_caf_lock(void* token, std::size_t index, int image, int* acquired
   guarded(stat, errmsg, errmsg_len, [&] {
     const int rank = rank_or_self(image, "lock");
     const std::int64_t me = crown::this_runtime().rank() + 1; // the holder's image, 0 when free
-    crown::detail::backoff pause;
+    crown::caf_api::backoff pause;
     for (unsigned polls = 0;;) {
       const std::int64_t holder =
-          atomic_word(token, index * word, rank, crown::detail::atomic_op::compare_swap, 8, me, 0);
+          atomic_word(token, index * word, rank, crown::caf_api::atomic_op::compare_swap, 8, me, 0);
       if (holder == 0) break;
       if (holder == me) {
         if (stat) {
@@ -90,7 +89,7 @@ void _gfortran_caf_lock(void* token, std::size_t index, int image, int* acquired
       pause.pause();
     }
     if (acquired) *acquired = 1;
-    crown::detail::heap_sync_local(); // what the previous holder wrote is visible
+    crown::caf_api::heap_sync_local(); // what the previous holder wrote is visible
   });
 }
 
@@ -99,9 +98,9 @@ void _gfortran_caf_unlock(void* token, std::size_t index, int image, int* stat, 
   guarded(stat, errmsg, errmsg_len, [&] {
     const int rank = rank_or_self(image, "unlock");
     const std::int64_t me = crown::this_runtime().rank() + 1;
-    crown::detail::heap_quiet(); // this image's writes land before the lock is free
+    crown::caf_api::heap_quiet(); // this image's writes land before the lock is free
     const std::int64_t holder =
-        atomic_word(token, index * word, rank, crown::detail::atomic_op::compare_swap, 8, 0, me);
+        atomic_word(token, index * word, rank, crown::caf_api::atomic_op::compare_swap, 8, 0, me);
     if (holder == me) return;
     if (stat) {
       *stat = holder == 0 ? stat_unlocked : stat_locked_other_image;
@@ -118,8 +117,8 @@ void _gfortran_caf_event_post(void* token, std::size_t index, int image, int* st
                               std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
     const int rank = rank_or_self(image, "event post");
-    crown::detail::heap_quiet(); // earlier transfers complete before the post is seen
-    (void)atomic_word(token, index * word, rank, crown::detail::atomic_op::add, 8, 1);
+    crown::caf_api::heap_quiet(); // earlier transfers complete before the post is seen
+    (void)atomic_word(token, index * word, rank, crown::caf_api::atomic_op::add, 8, 1);
   });
 }
 
@@ -128,11 +127,11 @@ void _gfortran_caf_event_wait(void* token, std::size_t index, int until, int* st
   guarded(stat, errmsg, errmsg_len, [&] {
     const int me = crown::this_runtime().rank();
     const std::int64_t count = std::max(until, 1);
-    crown::detail::backoff pause;
-    while (atomic_word(token, index * word, me, crown::detail::atomic_op::load, 8, 0) < count)
+    crown::caf_api::backoff pause;
+    while (atomic_word(token, index * word, me, crown::caf_api::atomic_op::load, 8, 0) < count)
       pause.pause();
-    (void)atomic_word(token, index * word, me, crown::detail::atomic_op::add, 8, -count);
-    crown::detail::heap_sync_local();
+    (void)atomic_word(token, index * word, me, crown::caf_api::atomic_op::add, 8, -count);
+    crown::caf_api::heap_sync_local();
   });
 }
 
@@ -140,7 +139,7 @@ void _gfortran_caf_event_query(void* token, std::size_t index, int image, int* c
   guarded(stat, nullptr, 0, [&] {
     const int rank = rank_or_self(image, "event_query");
     *count = static_cast<int>(
-        atomic_word(token, index * word, rank, crown::detail::atomic_op::load, 8, 0));
+        atomic_word(token, index * word, rank, crown::caf_api::atomic_op::load, 8, 0));
   });
 }
 
@@ -149,7 +148,7 @@ void _gfortran_caf_atomic_define(void* token, std::size_t offset, int image, voi
   guarded(stat, nullptr, 0, [&] {
     const int width = atomic_width(type, kind);
     (void)atomic_word(token, offset, rank_or_self(image, "atomic_define"),
-                      crown::detail::atomic_op::store, width, read_int(value, width));
+                      crown::caf_api::atomic_op::store, width, read_int(value, width));
   });
 }
 
@@ -159,7 +158,7 @@ void _gfortran_caf_atomic_ref(void* token, std::size_t offset, int image, void* 
     const int width = atomic_width(type, kind);
     write_int(value, width,
               atomic_word(token, offset, rank_or_self(image, "atomic_ref"),
-                          crown::detail::atomic_op::load, width, 0));
+                          crown::caf_api::atomic_op::load, width, 0));
   });
 }
 
@@ -169,8 +168,8 @@ void _gfortran_caf_atomic_cas(void* token, std::size_t offset, int image, void* 
     const int width = atomic_width(type, kind);
     write_int(old, width,
               atomic_word(token, offset, rank_or_self(image, "atomic_cas"),
-                          crown::detail::atomic_op::compare_swap, width, read_int(new_value, width),
-                          read_int(compare, width)));
+                          crown::caf_api::atomic_op::compare_swap, width,
+                          read_int(new_value, width), read_int(compare, width)));
   });
 }
 
@@ -178,7 +177,7 @@ void _gfortran_caf_atomic_op(int op, void* token, std::size_t offset, int image,
                              void* old, int* stat, int type, int kind) {
   guarded(stat, nullptr, 0, [&] {
     const int width = atomic_width(type, kind);
-    using crown::detail::atomic_op;
+    using crown::caf_api::atomic_op;
     atomic_op o{};
     if (op == caf_atomic_add)
       o = atomic_op::add;

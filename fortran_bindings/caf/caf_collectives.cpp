@@ -49,8 +49,8 @@ void reduce_in_order(const descriptor& a, int result_image, const char* what, Op
   packed_array data(a);
   const element e = data.w.elem;
   const std::uint64_t tag = (static_cast<std::uint64_t>(e.type) << 32 | e.size) << 1;
-  const auto all = crown::detail::co_gather_bytes(images(), data.bytes.data(), data.bytes.size(),
-                                                  tag, result_image - 1, what);
+  const auto all = crown::caf_api::co_gather_bytes(images(), data.bytes.data(), data.bytes.size(),
+                                                   tag, result_image - 1, what);
   if (all.empty()) return; // not the result image
   const std::size_t bytes = data.bytes.size(), n = data.w.elements();
   std::memcpy(data.bytes.data(), all.data(), bytes);
@@ -81,33 +81,33 @@ int compare_strings(const std::byte* x, const std::byte* y, std::size_t bytes, i
 /// integer(1) and integer(2), which Crown's built-in reductions do not take.
 template <typename T>
 void small_integers(const descriptor& a, int result_image, const char* what,
-                    crown::detail::reduction op) {
+                    crown::caf_api::reduction op) {
   reduce_in_order(a, result_image, what,
                   [&](const std::byte* x, const std::byte* y, std::byte* out) {
                     T u, v;
                     std::memcpy(&u, x, sizeof u);
                     std::memcpy(&v, y, sizeof v);
-                    const T r = op == crown::detail::reduction::sum   ? static_cast<T>(u + v)
-                                : op == crown::detail::reduction::min ? std::min(u, v)
-                                                                      : std::max(u, v);
+                    const T r = op == crown::caf_api::reduction::sum   ? static_cast<T>(u + v)
+                                : op == crown::caf_api::reduction::min ? std::min(u, v)
+                                                                       : std::max(u, v);
                     std::memcpy(out, &r, sizeof r);
                   });
 }
 
 /// co_sum, co_min and co_max: Crown's built-in reductions; integer(1) and (2), and
 /// strings (min and max: `length` characters), in image order here.
-void builtin(const descriptor& a, int result_image, crown::detail::reduction op, int length) {
-  const char* what = op == crown::detail::reduction::sum   ? "co_sum"
-                     : op == crown::detail::reduction::min ? "co_min"
-                                                           : "co_max";
+void builtin(const descriptor& a, int result_image, crown::caf_api::reduction op, int length) {
+  const char* what = op == crown::caf_api::reduction::sum   ? "co_sum"
+                     : op == crown::caf_api::reduction::min ? "co_min"
+                                                            : "co_max";
   const element e = a.elem();
   if (e.type == bt_integer && e.size == 1)
     return small_integers<std::int8_t>(a, result_image, what, op);
   if (e.type == bt_integer && e.size == 2)
     return small_integers<std::int16_t>(a, result_image, what, op);
-  if (e.type == bt_character && op != crown::detail::reduction::sum) {
+  if (e.type == bt_character && op != crown::caf_api::reduction::sum) {
     const int kind = length > 0 ? static_cast<int>(e.size) / length : 1;
-    const bool min = op == crown::detail::reduction::min;
+    const bool min = op == crown::caf_api::reduction::min;
     return reduce_in_order(a, result_image, what,
                            [&](const std::byte* x, const std::byte* y, std::byte* out) {
                              const int order = compare_strings(x, y, e.size, kind);
@@ -115,7 +115,7 @@ void builtin(const descriptor& a, int result_image, crown::detail::reduction op,
                            });
   }
   collective(a, what, [&](auto data) { // complex min/max are refused by co_builtin
-    crown::detail::co_builtin(images(), data, op, result_image - 1, what);
+    crown::caf_api::co_builtin(images(), data, op, result_image - 1, what);
   });
 }
 
@@ -203,19 +203,19 @@ extern "C" {
 void _gfortran_caf_co_sum(descriptor* a, int result_image, int* stat, char* errmsg,
                           std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len,
-          [&] { builtin(*a, result_image, crown::detail::reduction::sum, 0); });
+          [&] { builtin(*a, result_image, crown::caf_api::reduction::sum, 0); });
 }
 
 void _gfortran_caf_co_min(descriptor* a, int result_image, int* stat, char* errmsg, int a_len,
                           std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len,
-          [&] { builtin(*a, result_image, crown::detail::reduction::min, a_len); });
+          [&] { builtin(*a, result_image, crown::caf_api::reduction::min, a_len); });
 }
 
 void _gfortran_caf_co_max(descriptor* a, int result_image, int* stat, char* errmsg, int a_len,
                           std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len,
-          [&] { builtin(*a, result_image, crown::detail::reduction::max, a_len); });
+          [&] { builtin(*a, result_image, crown::caf_api::reduction::max, a_len); });
 }
 
 void _gfortran_caf_co_reduce(descriptor* a, void* (*opr)(void*, void*), int opr_flags,

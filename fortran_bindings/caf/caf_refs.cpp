@@ -1,8 +1,8 @@
 // Reference chains (caf_refs.hpp).
 #include "caf_refs.hpp"
 #include "caf_status.hpp"
+#include "transport/caf_interface.hpp"
 #include <algorithm>
-#include <crown/detail/heap.hpp>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -23,9 +23,9 @@ int dimensions_of(const reference& r) {
 /// ({} when it is not allocated). `element` becomes the size of its elements, which
 /// gfortran gives as 0 for a deferred-length character: the descriptor's, or for a
 /// scalar the size the owner allocated (component_size).
-detail::heap_block follow(int world_rank, const detail::heap_block& block, std::ptrdiff_t at,
-                          const reference& r, descriptor& desc, std::size_t& element, int image,
-                          const char* what) {
+crown::caf_api::heap_block follow(int world_rank, const crown::caf_api::heap_block& block,
+                                  std::ptrdiff_t at, const reference& r, descriptor& desc,
+                                  std::size_t& element, int image, const char* what) {
   const reference* next = r.next;
   const int rank = next && next->type == caf_ref_array ? dimensions_of(*next) : -1;
   const std::size_t header = offsetof(descriptor, dim),
@@ -37,10 +37,11 @@ detail::heap_block follow(int world_rank, const detail::heap_block& block, std::
   std::uintptr_t address = 0;
   std::size_t size = r.item_size;
   if (rank < 0) {
-    detail::remote_get(world_rank, block.offset + static_cast<std::uint64_t>(at), &address,
-                       sizeof address);
+    crown::caf_api::remote_get(world_rank, block.offset + static_cast<std::uint64_t>(at), &address,
+                               sizeof address);
   } else {
-    detail::remote_get(world_rank, block.offset + static_cast<std::uint64_t>(at), &desc, bytes);
+    crown::caf_api::remote_get(world_rank, block.offset + static_cast<std::uint64_t>(at), &desc,
+                               bytes);
     if (!desc.base_addr) return {}; // the rest is not set before the first ALLOCATE
     if (desc.rank() != rank)
       throw crown::argument_error(what, "image " + std::to_string(image) + ": a rank-" +

@@ -10,9 +10,10 @@
 namespace crown::caf {
 
 struct located {
-  detail::heap_block block; ///< on that image: the coarray, or an allocatable component's data
-  walk w;                   ///< within `block`
-  bool allocated = true;    ///< false: an allocatable component on the way is not allocated
+  crown::caf_api::heap_block
+      block;             ///< on that image: the coarray, or an allocatable component's data
+  walk w;                ///< within `block`
+  bool allocated = true; ///< false: an allocatable component on the way is not allocated
 };
 
 /// The elements `refs` selects in coarray `t` on `image` (of the current team), of

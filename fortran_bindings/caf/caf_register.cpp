@@ -11,8 +11,8 @@
 #include "caf_abi.hpp"
 #include "caf_runtime.hpp"
 #include "caf_status.hpp"
+#include "transport/caf_interface.hpp"
 #include <algorithm>
-#include <crown/detail/heap.hpp>
 #include <crown/sync.hpp>
 #include <cstdint>
 #include <cstring>
@@ -26,7 +26,7 @@ using namespace crown::caf;
 constexpr std::size_t word = sizeof(std::int64_t);
 
 /// Whether `slot` (where gfortran keeps a token) lies in a coarray, i.e. is a component's.
-bool in_heap(const void* slot) { return crown::detail::heap_offset_of(slot, sizeof(void*)) >= 0; }
+bool in_heap(const void* slot) { return crown::caf_api::heap_offset_of(slot, sizeof(void*)) >= 0; }
 
 void register_component(std::size_t size, int type, void** token, descriptor* desc) {
   auto* t = static_cast<token_data*>(*token);
@@ -46,11 +46,11 @@ void register_coarray(std::size_t size, int type, void** token, descriptor* desc
   enter_collective(current_team(), "coarray allocation");
   token_data* t = new_token(images(), bytes, words);
   if (words) { // free locks and empty events before any image may use them
-    std::memset(crown::detail::heap_address(t->block.offset), 0, bytes);
+    std::memset(crown::caf_api::heap_address(t->block.offset), 0, bytes);
     crown::sync_all(images());
   }
   *token = t;
-  if (desc) desc->base_addr = crown::detail::heap_address(t->block.offset);
+  if (desc) desc->base_addr = crown::caf_api::heap_address(t->block.offset);
   if (type == caf_register_alloc) t->desc = desc;
 }
 

@@ -1,11 +1,10 @@
 // libcrown_caf's state: start-up, teams, tokens, failure reporting, stopped images.
 #include "caf_runtime.hpp"
 #include "caf_status.hpp"
+#include "transport/caf_interface.hpp"
 #include <algorithm>
 #include <atomic>
 #include <crown/crown.h>
-#include <crown/detail/heap.hpp>
-#include <crown/detail/wait.hpp>
 #include <crown/runtime.hpp>
 #include <cstdio>
 #include <cstdlib>
@@ -53,7 +52,7 @@ void start(int* argc, char*** argv) {
   init_status(world);
   g_initial = std::make_unique<team>(world, -1, nullptr);
   prepare_team(*g_initial, nullptr, 0); // its closing barrier: every state word is clear too
-  const auto base = reinterpret_cast<std::uintptr_t>(detail::heap_address(0));
+  const auto base = reinterpret_cast<std::uintptr_t>(crown::caf_api::heap_address(0));
   g_heap_bases.assign(static_cast<std::size_t>(world.size()), 0);
   crown::check_mpi(MPI_Allgather(&base, 1, MPI_UINT64_T, g_heap_bases.data(), 1, MPI_UINT64_T,
                                  g_initial->control),
@@ -119,15 +118,15 @@ void prepare_team(team& t, const team* parent, int key) {
   const int n = t.images.size(), me = t.images.rank();
   int rounds = 0;
   while ((1 << rounds) < n) ++rounds;
-  t.flags = detail::heap_allocate(t.images, static_cast<std::size_t>(std::max(rounds, 1)) * 8,
-                                  0x63616604u, "sync all flags");
-  std::memset(detail::heap_address(t.flags.offset), 0,
+  t.flags = crown::caf_api::heap_allocate(
+      t.images, static_cast<std::size_t>(std::max(rounds, 1)) * 8, 0x63616604u, "sync all flags");
+  std::memset(crown::caf_api::heap_address(t.flags.offset), 0,
               static_cast<std::size_t>(std::max(rounds, 1)) * 8);
   int mapped = 1;
   for (int r = 0; r < rounds && mapped; ++r) {
     const int partner = t.images.ranks()[static_cast<std::size_t>((me + (1 << r)) % n)];
-    auto* word = reinterpret_cast<std::uint64_t*>(
-        detail::heap_peer_address(partner, t.flags.offset + static_cast<std::uint64_t>(r) * 8));
+    auto* word = reinterpret_cast<std::uint64_t*>(crown::caf_api::heap_peer_address(
+        partner, t.flags.offset + static_cast<std::uint64_t>(r) * 8));
     mapped = word != nullptr;
     t.partner_flags.push_back(word);
   }
@@ -138,20 +137,21 @@ void prepare_team(team& t, const team* parent, int key) {
   if (!mapped) t.partner_flags.clear();
   t.syncs_with.assign(static_cast<std::size_t>(n), 0);
   const std::size_t words = 2 + static_cast<std::size_t>(n);
-  t.progress = detail::heap_allocate(t.images, words * 8, 0x63616605u, "team progress");
-  std::memset(detail::heap_address(t.progress.offset), 0, words * 8);
+  t.progress = crown::caf_api::heap_allocate(t.images, words * 8, 0x63616605u, "team progress");
+  std::memset(crown::caf_api::heap_address(t.progress.offset), 0, words * 8);
   crown::sync_all(t.images); // the flags are clear before anyone writes them
 }
 
 token_data* new_token(const crown::mesh& m, std::size_t bytes, bool words) {
   auto* t = new token_data{
-      detail::heap_allocate(m, bytes, 0x63616600u + (words ? 1 : 0), "coarray"), nullptr, m};
+      crown::caf_api::heap_allocate(m, bytes, 0x63616600u + (words ? 1 : 0), "coarray"), nullptr,
+      m};
   g_tokens.insert(t);
   return t;
 }
 
 void delete_token(token_data* t) {
-  detail::heap_release(*t->owner, t->block);
+  crown::caf_api::heap_release(*t->owner, t->block);
   g_tokens.erase(t);
   delete t;
 }
@@ -172,10 +172,10 @@ constexpr std::uint64_t size_header = 16;
 
 void* allocate_component(token_data& t, std::size_t bytes) {
   free_component(t);
-  t.block.offset =
-      detail::heap_allocate_local(bytes + size_header, "allocatable component of a coarray");
+  t.block.offset = crown::caf_api::heap_allocate_local(bytes + size_header,
+                                                       "allocatable component of a coarray");
   t.block.bytes = bytes + size_header;
-  std::byte* header = detail::heap_address(t.block.offset);
+  std::byte* header = crown::caf_api::heap_address(t.block.offset);
   const std::uint64_t size = bytes;
   std::memcpy(header, &size, sizeof size);
   return header + size_header;
@@ -185,16 +185,16 @@ std::size_t component_size(int world_rank, std::uintptr_t address) {
   const std::int64_t data = peer_heap_offset(world_rank, address, 0);
   if (data < static_cast<std::int64_t>(size_header)) return 0;
   std::uint64_t size = 0;
-  detail::remote_get(world_rank, static_cast<std::uint64_t>(data) - size_header, &size,
-                     sizeof size);
+  crown::caf_api::remote_get(world_rank, static_cast<std::uint64_t>(data) - size_header, &size,
+                             sizeof size);
   return size;
 }
 
 void free_component(token_data& t) noexcept {
   if (!t.block.bytes) return;
   try {
-    detail::heap_quiet(); // nothing of this image's still reads or writes it
-    detail::heap_release_local(t.block.offset);
+    crown::caf_api::heap_quiet(); // nothing of this image's still reads or writes it
+    crown::caf_api::heap_release_local(t.block.offset);
   } catch (const std::exception&) { // a double free: the offset was taken away already
   }
   t.block = {};

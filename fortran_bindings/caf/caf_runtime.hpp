@@ -3,7 +3,7 @@
 // tokens, and how a failure reaches the program (stat= or error termination).
 #pragma once
 #include "caf_abi.hpp"
-#include <crown/detail/heap.hpp>
+#include "transport/caf_interface.hpp"
 #include <crown/error.hpp>
 #include <crown/mesh.hpp>
 #include <crown/sync.hpp>
@@ -20,7 +20,7 @@ namespace crown::caf {
 /// allocation in its heap (`block.bytes` 0 while unallocated), which other images find
 /// through the component's descriptor or pointer in the coarray.
 struct token_data {
-  detail::heap_block block;
+  crown::caf_api::heap_block block;
   const descriptor* desc = nullptr; ///< an allocatable coarray's (same bounds everywhere)
   std::optional<crown::mesh> owner; ///< the images that allocated it (and free it)
   bool component = false;
@@ -41,14 +41,14 @@ struct team {
   /// SYNC ALL when every image is mapped here: a dissemination barrier over one flag
   /// word per round on every image, each SYNC ALL writing its number. `partner_flags`
   /// holds, per round, where this image writes; empty when some image is not mapped.
-  detail::heap_block flags;
+  crown::caf_api::heap_block flags;
   std::vector<std::uint64_t*> partner_flags;
   std::uint64_t syncs = 0;
   /// Collectives (co_*, FORM TEAM, coarray allocation) this image entered in the team.
   std::uint64_t collectives = 0;
   /// What this image publishes when it ends (caf_status.hpp): collectives, SYNC ALLs,
   /// then SYNC IMAGES with each image, one word each.
-  detail::heap_block progress;
+  crown::caf_api::heap_block progress;
 
   team(crown::mesh m, int n, team* p) : images(std::move(m)), number(n), parent(p) {}
 };

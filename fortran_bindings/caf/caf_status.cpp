@@ -1,8 +1,8 @@
 // Image states and the progress an ending image publishes (caf_status.hpp).
 #include "caf_status.hpp"
+#include "transport/caf_interface.hpp"
 #include <atomic>
 #include <crown/crown.h>
-#include <crown/detail/heap.hpp>
 #include <crown/runtime.hpp>
 #include <cstdio>
 #include <cstring>
@@ -11,16 +11,16 @@ namespace crown::caf {
 namespace {
 
 /// Per image: [0] its state, [1] how many images it knows to have failed.
-detail::heap_block g_status;
+crown::caf_api::heap_block g_status;
 constexpr std::uint64_t state_word = 0, failures_word = 8;
 
-std::uint64_t load(int rank, const detail::heap_block& b, std::uint64_t at) {
-  return detail::remote_atomic(rank, b.offset + at, detail::atomic_op::load, 8, false, 0, 0,
-                               b.cpu_atomics);
+std::uint64_t load(int rank, const crown::caf_api::heap_block& b, std::uint64_t at) {
+  return crown::caf_api::remote_atomic(rank, b.offset + at, crown::caf_api::atomic_op::load, 8,
+                                       false, 0, 0, b.cpu_atomics);
 }
-void store(int rank, const detail::heap_block& b, std::uint64_t at, std::uint64_t value) {
-  (void)detail::remote_atomic(rank, b.offset + at, detail::atomic_op::store, 8, false, value, 0,
-                              b.cpu_atomics);
+void store(int rank, const crown::caf_api::heap_block& b, std::uint64_t at, std::uint64_t value) {
+  (void)crown::caf_api::remote_atomic(rank, b.offset + at, crown::caf_api::atomic_op::store, 8,
+                                      false, value, 0, b.cpu_atomics);
 }
 
 /// Where a team's progress block holds counter `c` (with partner `partner` for
@@ -51,8 +51,9 @@ std::uint64_t own_count(const team& t, counter c, int partner) {
 } // namespace
 
 void init_status(const crown::mesh& world) {
-  g_status = detail::heap_allocate(world, 16, 0x63616602u, "image states");
-  std::memset(detail::heap_address(g_status.offset), 0, 16); // cleared before the first barrier
+  g_status = crown::caf_api::heap_allocate(world, 16, 0x63616602u, "image states");
+  std::memset(crown::caf_api::heap_address(g_status.offset), 0,
+              16); // cleared before the first barrier
 }
 
 void release_status() noexcept { g_status = {}; }
@@ -65,7 +66,7 @@ std::uint64_t failures_seen() noexcept {
   if (!g_status.bytes) return 0;
   // Written by failing images through the transport or by stores: read as memory (the
   // count only grows; an access racing with a failure is not ordered with it anyway).
-  auto* word = reinterpret_cast<std::uint64_t*>(detail::heap_address(g_status.offset) + 8);
+  auto* word = reinterpret_cast<std::uint64_t*>(crown::caf_api::heap_address(g_status.offset) + 8);
   return std::atomic_ref<std::uint64_t>(*word).load(std::memory_order_acquire);
 }
 
@@ -124,8 +125,9 @@ void end_image(image_state state) noexcept {
     }
     if (state == image_state::failed) { // every image learns it with one local load
       for (int rank = 0; rank < crown::this_runtime().world().size(); ++rank)
-        (void)detail::remote_atomic(rank, g_status.offset + failures_word, detail::atomic_op::add,
-                                    8, false, 1, 0, g_status.cpu_atomics);
+        (void)crown::caf_api::remote_atomic(rank, g_status.offset + failures_word,
+                                            crown::caf_api::atomic_op::add, 8, false, 1, 0,
+                                            g_status.cpu_atomics);
     }
     store(me, g_status, state_word, static_cast<std::uint64_t>(state)); // last: all above is seen
   } catch (const std::exception& e) { // the others would wait for this image
@@ -138,7 +140,7 @@ void end_image(image_state state) noexcept {
 void wait_for_all_to_end() {
   if (!g_status.bytes) return;
   const int n = crown::this_runtime().world().size();
-  detail::backoff pause;
+  crown::caf_api::backoff pause;
   for (int rank = 0; rank < n; ++rank)
     while (state_of(rank) == image_state::running) pause.pause();
 }

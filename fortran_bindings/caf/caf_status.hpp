@@ -8,7 +8,6 @@
 // (the operation ends with STAT_STOPPED_IMAGE or STAT_FAILED_IMAGE). No timeout decides.
 #pragma once
 #include "caf_runtime.hpp"
-#include <crown/detail/wait.hpp>
 #include <span>
 
 namespace crown::caf {
@@ -49,7 +48,7 @@ void enter_collective(team& t, const char* what);
 template <typename F>
 void wait_for(const team& t, const char* what, counter c, std::span<const int> watched,
               F&& finished) {
-  detail::backoff pause;
+  crown::caf_api::backoff pause;
   for (unsigned polls = 1; !finished(); ++polls) {
     if (polls % 64 == 0) check_partners(t, what, c, watched); // the words are cheap, not free
     pause.pause();

@@ -1,9 +1,9 @@
 // SYNC ALL and SYNC IMAGES (caf_sync.hpp).
 #include "caf_sync.hpp"
 #include "caf_status.hpp"
+#include "transport/caf_interface.hpp"
 #include <algorithm>
 #include <atomic>
-#include <crown/detail/heap.hpp>
 #include <memory>
 #include <vector>
 
@@ -15,7 +15,7 @@ std::vector<std::unique_ptr<std::uint32_t[]>> g_abandoned;
 
 /// The dissemination barrier over the flag words (every image mapped here).
 void flag_barrier(team& t, const char* what) {
-  auto* mine = reinterpret_cast<std::uint64_t*>(detail::heap_address(t.flags.offset));
+  auto* mine = reinterpret_cast<std::uint64_t*>(crown::caf_api::heap_address(t.flags.offset));
   for (std::size_t r = 0; r < t.partner_flags.size(); ++r) {
     std::atomic_ref<std::uint64_t>(*t.partner_flags[r]).store(t.syncs, std::memory_order_release);
     wait_for(t, what, counter::sync_all, {}, [&] {
@@ -48,7 +48,7 @@ std::vector<int> running_partners(const team& t) {
 } // namespace
 
 void sync_team(team& t, const char* what) {
-  detail::heap_quiet();
+  crown::caf_api::heap_quiet();
   ++t.syncs;
   try {
     if (failures_seen() != 0) check_partners(t, what, counter::sync_all); // no barrier with it
@@ -63,13 +63,13 @@ void sync_team(team& t, const char* what) {
     sync_partners(t, partners);
     throw;
   }
-  detail::heap_sync_local();
+  crown::caf_api::heap_sync_local();
 }
 
 void sync_partners(team& t, std::span<const int> partners) {
   constexpr int tag = 7101;
   const std::size_t n = partners.size();
-  detail::heap_quiet();
+  crown::caf_api::heap_quiet();
   // Sent values live on the heap: a send to an image that has ended is never completed,
   // and its buffer must outlive this call (kept in g_abandoned then).
   auto owned = std::make_unique<std::uint32_t[]>(n);
@@ -137,7 +137,7 @@ void sync_partners(team& t, std::span<const int> partners) {
     g_abandoned.push_back(std::move(owned)); // sends to an ended image may never complete
     throw;
   }
-  detail::heap_sync_local();
+  crown::caf_api::heap_sync_local();
 }
 
 } // namespace crown::caf

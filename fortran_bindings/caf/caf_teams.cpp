@@ -33,7 +33,7 @@ void _gfortran_caf_form_team(int number, void** variable, int new_index) {
       int number, index;
     } const mine{number, new_index};
     const auto all =
-        crown::detail::co_gather_bytes(m, &mine, sizeof mine, 0x63616603u << 1, -1, "form team");
+        crown::caf_api::co_gather_bytes(m, &mine, sizeof mine, 0x63616603u << 1, -1, "form team");
     std::vector<std::pair<int, int>> members; // (position in the new team, world rank)
     for (int i = 0; i < m.size(); ++i) {
       request r;

@@ -140,14 +140,14 @@ void store_string(std::byte* to, const element& t, const std::byte* from, const 
 
 /// Crown's strided layout for a walk that fits one (at most 3 dimensions with more
 /// than one element, no vector subscripts, no negative steps).
-bool as_strided(const walk& w, std::uint64_t base, detail::strided& s) {
+bool as_strided(const walk& w, std::uint64_t base, crown::caf_api::strided& s) {
   std::vector<const axis*> used;
   for (const axis& a : w.axes) {
     if (!a.list.empty() || a.step < 0) return false;
     if (a.count > 1) used.push_back(&a);
   }
   if (used.size() > 3) return false;
-  s = detail::strided{};
+  s = crown::caf_api::strided{};
   s.offset = base + static_cast<std::uint64_t>(w.first);
   s.elem = w.elem.size;
   s.dims = std::max<std::size_t>(used.size(), 1);
@@ -341,7 +341,7 @@ std::vector<std::byte> convert(const std::byte* in, std::size_t count, const ele
 
 namespace {
 
-void check_bounds(int image, const detail::heap_block& t, const walk& w, const char* what) {
+void check_bounds(int image, const crown::caf_api::heap_block& t, const walk& w, const char* what) {
   std::ptrdiff_t lo = w.first, hi = w.first + static_cast<std::ptrdiff_t>(w.elem.size);
   for (const axis& a : w.axes) {
     if (a.list.empty()) {
@@ -365,14 +365,14 @@ void check_bounds(int image, const detail::heap_block& t, const walk& w, const c
 
 /// transfer() once the walk is checked: one strided transfer when it fits Crown's
 /// layout, else row by row (a row of packed elements at a time where there is one).
-void transfer_checked(bool put, int rank, const detail::heap_block& t, const walk& w,
+void transfer_checked(bool put, int rank, const crown::caf_api::heap_block& t, const walk& w,
                       std::byte* packed) {
-  detail::strided s;
+  crown::caf_api::strided s;
   if (as_strided(w, t.offset, s)) {
     if (put)
-      detail::remote_put_strided(rank, s, packed);
+      crown::caf_api::remote_put_strided(rank, s, packed);
     else
-      detail::remote_get_strided(rank, s, packed);
+      crown::caf_api::remote_get_strided(rank, s, packed);
     return;
   }
   const std::size_t elem = w.elem.size;
@@ -381,9 +381,9 @@ void transfer_checked(bool put, int rank, const detail::heap_block& t, const wal
     const std::size_t k = c.step() == static_cast<std::ptrdiff_t>(elem) ? c.left() : 1;
     const std::uint64_t where = t.offset + static_cast<std::uint64_t>(c.offset());
     if (put)
-      detail::remote_put(rank, where, packed, k * elem);
+      crown::caf_api::remote_put(rank, where, packed, k * elem);
     else
-      detail::remote_get(rank, where, packed, k * elem);
+      crown::caf_api::remote_get(rank, where, packed, k * elem);
     packed += k * elem;
     c.advance(k);
     n -= k;
@@ -392,20 +392,20 @@ void transfer_checked(bool put, int rank, const detail::heap_block& t, const wal
 
 } // namespace
 
-void transfer(bool put, int image, const detail::heap_block& t, const walk& w, std::byte* packed,
-              const char* what) {
+void transfer(bool put, int image, const crown::caf_api::heap_block& t, const walk& w,
+              std::byte* packed, const char* what) {
   if (!w.elements()) return;
   const int rank = reachable_rank(image, what);
   check_bounds(image, t, w, what);
   transfer_checked(put, rank, t, w, packed);
 }
 
-void move(bool put, int image, const detail::heap_block& t, const walk& remote, const walk& local,
-          void* base, const char* what) {
+void move(bool put, int image, const crown::caf_api::heap_block& t, const walk& remote,
+          const walk& local, void* base, const char* what) {
   if (!remote.elements()) return;
   const int rank = reachable_rank(image, what);
   check_bounds(image, t, remote, what);
-  if (std::byte* peer = detail::heap_peer_address(rank, t.offset)) { // load/store
+  if (std::byte* peer = crown::caf_api::heap_peer_address(rank, t.offset)) { // load/store
     if (put)
       copy(local, base, remote, peer);
     else

@@ -63,14 +63,14 @@ std::vector<std::byte> convert(const std::byte* in, std::size_t count, const ele
 /// Moves a walk's elements between the block `t` (a coarray, or an allocatable component's
 /// data) on `image` (of the current team) and a packed buffer here. Throws, naming the image, when
 /// the walk leaves the coarray.
-void transfer(bool put, int image, const detail::heap_block& t, const walk& w, std::byte* packed,
-              const char* what);
+void transfer(bool put, int image, const crown::caf_api::heap_block& t, const walk& w,
+              std::byte* packed, const char* what);
 
 /// Moves the elements `remote` selects in block `t` on `image` to or from those
 /// `local` selects at `base` (same type and count): directly between the two when the
 /// image's memory is mapped here, else through one strided transfer.
-void move(bool put, int image, const detail::heap_block& t, const walk& remote, const walk& local,
-          void* base, const char* what);
+void move(bool put, int image, const crown::caf_api::heap_block& t, const walk& remote,
+          const walk& local, void* base, const char* what);
 
 /// The whole of a collective's argument `a`, packed: in place when it is contiguous, else a
 /// copy. gfortran leaves `span` unset in some of them (span_rule), so the elements are

@@ -1,5 +1,5 @@
 // lib/gpu/device_startup.hpp — the device heap's place in the runtime's lifetime (no
-// CUDA header: runtime.cpp includes it in every build).
+// CUDA header: lib/transport/runtime_stages.cpp includes it in every build).
 #pragma once
 
 namespace crown::detail {

@@ -1,9 +1,5 @@
 // crown::runtime: MPI initialisation or attachment, start-up agreement, shutdown order.
-#include "../gpu/device_startup.hpp"
-#include "../mesh/crown_comm.hpp"
-#include "../transport/host_collectives.hpp"
-#include "../transport/progress_thread.hpp"
-#include "../transport/symmetric_heap.hpp"
+#include "layer_hooks.hpp"
 #include "runtime_state.hpp"
 #include "startup_agreement.hpp"
 #include "tags.hpp"
@@ -11,12 +7,10 @@
 #include <chrono>
 #include <crown/build_config.hpp>
 #include <crown/detail/fault.hpp>
-#include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
 #include <cstdlib>
-#include <cstring>
 #include <exception>
 #include <sys/prctl.h>
 #if CROWN_HAVE_UCX
@@ -99,14 +93,7 @@ std::pair<std::vector<dim>, std::vector<int>> world_layout(const topology& topo)
   return {{{"hosts", hosts}, {"procs", per_host}}, ranks};
 }
 
-/// How Open MPI's one-sided component was chosen for this process: by Crown for its
-/// own MPI_Init_thread, or left to the user (the value they set, possibly none).
-struct osc_choice {
-  bool set_by_crown = false;
-  std::string value;
-};
 osc_choice g_osc;
-std::atomic<bool> g_osc_warned{false};
 
 /// MPI_Init_thread at MPI_THREAD_MULTIPLE. Open MPI 4.1's default one-sided component
 /// (osc/rdma) refuses MPI_THREAD_MULTIPLE without an RDMA network (it falls back to
@@ -128,31 +115,9 @@ int init_mpi(int* argc, char*** argv, int& provided) {
 #endif
 }
 
-/// Says (rank 0, info) what init_mpi chose, and warns (rank 0, once per process) when
-/// one-sided traffic goes through an MPI window under a component other than osc/ucx.
-void report_osc(const runtime_state& st) {
-#ifdef OPEN_MPI
-  if (st.rank != 0) return;
-  if (st.owns_mpi && g_osc.set_by_crown)
-    log(log_level::info, "MPI_Init_thread ran with OMPI_MCA_osc=", g_osc.value,
-        " (set by Crown for that call only; the environment is restored)");
-  const backend* b = st.heap ? st.heap->transport() : nullptr;
-  if (!b || std::strcmp(b->name(), "mpi") != 0) return;
-  std::string osc = st.owns_mpi ? g_osc.value : "";
-  if (!st.owns_mpi)
-    if (const char* v = std::getenv("OMPI_MCA_osc")) osc = v;
-  if (osc.find("ucx") != std::string::npos || g_osc_warned.exchange(true)) return;
-  log(log_level::warn, "one-sided traffic goes through an MPI window under Open MPI's default "
-                       "osc component, whose compare-and-swap to the calling rank crashes in "
-                       "Open MPI 4.1 (Crown's atomics, events and locks use it): launch with "
-                       "--mca osc ucx,sm");
-#else
-  (void)st;
-#endif
-}
-
 } // namespace
 
+const osc_choice& mpi_osc_choice() noexcept { return g_osc; }
 int current_rank() noexcept { return g_rank.load(std::memory_order_relaxed); }
 void set_current_rank(int rank) noexcept { g_rank.store(rank, std::memory_order_relaxed); }
 const std::string& log_host() noexcept { return g_log_host; }
@@ -274,48 +239,15 @@ crown::mesh runtime_state::make_mesh(std::vector<dim> dims, std::vector<int> ran
 runtime_state::runtime_state() = default;
 runtime_state::~runtime_state() = default;
 
-void start_progress_thread(runtime_state& st) {
-  const int wanted = st.cfg.progress_thread; // -1 auto
-  if (wanted == 0) return;
-  if (st.level != thread_level::multiple) {
-    const std::string provided(to_string(st.level));
-    if (wanted == 1)
-      throw config_error("CROWN_PROGRESS_THREAD",
-                         "a progress thread needs MPI_THREAD_MULTIPLE, but MPI provides " +
-                             provided);
-    if (st.heap->has_transport() && st.rank == 0)
-      log(log_level::info, "no progress thread (MPI provides ", provided,
-          "): ranks serve one-sided requests only inside Crown calls");
-    return;
-  }
-  if (!st.heap->has_transport()) return; // load/store needs no progress
-  st.progress_thread = launch_progress_thread(*st.heap->transport());
-  st.transports.progress_thread = true;
-}
-
-bool set_progress_thread(bool on) {
-  const auto st = current_state();
-  if (!st) throw state_error("set_progress_thread", "no crown::runtime is active");
-  if (!on && st->progress_thread.joinable()) {
-    st->progress_thread.request_stop();
-    st->progress_thread.join();
-  }
-  if (on && !st->progress_thread.joinable() && st->level == thread_level::multiple &&
-      st->heap->has_transport())
-    st->progress_thread = launch_progress_thread(*st->heap->transport());
-  st->transports.progress_thread = st->progress_thread.joinable();
-  return st->transports.progress_thread;
-}
-
 void runtime_state::shutdown() noexcept {
   alive.store(false, std::memory_order_release);
-  if (progress_thread.joinable()) {
-    progress_thread.request_stop();
-    progress_thread.join();
-  }
-  stop_device_heap(); // meets this host's ranks on a communicator freed below
-  install_heap(nullptr, cfg);
-  heap.reset();  // the window goes before the communicator it was made on
+  // The layers above stop first (the progress thread, the device heap, which meets this
+  // host's ranks on a communicator freed below, the host heap, whose window goes before
+  // the communicator it was made on).
+  const auto stages = layer_stages();
+  for (auto s = stages.rbegin(); s != stages.rend(); ++s)
+    if (s->stop) s->stop(*this);
+  layer_data.clear();
   world.reset(); // the world mesh points back at this state
   {
     const std::lock_guard lock(comm_mutex_);
@@ -456,18 +388,13 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
     st->transports.nccl = CROWN_HAVE_NCCL;
     st->transports.nccl_version = detail::nccl_version();
 
-    detail::agreed_step(dup, "symmetric heap",
-                        [&] { st->heap = std::make_unique<detail::symmetric_heap>(*st); });
-    detail::agreed_step(dup, "symmetric heap transport", [&] {
-      st->heap->connect(*st);
-      detail::fault_point_reached(
-          fault_point::startup); // the heap exists: a kill must leak nothing
-    });
-    detail::install_heap(st->heap.get(), st->cfg);
-    detail::agreed_step(dup, "device heap", [&] { detail::start_device_heap(*st); });
-    detail::configure_host_collectives(st->cfg);
-    detail::start_progress_thread(*st);
-    detail::report_osc(*st);
+    // The layers above: the heaps, the progress thread (lib/runtime/layer_hooks.hpp).
+    for (const auto& stage : detail::layer_stages()) {
+      if (stage.agreed)
+        detail::agreed_step(dup, stage.name, [&] { stage.start(*st); });
+      else
+        stage.start(*st);
+    }
 
     auto [dims, ranks] = detail::world_layout(*st->topo);
     st->world.emplace(st->make_mesh(std::move(dims), std::move(ranks)));
@@ -493,15 +420,10 @@ runtime::~runtime() {
     detail::g_was_destroyed = true;
   }
   const bool owns = state_->owns_mpi;
-  // A last barrier that serves one-sided requests, so that no rank leaves while another
-  // still waits for it to answer one (active messages).
-  if (state_->size > 1 && state_->heap && state_->heap->has_transport()) {
-    try {
-      detail::crown_barrier(*state_->world);
-    } catch (const std::exception& e) {
-      log(log_level::error, "final barrier failed: ", e.what());
-    }
-  }
+  // The layers' last collective steps (the one-sided layer's final barrier).
+  const auto stages = detail::layer_stages();
+  for (auto s = stages.rbegin(); s != stages.rend(); ++s)
+    if (s->finish) s->finish(*state_);
   state_->shutdown(); // our communicators go before MPI does
   detail::set_log_host({});
   state_.reset();

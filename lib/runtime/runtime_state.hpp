@@ -17,10 +17,6 @@
 
 namespace crown::detail {
 
-class symmetric_heap;
-/// Publishes the heap to the one-sided ABI (nullptr: none), with the checks cfg asks for.
-void install_heap(symmetric_heap* h, const config& cfg) noexcept;
-
 /// Rank of this process in the current (or last) runtime's world; -1 before any.
 int current_rank() noexcept;
 void set_current_rank(int rank) noexcept;
@@ -96,8 +92,9 @@ struct runtime_state : std::enable_shared_from_this<runtime_state> {
   std::optional<crown::topology> topo;
   transport_support transports;
   std::optional<crown::mesh> world;
-  std::unique_ptr<symmetric_heap> heap; ///< host symmetric heap
-  std::jthread progress_thread;         ///< CROWN_PROGRESS_THREAD=1; stopped first
+  /// What the layers above keep per runtime (the heaps, the progress thread), by layer:
+  /// lib/runtime/layer_hooks.hpp. Emptied at shutdown, before the communicators go.
+  std::map<std::string, std::shared_ptr<void>, std::less<>> layer_data;
   std::atomic<bool> alive{true};
 
   /// Throws state_error unless the runtime is still alive.
@@ -131,8 +128,14 @@ private:
   std::map<std::vector<int>, mesh_comms, ranks_less> comms_;
 };
 
-/// Starts the CROWN_PROGRESS_THREAD thread (needs MPI_THREAD_MULTIPLE).
-void start_progress_thread(runtime_state& st);
+/// How Open MPI's one-sided component was chosen for this process: by Crown for its
+/// own MPI_Init_thread (`set_by_crown`; "ucx,sm"), or left to the user (the value they
+/// set, possibly none). Meaningful under Open MPI only.
+struct osc_choice {
+  bool set_by_crown = false;
+  std::string value;
+};
+const osc_choice& mpi_osc_choice() noexcept;
 
 /// The live runtime's state, or nullptr.
 std::shared_ptr<runtime_state> current_state() noexcept;

@@ -1,6 +1,6 @@
 // The one stall report of every Crown wait (include/crown/detail/wait.hpp): a wait longer
 // than CROWN_WAIT_WARN names itself once; one longer than CROWN_WAIT_TIMEOUT ends the job.
-#include "../transport/progress_thread.hpp"
+#include "layer_hooks.hpp"
 #include <atomic>
 #include <crown/detail/wait.hpp>
 #include <crown/log.hpp>
@@ -47,7 +47,7 @@ void backoff::watch() noexcept {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (warned_) return;
-    const bool unserved = site_.needs_target_progress && !progress_thread_running();
+    const bool unserved = site_.needs_target_progress && !progress_thread_serves();
     const double warn = unserved ? g_unserved.load(std::memory_order_relaxed)
                                  : g_warn.load(std::memory_order_relaxed);
     if (warn <= 0 || waited < warn) return;

@@ -1,6 +1,7 @@
 // all_gather and reduce_scatter: argument checks and the data movement under the templates.
 #include "../mesh/crown_comm.hpp"
 #include "agreement.hpp"
+#include "test_hooks.hpp"
 #include "transfer.hpp"
 #include <algorithm>
 #include <climits>

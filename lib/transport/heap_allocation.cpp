@@ -7,6 +7,7 @@
 #include "heap_state.hpp"
 #include "host_collectives.hpp"
 #include "offset_agreement.hpp"
+#include "test_hooks.hpp"
 #include "transfer.hpp"
 #include <algorithm>
 #include <atomic>

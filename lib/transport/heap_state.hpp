@@ -1,10 +1,13 @@
 // lib/transport/heap_state.hpp — the runtime's active symmetric heap, for the heap ABI.
 #pragma once
 #include "symmetric_heap.hpp"
+#include <crown/config.hpp>
 #include <string_view>
 
 namespace crown::detail {
 
+/// Publishes the heap to the one-sided ABI (nullptr: none), with the checks cfg asks for.
+void install_heap(symmetric_heap* h, const config& cfg) noexcept;
 /// The heap installed by the running crown::runtime, or nullptr.
 symmetric_heap* active_heap() noexcept;
 /// The active heap; throws state_error naming `op` when no runtime is active.

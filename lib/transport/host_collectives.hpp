@@ -1,8 +1,8 @@
 // lib/transport/host_collectives.hpp — co_sum/co_min/co_max among ranks of one host.
 #pragma once
+#include "test_hooks.hpp"
 #include <crown/collectives.hpp>
 #include <crown/config.hpp>
-#include <crown/detail/single_copy.hpp>
 #include <crown/mesh.hpp>
 #include <cstddef>
 #include <mpi.h>

@@ -5,6 +5,7 @@
 #include "active_messages.hpp"
 #include "heap_state.hpp"
 #include "shm_backend.hpp"
+#include "test_hooks.hpp"
 #include "transfer.hpp"
 #include <algorithm>
 #include <atomic>

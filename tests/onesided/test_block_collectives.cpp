@@ -1,5 +1,6 @@
 // all_gather and reduce_scatter against serial references, on ordinary memory and on
 // coarrays, on the world and on a mesh whose image order differs from world order.
+#include "transport/test_hooks.hpp" // crown::detail knobs, not installed
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
 #include <cstring>

@@ -1,4 +1,5 @@
 // coarray<T,N>: transfers of blocks, elements and strided sections, allocation, bad input.
+#include "transport/test_hooks.hpp" // crown::detail knobs, not installed
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
 #include <harness/crown_test.hpp>

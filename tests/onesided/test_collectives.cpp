@@ -1,4 +1,5 @@
 // co_* collectives against serial references; bitwise agreement between images.
+#include "transport/test_hooks.hpp" // crown::detail knobs, not installed
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <crown/crown.hpp>

@@ -2,11 +2,11 @@
 // only when a reduction needs them, refused alike on every image, off with
 // CROWN_SINGLE_COPY=0. Every case checks the reduced data. Run with and without the
 // setting (variant single_copy0).
+#include "transport/test_hooks.hpp" // host_single_copy_state, not installed
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
 #include <crown/detail/heap.hpp>
-#include <crown/detail/single_copy.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -1,4 +1,5 @@
 // Image control and atomics: sync_images, events, locks, critical, atomic operations.
+#include "transport/test_hooks.hpp" // crown::detail knobs, not installed
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <crown/crown.hpp>

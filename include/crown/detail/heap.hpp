@@ -4,7 +4,6 @@
 #include <crown/memory_kind.hpp>
 #include <cstddef>
 #include <cstdint>
-#include <mpi.h>
 #include <span>
 #include <string_view>
 #include <vector>
@@ -93,10 +92,6 @@ void progress() noexcept;
 /// name ("ucx", "mpi" or "am"). For tools and benchmarks.
 const char* transport_name(int world_rank) noexcept;
 
-/// The active-message transport's communicator (tests send it malformed requests), or
-/// MPI_COMM_NULL when that transport is not in use.
-MPI_Comm active_message_comm() noexcept;
-
 /// Completes every outstanding transfer of this rank, asynchronous ones too, and orders
 /// its memory accesses (the backend's quiet, then a full fence).
 void heap_quiet();
@@ -106,19 +101,11 @@ void heap_fence();
 /// Makes remote writes to this rank's heap visible to its own loads (MPI_Win_sync + fence).
 void heap_sync_local();
 
-/// Chunk size for transport transfers (2 GiB boundary of MPI's int counts; tests lower it).
-std::size_t transfer_chunk_bytes() noexcept;
-void set_transfer_chunk_bytes(std::size_t bytes) noexcept;
-
 /// The heap offset of [p, p + bytes) when it lies in this rank's heap, else -1.
 std::int64_t heap_offset_of(const void* p, std::size_t bytes) noexcept;
 
 /// True when every rank of the world reaches every other's heap by load/store.
 bool world_shares_memory() noexcept;
-
-/// Lets co_* read other processes' ordinary memory with process_vm_readv (default on;
-/// tests turn it off, on every image alike, to exercise the staged path).
-void set_host_single_copy(bool allowed) noexcept;
 
 /// CROWN_CHECK: true when collective argument checks are on.
 bool check_collectives() noexcept;

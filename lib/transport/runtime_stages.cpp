@@ -1,0 +1,171 @@
+// The one-sided layer's part in crown::runtime's lifetime (lib/runtime/layer_hooks.hpp):
+// the host symmetric heap and its cross-host transport, the device heap, the host
+// collectives' settings and the progress thread start in this order after the topology,
+// and stop in reverse at shutdown; a last barrier that serves one-sided requests comes
+// before any of them stops.
+#include "../gpu/device_startup.hpp"
+#include "../mesh/crown_comm.hpp"
+#include "../runtime/layer_hooks.hpp"
+#include "../runtime/runtime_state.hpp"
+#include "heap_state.hpp"
+#include "host_collectives.hpp"
+#include "progress_thread.hpp"
+#include "symmetric_heap.hpp"
+#include <atomic>
+#include <crown/detail/fault.hpp>
+#include <crown/detail/heap.hpp>
+#include <crown/error.hpp>
+#include <crown/log.hpp>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <string>
+
+namespace crown::detail {
+namespace {
+
+constexpr std::string_view layer = "onesided";
+
+/// What the one-sided layer keeps per runtime.
+struct onesided_state {
+  std::unique_ptr<symmetric_heap> heap; ///< host symmetric heap
+  std::jthread progress_thread;         ///< CROWN_PROGRESS_THREAD=1; stopped first
+};
+
+onesided_state& state_of(runtime_state& st) { return layer_data<onesided_state>(st, layer); }
+
+std::atomic<bool> g_osc_warned{false};
+
+/// Says (rank 0, info) what init_mpi chose, and warns (rank 0, once per process) when
+/// one-sided traffic goes through an MPI window under a component other than osc/ucx.
+void report_osc(runtime_state& st) {
+#ifdef OPEN_MPI
+  if (st.rank != 0) return;
+  const osc_choice& chosen = mpi_osc_choice();
+  if (st.owns_mpi && chosen.set_by_crown)
+    log(log_level::info, "MPI_Init_thread ran with OMPI_MCA_osc=", chosen.value,
+        " (set by Crown for that call only; the environment is restored)");
+  const auto& heap = state_of(st).heap;
+  const backend* b = heap ? heap->transport() : nullptr;
+  if (!b || std::strcmp(b->name(), "mpi") != 0) return;
+  std::string osc = st.owns_mpi ? chosen.value : "";
+  if (!st.owns_mpi)
+    if (const char* v = std::getenv("OMPI_MCA_osc")) osc = v;
+  if (osc.find("ucx") != std::string::npos || g_osc_warned.exchange(true)) return;
+  log(log_level::warn, "one-sided traffic goes through an MPI window under Open MPI's default "
+                       "osc component, whose compare-and-swap to the calling rank crashes in "
+                       "Open MPI 4.1 (Crown's atomics, events and locks use it): launch with "
+                       "--mca osc ucx,sm");
+#else
+  (void)st;
+#endif
+}
+
+/// Starts the CROWN_PROGRESS_THREAD thread (needs MPI_THREAD_MULTIPLE).
+void start_progress_thread(runtime_state& st) {
+  auto& mine = state_of(st);
+  const int wanted = st.cfg.progress_thread; // -1 auto
+  if (wanted == 0) return;
+  if (st.level != thread_level::multiple) {
+    const std::string provided(to_string(st.level));
+    if (wanted == 1)
+      throw config_error("CROWN_PROGRESS_THREAD",
+                         "a progress thread needs MPI_THREAD_MULTIPLE, but MPI provides " +
+                             provided);
+    if (mine.heap->has_transport() && st.rank == 0)
+      log(log_level::info, "no progress thread (MPI provides ", provided,
+          "): ranks serve one-sided requests only inside Crown calls");
+    return;
+  }
+  if (!mine.heap->has_transport()) return; // load/store needs no progress
+  mine.progress_thread = launch_progress_thread(*mine.heap->transport());
+  st.transports.progress_thread = true;
+}
+
+void stop_progress_thread(runtime_state& st) noexcept {
+  auto& thread = state_of(st).progress_thread;
+  if (thread.joinable()) {
+    thread.request_stop();
+    thread.join();
+  }
+}
+
+// Every stop below may run after a failed start, whatever its stage reached.
+const bool registered = [] {
+  set_progress_thread_query([]() noexcept { return progress_thread_running(); });
+  register_layer_stage({
+      .order = 100,
+      .name = "symmetric heap",
+      .start = [](runtime_state& st) { state_of(st).heap = std::make_unique<symmetric_heap>(st); },
+      // A last barrier that serves one-sided requests, so that no rank leaves while
+      // another still waits for it to answer one (active messages).
+      .finish =
+          [](runtime_state& st) noexcept {
+            const auto& heap = state_of(st).heap;
+            if (st.size <= 1 || !heap || !heap->has_transport()) return;
+            try {
+              crown_barrier(*st.world);
+            } catch (const std::exception& e) {
+              log(log_level::error, "final barrier failed: ", e.what());
+            }
+          },
+      // The window goes before the communicator it was made on.
+      .stop = [](runtime_state& st) noexcept { state_of(st).heap.reset(); },
+  });
+  register_layer_stage({
+      .order = 200,
+      .name = "symmetric heap transport",
+      .start =
+          [](runtime_state& st) {
+            state_of(st).heap->connect(st);
+            fault_point_reached(fault_point::startup); // the heap exists: a kill must leak nothing
+          },
+  });
+  register_layer_stage({
+      .order = 250,
+      .name = "heap installation",
+      .agreed = false,
+      .start = [](runtime_state& st) { install_heap(state_of(st).heap.get(), st.cfg); },
+      .stop = [](runtime_state& st) noexcept { install_heap(nullptr, st.cfg); },
+  });
+  register_layer_stage({
+      .order = 300,
+      .name = "device heap",
+      .start = [](runtime_state& st) { start_device_heap(st); },
+      // Meets this host's ranks on a communicator freed after the stages stop.
+      .stop = [](runtime_state&) noexcept { stop_device_heap(); },
+  });
+  register_layer_stage({
+      .order = 400,
+      .name = "progress thread",
+      .agreed = false,
+      .start =
+          [](runtime_state& st) {
+            configure_host_collectives(st.cfg);
+            start_progress_thread(st);
+            report_osc(st);
+          },
+      .stop = stop_progress_thread,
+  });
+  return true;
+}();
+
+} // namespace
+
+bool set_progress_thread(bool on) {
+  const auto st = current_state();
+  if (!st) throw state_error("set_progress_thread", "no crown::runtime is active");
+  auto& mine = state_of(*st);
+  if (!on) stop_progress_thread(*st);
+  if (on && !mine.progress_thread.joinable() && st->level == thread_level::multiple &&
+      mine.heap->has_transport())
+    mine.progress_thread = launch_progress_thread(*mine.heap->transport());
+  st->transports.progress_thread = mine.progress_thread.joinable();
+  return st->transports.progress_thread;
+}
+
+} // namespace crown::detail
+
+/// Keeps this file in a program linked against a static libcrown, which would otherwise
+/// drop it (nothing calls into it): lib/CMakeLists.txt passes --undefined for it.
+extern "C" int crown_onesided_runtime_stages() { return crown::detail::registered ? 1 : 0; }

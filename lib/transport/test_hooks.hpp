@@ -1,0 +1,36 @@
+// lib/transport/test_hooks.hpp — the one-sided layer's knobs and probes that tests turn
+// and read (and the layer itself consults). Not installed: tests reach lib/ through a
+// private include path; nothing of the public API depends on them.
+#pragma once
+#include <crown/mesh.hpp>
+#include <cstddef>
+#include <mpi.h>
+
+namespace crown::detail {
+
+/// The active-message transport's communicator (tests send it malformed requests), or
+/// MPI_COMM_NULL when that transport is not in use.
+MPI_Comm active_message_comm() noexcept;
+
+/// Chunk size for transport transfers (2 GiB boundary of MPI's int counts; tests lower it).
+std::size_t transfer_chunk_bytes() noexcept;
+void set_transfer_chunk_bytes(std::size_t bytes) noexcept;
+
+/// Lets co_* read other processes' ordinary memory with process_vm_readv (default on;
+/// tests turn it off, on every image alike, to exercise the staged path).
+void set_host_single_copy(bool allowed) noexcept;
+
+/// Whether host-local co_* on a mesh read the other images' buffers with one kernel
+/// copy (process_vm_readv): not yet asked (no reduction needed it), refused by the
+/// ptrace rules or a failed read (staged copies instead), or in use.
+enum class single_copy_state { unprobed, unavailable, in_use };
+
+/// Where `m`'s host-local co_* stand (for tests and diagnostics).
+[[nodiscard]] single_copy_state host_single_copy_state(const mesh& m);
+
+/// True while Crown has made this process readable by any process of its user
+/// (PR_SET_PTRACER_ANY), which it does only under Yama ptrace_scope 1, and only when
+/// a reduction needs it and nothing else allows the reads.
+[[nodiscard]] bool host_ptracer_granted() noexcept;
+
+} // namespace crown::detail
