@@ -71,10 +71,11 @@ ucx_transport::ucx_transport(MPI_Comm world, std::byte* heap, std::size_t heap_s
   if (problem.empty()) {
     ucp_worker_params_t params{};
     params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    // The progress thread and callers share it; Crown serialises their calls itself
-    // (worker_lock_, a mutex that sleeps) rather than UCX's spinlock, which spins on a
-    // descheduled holder when threads outnumber cores.
-    params.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    // The progress thread and callers share it. Crown serialises their calls itself
+    // (worker_lock_, a mutex that sleeps), so UCX's own spinlock, which spins on a
+    // descheduled holder when threads outnumber cores, meets at most UCX's async thread
+    // (kept safe by MULTI).
+    params.thread_mode = UCS_THREAD_MODE_MULTI;
     step("ucp_worker_create", ucp_worker_create(context_, &params, &worker_));
   }
   if (problem.empty()) {
