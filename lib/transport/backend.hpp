@@ -13,7 +13,8 @@ namespace crown::detail {
 /// Lets one thread at a time drive a progress engine; the others return at once. Two
 /// threads progressing one engine only fight over its lock, and on a host with more
 /// threads than cores the holder is descheduled while the other spins on it (UCX's
-/// worker lock is a spinlock: 80% of a waiting rank's time went there).
+/// worker lock is a spinlock: 80% of a waiting rank's time went there). Calls that
+/// must reach the engine (issuing a transfer) hold the gate and sleep until it is free.
 class progress_gate {
 public:
   /// f() when no other thread is inside; false (nothing moved here) when one is.
@@ -23,6 +24,8 @@ public:
     const std::lock_guard lock(busy_, std::adopt_lock);
     return f();
   }
+  /// Waits for the gate and keeps it until the returned lock ends.
+  [[nodiscard]] std::unique_lock<std::mutex> hold() { return std::unique_lock(busy_); }
 
 private:
   std::mutex busy_;

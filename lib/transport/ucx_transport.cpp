@@ -72,7 +72,7 @@ ucx_transport::ucx_transport(MPI_Comm world, std::byte* heap, std::size_t heap_s
     ucp_worker_params_t params{};
     params.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
     // The progress thread and callers share it. Crown serialises their calls itself
-    // (worker_lock_, a mutex that sleeps), so UCX's own spinlock, which spins on a
+    // (worker_gate_, a mutex that sleeps), so UCX's own spinlock, which spins on a
     // descheduled holder when threads outnumber cores, meets at most UCX's async thread
     // (kept safe by MULTI).
     params.thread_mode = UCS_THREAD_MODE_MULTI;
@@ -157,7 +157,7 @@ ucx_transport::peer& ucx_transport::connect(int rank) {
   const auto fail = [&](const char* call, ucs_status_t s) {
     throw error("UCX connection to rank " + std::to_string(rank), ucx_problem(call, s));
   };
-  const std::lock_guard serial(worker_lock_);
+  const auto serial = worker_gate_.hold();
   if (!p.ep) { // a later try reuses an endpoint whose key failed to unpack
     ucp_ep_params_t params{};
     params.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
@@ -186,7 +186,7 @@ void ucx_transport::wait(ucs_status_ptr_t request, int rank, const char* what) {
       progress_worker();
       pause.pause();
     }
-    const std::lock_guard serial(worker_lock_);
+    const auto serial = worker_gate_.hold();
     ucp_request_free(request);
   }
   if (status != UCS_OK)
@@ -206,7 +206,7 @@ bool pack_instead(std::span<const run> runs) {
 
 ucs_status_t ucx_transport::status_of(ucs_status_ptr_t request) {
   if (!UCS_PTR_IS_PTR(request)) return UCS_PTR_STATUS(request);
-  const std::lock_guard serial(worker_lock_);
+  const auto serial = worker_gate_.hold();
   return ucp_request_check_status(request);
 }
 
@@ -217,7 +217,7 @@ public:
   ucx_transfer(ucx_transport& t, int rank, bool put)
       : async_op(rank), t_(t), rank_(rank), put_(put) {}
   ~ucx_transfer() override {
-    const std::lock_guard serial(t_.worker_lock_);
+    const auto serial = t_.worker_gate_.hold();
     for (ucs_status_ptr_t r : requests_) release(r);
     release(flush_);
   }
@@ -226,7 +226,7 @@ public:
   void issue(std::span<const run> runs, std::byte* packed) {
     ucx_transport::peer& p = t_.connect(rank_);
     ucp_request_param_t param{};
-    const std::lock_guard serial(t_.worker_lock_);
+    const auto serial = t_.worker_gate_.hold();
     for (const run& r : runs) {
       const std::uint64_t remote = p.base + r.offset;
       ucs_status_ptr_t s = put_ ? ucp_put_nbx(p.ep, packed, r.bytes, remote, p.rkey, &param)
@@ -314,7 +314,7 @@ std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op
     const void* operand_at = width == 4 ? static_cast<const void*>(&x32) : &x;
     ucs_status_ptr_t request = nullptr;
     {
-      const std::lock_guard serial(worker_lock_);
+      const auto serial = worker_gate_.hold();
       request = ucp_atomic_op_nbx(p.ep, code, operand_at, 1, address, p.rkey, &param);
     }
     wait(request, rank, "atomic");
@@ -346,7 +346,7 @@ std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op
 }
 
 void ucx_transport::fence() {
-  const std::lock_guard serial(worker_lock_);
+  const auto serial = worker_gate_.hold();
   ucp_worker_fence(worker_);
 }
 
@@ -355,7 +355,7 @@ void ucx_transport::quiet() {
   ucp_request_param_t param{};
   ucs_status_ptr_t request = nullptr;
   {
-    const std::lock_guard serial(worker_lock_);
+    const auto serial = worker_gate_.hold();
     request = ucp_worker_flush_nbx(worker_, &param);
   }
   wait(request, -1, "quiet");
@@ -367,17 +367,13 @@ bool ucx_transport::progress() noexcept {
 }
 
 bool ucx_transport::progress_worker() noexcept {
-  if (!worker_lock_.try_lock()) return false; // another thread drives the worker
-  const std::lock_guard serial(worker_lock_, std::adopt_lock);
-  return ucp_worker_progress(worker_) != 0;
+  return worker_gate_.run([this]() noexcept { return ucp_worker_progress(worker_) != 0; });
 }
 
 void ucx_transport::idle_wait(std::chrono::microseconds limit) noexcept {
-  bool armed = false;
-  if (event_fd_ >= 0 && worker_lock_.try_lock()) {
-    const std::lock_guard serial(worker_lock_, std::adopt_lock);
-    armed = ucp_worker_arm(worker_) == UCS_OK; // UCS_ERR_BUSY: events pending
-  }
+  const bool armed = event_fd_ >= 0 && worker_gate_.run([this]() noexcept {
+    return ucp_worker_arm(worker_) == UCS_OK; // UCS_ERR_BUSY: events pending
+  });
   if (!armed) return backend::idle_wait(limit);
   pollfd fd{event_fd_, POLLIN, 0};
   const timespec wait{static_cast<time_t>(limit.count() / 1000000),

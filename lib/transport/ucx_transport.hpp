@@ -70,8 +70,8 @@ private:
   int size_ = 0;
   int rank_ = 0;
   std::mutex connecting_;
-  /// Every call into the worker (UCS_THREAD_MODE_SERIALIZED); progress only tries it.
-  std::mutex worker_lock_;
+  /// Every call into the worker holds it; progress and arming only try it.
+  progress_gate worker_gate_;
 };
 
 } // namespace crown::detail
