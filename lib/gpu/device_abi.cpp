@@ -73,24 +73,40 @@ bool check_strided(const device_heap& h, const strided& s, std::string_view op,
   return true;
 }
 
+/// The backend for a contiguous transfer once the range, the target and the buffer are
+/// checked; null when there is nothing to move.
+cuda_backend* checked_contiguous(device_heap& h, int rank, std::uint64_t offset, void* buffer,
+                                 std::size_t bytes, bool stream_ordered, const char* op) {
+  check_range(h, offset, bytes, op);
+  cuda_backend& b = h.backend_for(rank, op);
+  check_buffer(h, buffer, bytes, stream_ordered, op);
+  return bytes == 0 ? nullptr : &b;
+}
+
+/// The same for a strided section (an empty section moves nothing).
+cuda_backend* checked_strided(device_heap& h, int rank, const strided& s, void* packed,
+                              bool stream_ordered, const char* op) {
+  std::size_t bytes = 0;
+  if (!check_strided(h, s, op, &bytes)) return nullptr;
+  cuda_backend& b = h.backend_for(rank, op);
+  check_buffer(h, packed, bytes, stream_ordered, op);
+  return &b;
+}
+
 void blocking(bool put, int rank, std::uint64_t offset, void* buffer, std::size_t bytes,
               const char* op) {
   device_heap& h = active_device_heap(op);
-  check_range(h, offset, bytes, op);
-  cuda_backend& b = h.backend_for(rank, op);
-  check_buffer(h, buffer, bytes, false, op);
-  if (bytes == 0) return;
+  cuda_backend* b = checked_contiguous(h, rank, offset, buffer, bytes, false, op);
+  if (!b) return;
   const run r{offset, bytes};
-  b.copy(put, rank, {&r, 1}, static_cast<std::byte*>(buffer));
+  b->copy(put, rank, {&r, 1}, static_cast<std::byte*>(buffer));
 }
 
 void blocking_strided(bool put, int rank, const strided& s, void* packed, const char* op) {
   device_heap& h = active_device_heap(op);
-  std::size_t bytes = 0;
-  if (!check_strided(h, s, op, &bytes)) return;
-  cuda_backend& b = h.backend_for(rank, op);
-  check_buffer(h, packed, bytes, false, op);
-  async_handle done = b.start_strided(h.stream(), put, rank, s, static_cast<std::byte*>(packed));
+  cuda_backend* b = checked_strided(h, rank, s, packed, false, op);
+  if (!b) return;
+  async_handle done = b->start_strided(h.stream(), put, rank, s, static_cast<std::byte*>(packed));
   wait_remote(*done, op);
 }
 
@@ -211,25 +227,21 @@ void device_start(bool put, int world_rank, std::uint64_t offset, void* buffer, 
                   bool stream_ordered, CUstream_st* stream, completion& into) {
   const char* op = put ? "device put_async" : "device get_async";
   device_heap& h = active_device_heap(op);
-  check_range(h, offset, bytes, op);
-  cuda_backend& b = h.backend_for(world_rank, op);
-  check_buffer(h, buffer, bytes, stream_ordered, op);
-  if (bytes == 0) return;
+  cuda_backend* b = checked_contiguous(h, world_rank, offset, buffer, bytes, stream_ordered, op);
+  if (!b) return;
   const run r{offset, bytes};
-  into.add(b.start_on(stream_ordered ? stream : h.stream(), put, world_rank, {&r, 1},
-                      static_cast<std::byte*>(buffer)));
+  into.add(b->start_on(stream_ordered ? stream : h.stream(), put, world_rank, {&r, 1},
+                       static_cast<std::byte*>(buffer)));
 }
 
 void device_start_strided(bool put, int world_rank, const strided& s, void* packed,
                           bool stream_ordered, CUstream_st* stream, completion& into) {
   const char* op = put ? "device put_async (section)" : "device get_async (section)";
   device_heap& h = active_device_heap(op);
-  std::size_t bytes = 0;
-  if (!check_strided(h, s, op, &bytes)) return;
-  cuda_backend& b = h.backend_for(world_rank, op);
-  check_buffer(h, packed, bytes, stream_ordered, op);
-  into.add(b.start_strided(stream_ordered ? stream : h.stream(), put, world_rank, s,
-                           static_cast<std::byte*>(packed)));
+  cuda_backend* b = checked_strided(h, world_rank, s, packed, stream_ordered, op);
+  if (!b) return;
+  into.add(b->start_strided(stream_ordered ? stream : h.stream(), put, world_rank, s,
+                            static_cast<std::byte*>(packed)));
 }
 
 std::uint64_t device_atomic(int world_rank, std::uint64_t offset, atomic_op op, int width,
