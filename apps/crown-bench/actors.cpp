@@ -127,6 +127,22 @@ void actors(const options& o) {
     });
     print_line(group, "throughput", 0, "calls/s", window / per_window, "mpi_pipelined",
                mpi.pipelined);
+    // Completion bookkeeping must not grow with the calls in flight: draining 8x the
+    // calls should take 8x the time (the baseline is 8 x the 5,000-call figure).
+    const auto drain = [&](int calls) {
+      std::vector<crown::future<void>> pending;
+      pending.reserve(static_cast<std::size_t>(calls));
+      return median_seconds(o, o.smoke ? 1 : 5, [&] {
+        pending.clear();
+        for (int i = 0; i < calls; ++i) pending.push_back(a.call_one({0}, &bench_actor::noop));
+        for (auto& f : pending) f.get();
+      });
+    };
+    const double drain_few = drain(5000);
+    print_line(group, "drain_in_flight", 5000, "ms", drain_few * 1e3, "mpi_pipelined_x5000",
+               5000 / mpi.pipelined * 1e3);
+    print_line(group, "drain_in_flight", 40000, "ms", drain(40000) * 1e3, "drain_5000_x8",
+               8 * drain_few * 1e3);
     for (const auto& [bytes, seconds] : mpi.bcast_gather) {
       const std::vector<char> payload(bytes, 'x');
       const double t = median_seconds(o, std::max(3, ops_for(bytes, o.smoke) / 4), [&] {

@@ -80,11 +80,10 @@ void channel::send(const message_buffer& data, int dest) {
     throw argument_error("controller message to rank " + std::to_string(dest),
                          std::to_string(data->size()) + " bytes exceed MPI's count limit");
   auto isend = [&](const message_buffer& b, int tag) {
-    MPI_Request r = MPI_REQUEST_NULL;
-    check(MPI_Isend(b->data(), static_cast<int>(b->size()), MPI_BYTE, dest, tag, comm_, &r),
-          "MPI_Isend", dest);
-    send_requests_.push_back(r);
-    send_buffers_.push_back(b);
+    if (sends_.size() < sends_in_mpi && queued_.empty())
+      start_send(b, dest, tag);
+    else
+      queued_.push_back({b, dest, tag});
   };
   if (data->size() <= slot_bytes) return isend(data, small_tag);
   // The notice announces a body on large_tag from this rank: MPI keeps one sender's
@@ -95,30 +94,38 @@ void channel::send(const message_buffer& data, int dest) {
   isend(data, large_tag);
 }
 
+void channel::start_send(message_buffer b, int dest, int tag) {
+  MPI_Request r = MPI_REQUEST_NULL;
+  check(MPI_Isend(b->data(), static_cast<int>(b->size()), MPI_BYTE, dest, tag, comm_, &r),
+        "MPI_Isend", dest);
+  sends_.push_back({r, std::move(b)});
+}
+
 void channel::poll_sends() {
-  if (send_requests_.empty()) return;
+  const std::size_t n = std::min(sends_.size(), send_window);
+  if (n == 0) return;
+  window_.clear();
+  for (std::size_t i = 0; i < n; ++i) window_.push_back(sends_[i].request);
   int count = 0;
-  done_.resize(send_requests_.size());
-  check(MPI_Testsome(static_cast<int>(send_requests_.size()), send_requests_.data(), &count,
-                     done_.data(), MPI_STATUSES_IGNORE),
-        "MPI_Testsome", -1);
-  if (count <= 0) return; // MPI_UNDEFINED: nothing active
-  std::size_t kept = 0;
-  for (std::size_t i = 0; i < send_requests_.size(); ++i) {
-    if (send_requests_[i] != MPI_REQUEST_NULL) {
-      send_requests_[kept] = send_requests_[i];
-      send_buffers_[kept++] = std::move(send_buffers_[i]);
-    } else {
-      recycle(std::move(send_buffers_[i]));
-    }
+  done_.resize(n);
+  check(
+      MPI_Testsome(static_cast<int>(n), window_.data(), &count, done_.data(), MPI_STATUSES_IGNORE),
+      "MPI_Testsome", -1);
+  for (std::size_t i = 0; i < n; ++i) sends_[i].request = window_[i];
+  while (!sends_.empty() && sends_.front().request == MPI_REQUEST_NULL) {
+    recycle(std::move(sends_.front().buffer));
+    sends_.pop_front();
   }
-  send_requests_.resize(kept);
-  send_buffers_.resize(kept);
+  while (!queued_.empty() && sends_.size() < sends_in_mpi) { // in order: MPI keeps it
+    queued_send& q = queued_.front();
+    start_send(std::move(q.buffer), q.dest, q.tag);
+    queued_.pop_front();
+  }
 }
 
 void channel::drain_sends() {
   backoff pause(wait_site{"sending the last controller messages"});
-  for (poll_sends(); !send_requests_.empty(); poll_sends()) pause.pause();
+  for (poll_sends(); !sends_.empty() || !queued_.empty(); poll_sends()) pause.pause();
 }
 
 bool channel::receive(incoming& m) {

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <mpi.h>
 #include <span>
@@ -34,8 +35,14 @@ public:
   void recycle(message_buffer b);
   /// Sends `data` to `dest` without copying; the buffer may go to several ranks.
   void send(const message_buffer& data, int dest);
-  /// Retires completed sends (one MPI call when any are pending, none otherwise).
+  /// Retires completed sends (one MPI call when any are pending, none otherwise). Only
+  /// the oldest `send_window` are tested: sends complete roughly in order, and the cost
+  /// of a poll must not grow with the number of messages in flight.
   void poll_sends();
+  static constexpr std::size_t send_window = 64;
+  /// Sends handed to MPI at once; more wait in this channel's queue (MPI's own queues
+  /// are searched linearly, so tens of thousands in flight there cost quadratic time).
+  static constexpr std::size_t sends_in_mpi = 256;
   /// Waits for every send.
   void drain_sends();
 
@@ -73,8 +80,18 @@ private:
   bool holding_ = false; ///< ring_[head_] was handed out by the last receive()
   std::vector<large_receive> large_;
   std::vector<announced> announced_; ///< in arrival order (one sender's bodies stay in order)
-  std::vector<MPI_Request> send_requests_;
-  std::vector<message_buffer> send_buffers_;
+  struct pending_send {
+    MPI_Request request;
+    message_buffer buffer;
+  };
+  std::deque<pending_send> sends_; ///< oldest first; done ones wait for those before them
+  struct queued_send {
+    message_buffer buffer;
+    int dest, tag;
+  };
+  std::deque<queued_send> queued_; ///< not yet handed to MPI, in order
+  void start_send(message_buffer b, int dest, int tag);
+  std::vector<MPI_Request> window_;
   std::vector<int> done_;
   std::vector<message_buffer> free_small_, free_large_; ///< capacity <= or > slot_bytes
 };

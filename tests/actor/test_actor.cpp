@@ -350,3 +350,86 @@ BOOST_AUTO_TEST_CASE(actor_stdout_reaches_the_controller_when_asked) {
   BOOST_TEST(out.has("[loud{workers=0}] first 1 without newlineshout 2") == captured);
   BOOST_TEST(out.has("[loud{workers=0}] first 2 without newline") == captured);
 }
+
+namespace {
+
+/// A type without a default constructor: cereal builds it (load_and_construct).
+struct labelled {
+  explicit labelled(int v) : value(v) {}
+  int value;
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(value);
+  }
+  template <class Ar>
+  static void load_and_construct(Ar& ar, cereal::construct<labelled>& build) {
+    int v = 0;
+    ar(v);
+    build(v);
+  }
+};
+
+/// Every endpoint signature a C++ user writes.
+class signatures {
+public:
+  explicit signatures(std::unique_ptr<int> seed) : samples_{static_cast<double>(*seed)} {}
+  int twice(int x) noexcept { return 2 * x; }
+  int size() const noexcept { return static_cast<int>(samples_.size()); }
+  const std::vector<double>& samples() const { return samples_; }
+  double& last() { return samples_.back(); }
+  std::size_t append(std::vector<double>&& more) {
+    samples_.insert(samples_.end(), more.begin(), more.end());
+    return samples_.size();
+  }
+  int take(std::unique_ptr<int> p) { return p ? *p : -1; }
+  int unwrap(labelled l, const labelled& m) const { return l.value * 100 + m.value; }
+  labelled make(int v) const { return labelled(v + 1); }
+  void touch() noexcept {}
+  static constexpr auto endpoints =
+      crown::endpoints(&signatures::twice, &signatures::size, &signatures::samples,
+                       &signatures::last, &signatures::append, &signatures::take,
+                       &signatures::unwrap, &signatures::make, &signatures::touch);
+
+private:
+  std::vector<double> samples_;
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(every_endpoint_signature_a_user_writes) {
+  control([](crown::controller& c) {
+    auto s = c.workers().spawn<signatures>("signatures", std::make_unique<int>(3));
+    BOOST_TEST(s.call_one({0}, &signatures::twice, 21).get() == 42);
+    BOOST_TEST(s.call(&signatures::size).get()[0] == 1);
+    BOOST_TEST(s.call_one({0}, &signatures::append, std::vector<double>{4, 5}).get() == 3u);
+    BOOST_TEST(s.call_one({0}, &signatures::samples).get() == std::vector<double>({3, 4, 5}));
+    BOOST_TEST(s.call_one({0}, &signatures::last).get() == 5.0);
+    BOOST_TEST(s.call_one({0}, &signatures::take, std::make_unique<int>(7)).get() == 7);
+    BOOST_TEST(s.call_one({0}, &signatures::take, std::unique_ptr<int>()).get() == -1);
+    BOOST_TEST(s.call_one({0}, &signatures::unwrap, labelled(4), labelled(2)).get() == 402);
+    const auto made = s.call(&signatures::make, 8).get();
+    for (const labelled& l : made) BOOST_TEST(l.value == 9);
+    BOOST_TEST(s.reduce(crown::reduce_op::sum, &signatures::size).get() == n() + 1);
+    s.call(&signatures::touch).get();
+  });
+}
+
+BOOST_AUTO_TEST_CASE(draining_calls_in_flight_costs_linear_time) {
+  // 8x the calls may take at most 20x the time (quadratic bookkeeping took 72x).
+  control([](crown::controller& c) {
+    auto counters = c.workers().spawn<counter>("counters", 0);
+    const auto drain = [&](int calls) {
+      std::vector<crown::future<int>> pending;
+      pending.reserve(static_cast<std::size_t>(calls));
+      const auto start = std::chrono::steady_clock::now();
+      for (int k = 0; k < calls; ++k) pending.push_back(counters.call_one({0}, &counter::get));
+      for (auto& f : pending) (void)f.get();
+      return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    };
+    double few = 1e9;
+    for (int round = 0; round < 3; ++round) few = std::min(few, drain(5000));
+    const double many = std::min(drain(40000), drain(40000));
+    BOOST_TEST(many / few <= 20.0, "5,000 calls in " << few << " s, 40,000 in " << many << " s");
+    BOOST_TEST_MESSAGE("drain 5,000: " << few << " s, 40,000: " << many << " s");
+  });
+}

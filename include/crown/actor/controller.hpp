@@ -1,6 +1,7 @@
 // include/crown/actor/controller.hpp — the single controller: spawn actor meshes on the
 // serving ranks and call their endpoints (runtime::control runs it on rank 0).
 #pragma once
+#include <algorithm>
 #include <crown/actor/future.hpp>
 #include <crown/actor/registry.hpp>
 #include <crown/actor/value_mesh.hpp>
@@ -66,6 +67,11 @@ struct actor_mesh_ref {
   std::vector<std::uint32_t> positions; ///< ... and their point indices in `full`
   std::vector<int> view_index;          ///< by point index in `full`: index in view, or -1
 };
+/// The gathered values of a call, in the order of the view's points (R needs no default
+/// constructor). Throws malformed_message unless every point answered exactly once.
+template <typename R>
+std::vector<R> in_view_order(call_result& r, const actor_mesh_ref& target);
+
 /// Builds the reference for `view`, a part of `full`, with its targets worked out once.
 std::shared_ptr<const actor_mesh_ref> make_actor_mesh_ref(controller* owner, std::uint32_t id,
                                                           std::string name, crown::mesh full,
@@ -79,9 +85,9 @@ void write_params(std::vector<std::byte>& out, Args&&... args) {
   [[maybe_unused]] auto one = [&w]<typename Param, typename Arg>(std::type_identity<Param>,
                                                                  Arg&& a) {
     if constexpr (std::is_same_v<std::remove_cvref_t<Arg>, Param>)
-      w(a);
+      save_value(w, a);
     else
-      w(Param(std::forward<Arg>(a)));
+      save_value(w, Param(std::forward<Arg>(a)));
   };
   (one(std::type_identity<P>{}, std::forward<Args>(args)), ...);
 }
@@ -125,13 +131,8 @@ public:
       return future<value_mesh<R>>(core(), request, std::move(site),
                                    [](detail::call_result&& r, const detail::call_site& s) {
                                      throw_failures(r, s);
-                                     const detail::actor_mesh_ref& t = *s.target;
-                                     std::vector<R> values(t.ranks.size());
-                                     for (auto& [position, bytes] : r.values)
-                                       values.at(
-                                           static_cast<std::size_t>(t.view_index.at(position))) =
-                                           detail::from_bytes<R>(bytes);
-                                     return value_mesh<R>(t.view, std::move(values));
+                                     return value_mesh<R>(s.target->view,
+                                                          detail::in_view_order<R>(r, *s.target));
                                    });
     }
   }
@@ -250,6 +251,27 @@ private:
   std::shared_ptr<const detail::actor_mesh_ref> ref_;
 };
 
+template <typename R>
+std::vector<R> detail::in_view_order(call_result& r, const actor_mesh_ref& target) {
+  const auto slot = [&](std::uint32_t position) {
+    return position < target.view_index.size() ? target.view_index[position] : -1;
+  };
+  std::sort(r.values.begin(), r.values.end(),
+            [&](const auto& a, const auto& b) { return slot(a.first) < slot(b.first); });
+  std::vector<R> values;
+  values.reserve(r.values.size());
+  for (auto& [position, bytes] : r.values) {
+    if (slot(position) != static_cast<int>(values.size()))
+      throw malformed_message("a reply for point #" + std::to_string(position) +
+                              " that is not the next point of " + target.view.to_string());
+    values.push_back(from_bytes<R>(bytes));
+  }
+  if (values.size() != target.ranks.size())
+    throw malformed_message(std::to_string(values.size()) + " answers from " +
+                            std::to_string(target.ranks.size()) + " actors");
+  return values;
+}
+
 /// Ranks that serve actors, as the controller sees them.
 class proc_mesh {
 public:
@@ -296,7 +318,7 @@ public:
       spec.dim_names.push_back(d.name);
       spec.dim_sizes.push_back(d.size);
     }
-    detail::to_bytes(std::tuple<std::decay_t<Args>...>(std::forward<Args>(args)...), spec.args);
+    detail::write_params<std::decay_t<Args>...>(spec.args, std::forward<Args>(args)...);
     detail::to_bytes(spec, detail::begin_command(*core_));
     const std::uint32_t id = detail::new_mesh_id(*core_);
     auto ref = detail::make_actor_mesh_ref(this, id, std::move(name), on, on);

@@ -45,21 +45,72 @@ void register_actor_type(const std::string& key, actor_type t);
 /// The registered type, or nullptr.
 const actor_type* find_actor_type(const std::string& key);
 
+/// What an endpoint takes and gives, for every member function a user writes: const or
+/// not, noexcept or not. `result` is what travels back (a reference result is copied).
 template <typename M>
-struct endpoint_traits;
+struct endpoint_traits {
+  static constexpr bool member_function = false;
+};
 template <typename A, typename R, typename... P>
 struct endpoint_traits<R (A::*)(P...)> {
+  static constexpr bool member_function = true;
   using actor = A;
-  using result = R;
+  using declared_result = R;
+  using result = std::remove_cvref_t<R>;
+  using declared_params = std::tuple<P...>;
   using params = std::tuple<std::decay_t<P>...>;
 };
 template <typename A, typename R, typename... P>
 struct endpoint_traits<R (A::*)(P...) const> : endpoint_traits<R (A::*)(P...)> {};
+template <typename A, typename R, typename... P>
+struct endpoint_traits<R (A::*)(P...) noexcept> : endpoint_traits<R (A::*)(P...)> {};
+template <typename A, typename R, typename... P>
+struct endpoint_traits<R (A::*)(P...) const noexcept> : endpoint_traits<R (A::*)(P...)> {};
+
+/// A value that can cross ranks: cereal writes it and reads it back into a new object.
+template <typename T>
+inline constexpr bool travels =
+    !std::is_pointer_v<T> && cereal::traits::is_output_serializable<T, byte_writer>::value &&
+    (built_on_load<T> || !value_loader<T>::default_loads ||
+     (std::is_default_constructible_v<T> &&
+      cereal::traits::is_input_serializable<T, byte_reader>::value));
+template <typename P>
+inline constexpr bool param_travels =
+    (!std::is_lvalue_reference_v<P> || std::is_const_v<std::remove_reference_t<P>>)&&travels<
+        std::decay_t<P>>&& std::is_move_constructible_v<std::decay_t<P>>;
+template <typename T>
+struct all_params_travel;
+template <typename... P>
+struct all_params_travel<std::tuple<P...>> : std::bool_constant<(param_travels<P> && ...)> {};
+
+/// The rules every endpoint follows, checked once per endpoint when its actor type is
+/// registered; a broken one stops the build here, naming the endpoint (`M`).
+template <auto M>
+constexpr bool check_endpoint() {
+  using traits = endpoint_traits<decltype(M)>;
+  static_assert(traits::member_function, "crown endpoint: an endpoint is a member function of "
+                                         "the actor class, listed as &actor::name");
+  if constexpr (traits::member_function) {
+    using R = typename traits::result;
+    static_assert(!std::is_pointer_v<R>,
+                  "crown endpoint: a pointer result cannot reach another rank; return a value");
+    static_assert(std::is_void_v<R> || std::is_pointer_v<R> || travels<R>,
+                  "crown endpoint: its result must be serialisable with cereal (a serialize "
+                  "function) and default-constructible or built by load_and_construct");
+    static_assert(all_params_travel<typename traits::declared_params>::value,
+                  "crown endpoint: every parameter is taken by value, const& or && (a "
+                  "non-const reference cannot reach the caller's object), is no pointer, is "
+                  "serialisable with cereal and movable, and default-constructible or built by "
+                  "load_and_construct");
+    return std::is_void_v<R> || travels<R>;
+  }
+  return false;
+}
 
 template <typename T>
 void to_bytes(const T& value, std::vector<std::byte>& out) {
   byte_writer w(out);
-  w(value);
+  save_value(w, value);
 }
 template <typename T>
 T from_bytes(std::span<const std::byte> in) {
@@ -77,16 +128,19 @@ std::tuple<P...> load_params(std::type_identity<std::tuple<P...>>, byte_reader& 
   return std::tuple<P...>{load_value<P>(in)...};
 }
 
-template <typename M>
-void invoke_endpoint(M m, void* actor, byte_reader& in, std::vector<std::byte>& out) {
+/// Calls `m` with the arguments read from `in`: each parameter gets its value as it
+/// asks for it (moved into a by-value or && parameter, so move-only types work).
+template <typename M, std::size_t... I>
+void invoke_endpoint(M m, void* actor, byte_reader& in, std::vector<std::byte>& out,
+                     std::index_sequence<I...>) {
   using traits = endpoint_traits<M>;
+  using declared = typename traits::declared_params;
   auto args = load_params(std::type_identity<typename traits::params>{}, in);
   auto* a = static_cast<typename traits::actor*>(actor);
-  if constexpr (std::is_void_v<typename traits::result>) {
-    std::apply([&](auto&... p) { (a->*m)(p...); }, args);
-  } else {
-    to_bytes(std::apply([&](auto&... p) { return (a->*m)(p...); }, args), out);
-  }
+  if constexpr (std::is_void_v<typename traits::result>)
+    (a->*m)(std::forward<std::tuple_element_t<I, declared>>(std::get<I>(args))...);
+  else
+    to_bytes((a->*m)(std::forward<std::tuple_element_t<I, declared>>(std::get<I>(args))...), out);
 }
 
 template <typename R>
@@ -114,7 +168,12 @@ using endpoint_at = std::tuple_element_t<I, endpoint_list<A>>;
 
 template <typename A, std::size_t I>
 void call_endpoint(void* actor, byte_reader& in, std::vector<std::byte>& out) {
-  invoke_endpoint(std::get<I>(A::endpoints), actor, in, out);
+  constexpr auto m = std::get<I>(A::endpoints);
+  if constexpr (check_endpoint<m>()) // else only the rule's static_assert is reported
+    invoke_endpoint(
+        m, actor, in, out,
+        std::make_index_sequence<
+            std::tuple_size_v<typename endpoint_traits<std::remove_cv_t<decltype(m)>>::params>>{});
 }
 
 template <typename R>
@@ -139,7 +198,7 @@ actor_type make_actor_type() {
   t.name = demangle(typeid(A).name());
   t.construct = [](byte_reader& in) -> void* {
     auto args = load_params(std::type_identity<std::tuple<Args...>>{}, in);
-    return std::apply([](auto&... a) { return new A(a...); }, args);
+    return std::apply([](auto&... a) { return new A(std::move(a)...); }, args);
   };
   t.destroy = [](void* a) { delete static_cast<A*>(a); };
   add_endpoints<A>(t, std::make_index_sequence<std::tuple_size_v<endpoint_list<A>>>{});

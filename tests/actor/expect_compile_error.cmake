@@ -1,0 +1,20 @@
+# Builds TARGET in BUILD_DIR, which must fail with exactly one error whose text matches
+# every regex in EXPECT (|-separated).
+string(REPLACE "|" ";" expect "${EXPECT}")
+execute_process(COMMAND ${CMAKE_COMMAND} --build ${BUILD_DIR} --target ${TARGET}
+                OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+set(text "${out}${err}")
+if(rc EQUAL 0)
+  message(FATAL_ERROR "${TARGET} compiled; it must not:\n${text}")
+endif()
+string(REGEX MATCHALL "error:" errors "${text}")
+list(LENGTH errors count)
+if(NOT count EQUAL 1)
+  message(FATAL_ERROR "${count} errors, expected one static_assert:\n${text}")
+endif()
+foreach(pattern IN LISTS expect)
+  if(NOT text MATCHES "${pattern}")
+    message(FATAL_ERROR "the error lacks /${pattern}/:\n${text}")
+  endif()
+endforeach()
+message(STATUS "one error, naming the endpoint and the rule")
