@@ -129,12 +129,7 @@ void channel::drain_sends() {
 }
 
 bool channel::receive(incoming& m) {
-  for (;;) {        // notices are consumed here until a whole message is ready, or none is
-    if (holding_) { // the caller is done with the slot handed out last time
-      holding_ = false;
-      post(ring_[head_]);
-      head_ = (head_ + 1) % slots;
-    }
+  for (;;) { // notices are consumed here until a whole message is ready, or none is
     if (!announced_.empty()) match_announced();
     for (std::size_t i = 0; i < large_.size(); ++i) {
       int done = 0;
@@ -158,15 +153,22 @@ bool channel::receive(incoming& m) {
     if (!done) return false;
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
-    holding_ = true;
-    const std::span<const std::byte> bytes(s.bytes.data(), static_cast<std::size_t>(count));
-    const auto announced_bytes = notice_bytes(bytes, slot_bytes);
+    // The message keeps the slot's buffer and the slot gets a spare one: the message
+    // outlives later receives (a command's endpoint may receive more) at no copy.
+    message_buffer bytes = acquire(slot_bytes);
+    std::swap(*bytes, s.bytes);
+    s.bytes.resize(slot_bytes);
+    bytes->resize(static_cast<std::size_t>(count));
+    post(s);
+    head_ = (head_ + 1) % slots;
+    const auto announced_bytes = notice_bytes(*bytes, slot_bytes);
     if (!announced_bytes) {
-      m.bytes = bytes;
+      m.owned = std::move(bytes);
+      m.bytes = *m.owned;
       m.source = status.MPI_SOURCE;
-      m.owned.reset();
       return true;
     }
+    recycle(std::move(bytes));
     if (*announced_bytes == 0) {
       log(log_level::error, "controller channel: dropped a notice of an impossible size from rank ",
           status.MPI_SOURCE);

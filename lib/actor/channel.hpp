@@ -47,9 +47,9 @@ public:
   void drain_sends();
 
   struct incoming {
-    std::span<const std::byte> bytes; ///< valid until the next receive()
+    std::span<const std::byte> bytes; ///< the message, in `owned`
     int source = -1;
-    message_buffer owned; ///< set when the message has a buffer of its own (large ones)
+    message_buffer owned; ///< its buffer (recycle() it when done)
   };
   /// The next message that has arrived, if any.
   bool receive(incoming& m);
@@ -77,7 +77,6 @@ private:
   MPI_Comm comm_;
   std::array<slot, slots> ring_;
   std::size_t head_ = 0;
-  bool holding_ = false; ///< ring_[head_] was handed out by the last receive()
   std::vector<large_receive> large_;
   std::vector<announced> announced_; ///< in arrival order (one sender's bodies stay in order)
   struct pending_send {

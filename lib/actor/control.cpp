@@ -130,7 +130,7 @@ int runtime::control(const std::function<void(controller&)>& fn) {
       watching = every(period, [&watch] { watch.check(); });
     }
     try {
-      code = detail::serve_actors(comm, state_->rank, state_->size, cfg.actor_stdout);
+      code = detail::serve_actors(comm, state_->rank, state_->size, cfg);
     } catch (const std::exception& e) { // the controller would wait for this rank forever
       log(log_level::error, "serving actors failed: ", e.what(), ". Aborting the job.");
       MPI_Abort(MPI_COMM_WORLD, 1);

@@ -15,9 +15,19 @@ namespace crown::detail {
 int run_controller(MPI_Comm comm, int size, const config& cfg, std::uint64_t* heartbeats,
                    const std::function<void(controller&)>& fn);
 
-/// A serving rank: executes the controller's commands until its stop; returns the exit
-/// code the stop carries.
-int serve_actors(MPI_Comm comm, int rank, int size, bool capture_stdout);
+/// A serving rank: executes the commands of the controller and of actors until the
+/// controller's stop; returns the exit code the stop carries.
+int serve_actors(MPI_Comm comm, int rank, int size, const config& cfg);
+
+class control_core;
+/// The running control session on this rank: futures, handles and ports made in it
+/// check its number, and reach `core` through running_core().
+struct session_scope {
+  explicit session_scope(control_core& core);
+  ~session_scope();
+  session_scope(const session_scope&) = delete;
+  session_scope& operator=(const session_scope&) = delete;
+};
 
 /// The type of the exception being handled, demangled (inside a catch block).
 std::string exception_type();

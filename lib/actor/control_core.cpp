@@ -1,11 +1,9 @@
-// The controller's engine: commands fan out along a tree over their targets, replies
-// are gathered or reduced on the way back; the watchdog and the log collector run in
-// its progress loop. Also rank 0's half of runtime::control.
-#include "channel.hpp"
+// A rank's engine in a control session (control_core.hpp): commands fan out along a
+// tree over their targets, replies are gathered or reduced on the way back; on rank 0
+// the watchdog and the log collector run in its progress loop, and it sequences what
+// actors relay. Also rank 0's half of runtime::control.
+#include "control_core.hpp"
 #include "control.hpp"
-#include "log_collector.hpp"
-#include "protocol.hpp"
-#include "watchdog.hpp"
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -23,334 +21,599 @@ namespace {
 
 std::atomic<std::uint64_t> g_session{0}; ///< the running control session, 0 outside
 std::uint64_t g_sessions = 0;            ///< control sessions so far
+control_core* g_core = nullptr;          ///< this rank's engine in it
+
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(s));
+}
+
+/// Request and port ids carry the rank that made them: unique in the job.
+constexpr int id_shift = 40;
 
 } // namespace
 
 std::uint64_t control_session() noexcept { return g_session.load(std::memory_order_relaxed); }
 
-class control_core {
-public:
-  control_core(MPI_Comm comm, int size, int fanout, watchdog dog, std::string dog_setting,
-               double call_timeout)
-      : channel_(comm), size_(size), fanout_(fanout), sent_to_(static_cast<std::size_t>(size)),
-        watchdog_(std::move(dog)), watchdog_setting_(std::move(dog_setting)),
-        call_timeout_(call_timeout) {}
+control_core& running_core(const char* what) {
+  if (!g_core || control_session() == 0)
+    throw state_error(what, "outside runtime::control (actors, their handles and ports live "
+                            "only inside a control session)");
+  return *g_core;
+}
 
-  void note_mesh(std::uint32_t mesh_id, const std::string& name, const crown::mesh& on) {
+session_scope::session_scope(control_core& core) {
+  g_session = ++g_sessions;
+  g_core = &core;
+}
+session_scope::~session_scope() {
+  g_session = 0;
+  g_core = nullptr;
+}
+
+control_core::control_core(MPI_Comm comm, int rank, int size, int fanout, double call_timeout)
+    : channel_(comm), rank_(rank), size_(size), fanout_(fanout), call_timeout_(call_timeout),
+      sent_to_(static_cast<std::size_t>(size)) {}
+
+void control_core::watch(watchdog dog, std::string setting) {
+  watchdog_ = std::move(dog);
+  watchdog_setting_ = std::move(setting);
+}
+
+void control_core::note_mesh(std::uint64_t mesh_id, const std::string& name,
+                             const crown::mesh& on) {
+  if (rank_ == 0)
     for (int r : on) hosted_[r].push_back(name);
-    mesh_names_[mesh_id] = name;
-    if (busy_.size() <= mesh_id) busy_.resize(mesh_id + 1);
-    busy_[mesh_id].assign(static_cast<std::size_t>(on.size()), 0);
-  }
+  mesh_names_[mesh_id] = name;
+  busy_[mesh_id].assign(static_cast<std::size_t>(on.size()), 0);
+}
 
-  std::vector<std::byte>& begin_command() {
-    next_ = channel_.acquire(last_bytes_); // a large payload is likely followed by another
-    next_->resize(header_space());
-    return *next_;
-  }
+std::vector<std::byte>& control_core::begin_command() {
+  next_ = channel_.acquire(last_bytes_); // a large payload is likely followed by another
+  next_->resize(header_space());
+  return *next_;
+}
 
-  std::uint64_t submit(message_kind kind, std::uint32_t mesh_id, std::uint32_t endpoint,
-                       reply_mode mode, reduce_op op, std::span<const int> ranks,
-                       std::span<const std::uint32_t> positions) {
-    if (kind == message_kind::call) fault_point_reached(fault_point::call); // the controller's
-    command_header h;
-    h.kind = kind;
-    h.seq = ++seq_;
-    h.request = ++next_request_;
-    h.mesh_id = mesh_id;
-    h.endpoint = endpoint;
-    h.mode = mode;
-    h.reduce_op = static_cast<std::uint8_t>(op);
-    h.fanout = static_cast<std::uint16_t>(fanout_);
-    order_.clear();
-    for (int r : ranks) order_.push_back(sent_to_[static_cast<std::size_t>(r)]++);
-    message_buffer message = std::move(next_);
-    finish_command(h, ranks, positions, order_, *message);
-    last_bytes_ = message->size();
-    const auto children = std::min<std::size_t>(ranks.size(), h.fanout);
+std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id,
+                                   std::uint32_t endpoint, reply_mode mode, reduce_op op,
+                                   std::span<const int> ranks,
+                                   std::span<const std::uint32_t> positions,
+                                   supervisor_ref supervisor) {
+  if (kind == message_kind::call) fault_point_reached(fault_point::call); // the caller's
+  // An actor's spawn or command to several actors goes through the controller, which
+  // orders it among its own: collectives among actors then meet in one order everywhere.
+  const bool relayed = rank_ != 0 && (kind == message_kind::spawn || ranks.size() > 1);
+  command_header h;
+  h.kind = kind;
+  h.request = (std::uint64_t(rank_) << id_shift) | ++next_request_;
+  h.mesh_id = mesh_id;
+  h.endpoint = endpoint;
+  h.mode = mode;
+  h.reduce_op = static_cast<std::uint8_t>(op);
+  h.fanout = static_cast<std::uint16_t>(fanout_);
+  h.origin = rank_;
+  h.sequencer = relayed ? 0 : rank_;
+  h.seq = relayed ? 0 : ++seq_;
+  order_.clear();
+  origin_order_.clear();
+  for (int r : ranks) {
+    const std::uint64_t mine = sent_to_[static_cast<std::size_t>(r)]++;
+    order_.push_back(relayed ? 0 : mine); // the controller fills in its own
+    if (relayed) origin_order_.push_back(mine);
+  }
+  message_buffer message = std::move(next_);
+  finish_command(h, ranks, positions, order_, origin_order_, *message);
+  last_bytes_ = message->size();
+  const auto children = std::min<std::size_t>(ranks.size(), h.fanout);
+  if (relayed)
+    channel_.send(message, 0);
+  else
     for (std::size_t node = 1; node <= children; ++node) channel_.send(message, ranks[node - 1]);
-    pending& p = requests_[h.request];
-    p.waiting = static_cast<std::uint32_t>(children);
-    p.mesh_id = mesh_id;
-    p.kind = kind;
-    p.endpoint = endpoint;
-    p.first_rank = ranks.empty() ? -1 : ranks[0];
-    p.targets = static_cast<std::uint32_t>(ranks.size());
-    ++unfinished_;
-    if (kind == message_kind::call && mesh_id < busy_.size()) {
-      for (std::uint32_t position : positions) ++busy_[mesh_id][position];
+  pending& p = requests_[h.request];
+  p.waiting = static_cast<std::uint32_t>(mode == reply_mode::stream ? ranks.size() : children);
+  p.mesh_id = mesh_id;
+  p.kind = kind;
+  p.mode = mode;
+  p.endpoint = endpoint;
+  p.first_rank = ranks.empty() ? -1 : ranks[0];
+  p.targets = static_cast<std::uint32_t>(ranks.size());
+  p.supervisor = supervisor;
+  ++unfinished_;
+  if (kind == message_kind::call) {
+    if (const auto b = busy_.find(mesh_id); b != busy_.end()) {
+      for (std::uint32_t position : positions)
+        if (position < b->second.size()) ++b->second[position];
       p.positions.assign(positions.begin(), positions.end());
     }
-    return h.request;
   }
+  return h.request;
+}
 
-  bool ready(std::uint64_t request) {
-    progress();
-    const auto it = requests_.find(request);
-    if (it == requests_.end())
-      throw state_error("future", "its result was already taken (get() on a moved-from or "
-                                  "finished future)");
-    return it->second.waiting == 0;
+void control_core::relay(const channel::incoming& m) {
+  const auto c = decode_command(m.bytes, size_);
+  if (!c || !c->relayed() || c->head.sequencer != 0) {
+    log(log_level::error, "controller: dropped a malformed command relayed by rank ", m.source);
+    return;
   }
-
-  call_result take(std::uint64_t request) {
-    const auto it = requests_.find(request);
-    call_result r = std::move(it->second.result);
-    std::stable_sort(
-        r.failures.begin(), r.failures.end(), // arrival order is arbitrary
-        [](const actor_failure& a, const actor_failure& b) { return a.rank < b.rank; });
-    settle(it->second);
-    requests_.erase(it);
-    return r;
-  }
-
-  void forget(std::uint64_t request) {
-    const auto it = requests_.find(request);
-    if (it == requests_.end()) return;
-    it->second.forgotten = true;
-    if (it->second.waiting == 0) retire(it); // complete already
-    progress();
-  }
-
-  std::size_t least_busy(std::uint32_t mesh_id, std::span<const std::uint32_t> positions) {
-    std::size_t best = 0;
-    int fewest = -1;
-    for (std::size_t i = 0; i < positions.size(); ++i) {
-      const int n = mesh_id < busy_.size() ? busy_[mesh_id][positions[i]] : 0;
-      if (fewest < 0 || n < fewest) {
-        fewest = n;
-        best = i;
-      }
-    }
-    return best;
-  }
-
-  /// Waits for every command (for at most CROWN_CALL_TIMEOUT, when set); returns the
-  /// failures no future reported.
-  std::vector<actor_failure> flush() {
-    const auto until = std::chrono::steady_clock::now() + seconds(call_timeout_);
-    auto pause = backoff::unwatched();
-    for (progress(); unfinished_ > 0; progress()) {
-      if (call_timeout_ > 0 && std::chrono::steady_clock::now() >= until) {
-        for (auto& [id, p] : requests_)
-          if (p.waiting > 0 && p.timed_out.empty()) p.timed_out = "flush";
-        throw timeout_error("controller::flush", "commands still unanswered after " +
-                                                     std::to_string(call_timeout_) +
-                                                     " s (CROWN_CALL_TIMEOUT): " + outstanding());
-      }
-      pause.pause();
-    }
-    return std::exchange(supervision_, {});
-  }
-
-  [[nodiscard]] double call_timeout() const noexcept { return call_timeout_; }
-  void note_timeout(std::uint64_t request, const std::string& what) {
-    const auto it = requests_.find(request);
-    if (it != requests_.end()) it->second.timed_out = what;
-  }
-  /// True when some unanswered command was given up on by a get() with a limit.
-  [[nodiscard]] bool abandoned() const {
-    for (const auto& [id, p] : requests_)
-      if (p.waiting > 0 && !p.timed_out.empty()) return true;
-    return false;
-  }
-  /// Every unanswered command, by what the controller knows of it.
-  [[nodiscard]] std::string outstanding() const {
-    std::map<std::uint64_t, const pending*> sorted;
-    for (const auto& [id, p] : requests_)
-      if (p.waiting > 0) sorted.emplace(id, &p);
-    std::string s;
-    for (const auto& [id, p] : sorted) {
-      if (!s.empty()) s += "; ";
-      const auto name = mesh_names_.find(p->mesh_id);
-      s += p->kind == message_kind::call
-               ? "call #" + std::to_string(id) + " of endpoint #" + std::to_string(p->endpoint)
-           : p->kind == message_kind::spawn ? "spawn #" + std::to_string(id)
-                                            : "stop #" + std::to_string(id);
-      if (name != mesh_names_.end()) s += " on actor mesh " + name->second;
-      s += " (" + std::to_string(p->targets) + " actors from rank " +
-           std::to_string(p->first_rank) + ", " + std::to_string(p->waiting) +
-           " subtrees unanswered" + (p->timed_out.empty() ? "" : "; timed out: " + p->timed_out) +
-           ")";
-    }
-    return s.empty() ? "none" : s;
-  }
-
-  std::uint32_t new_mesh_id() { return ++next_mesh_; }
-  [[nodiscard]] int size() const { return size_; }
-
-  void progress() {
-    channel_.poll_sends();
-    if ((++ticks_ & 63) == 0) { // the clock is read every 64 polls, not on each
-      check_watchdog();
-      logs_.flush(false);
-    }
-    channel::incoming m;
-    while (channel_.receive(m)) {
-      accept_reply(m);
-      channel_.recycle(std::move(m.owned));
-    }
-  }
-
-  void drain() {
-    channel_.drain_sends();
-    logs_.flush(true);
-  }
-
-private:
-  void accept_reply(const channel::incoming& m) {
-    const auto reply = decode_reply(m.bytes);
-    if (!reply) {
-      log(log_level::error, "controller: dropped a malformed reply from rank ", m.source);
-      return;
-    }
-    const auto it = requests_.find(reply->request());
-    if (it == requests_.end()) {
-      log(log_level::error, "controller: reply from rank ", m.source, " for unknown request ",
-          reply->request());
-      return;
-    }
-    pending& p = it->second;
-    reply_record rec;
-    for (reply_view v = *reply; v.next(rec);) {
-      if (rec.kind == record_kind::error) {
-        if (p.result.failures.empty()) {
-          p.first_failure = std::chrono::steady_clock::now();
-          failing_.push_back(it->first);
-        }
-        p.result.failures.push_back(failure_of(rec.bytes, m.source));
-      } else if (rec.kind == record_kind::log) {
-        collect_log(rec.bytes, m.source);
-      } else {
-        p.result.values.emplace_back(rec.position,
-                                     std::vector<std::byte>(rec.bytes.begin(), rec.bytes.end()));
-      }
-    }
-    if (--p.waiting == 0) {
-      --unfinished_;
-      std::erase(failing_, it->first);
-      if (p.forgotten) retire(it);
-    }
-  }
-
-  void collect_log(std::span<const std::byte> bytes, int from) {
+  message_buffer message = channel_.acquire(m.bytes.size());
+  message->assign(m.bytes.begin(), m.bytes.end());
+  order_.clear();
+  for (std::size_t i = 0; i < c->ranks.size(); ++i)
+    order_.push_back(sent_to_[static_cast<std::size_t>(c->ranks[i])]++);
+  sequence_command(*message, ++seq_, order_);
+  if (c->head.kind == message_kind::spawn) { // the watchdog names the actors a rank hosts
     try {
-      logs_.add(from_bytes<log_line>(bytes));
-    } catch (const std::exception& e) {
-      log(log_level::error, "controller: a malformed log line from rank ", from, ": ", e.what());
+      const auto spec = from_bytes<spawn_spec>(c->payload);
+      for (int r : spec.ranks) hosted_[r].push_back(spec.name);
+      mesh_names_[c->head.mesh_id] = spec.name;
+    } catch (const std::exception&) { // the targets refuse it, naming the cause
     }
   }
+  const auto children = std::min<std::size_t>(c->ranks.size(), c->head.fanout);
+  for (std::size_t node = 1; node <= children; ++node) channel_.send(message, c->ranks[node - 1]);
+}
 
-  /// A rank that neither answers nor beats hangs or lost contact: name it and end the
-  /// job, rather than wait forever (long endpoints are legal; silence is not).
-  void check_watchdog() {
-    double silent_for = 0;
-    const int r = watchdog_.silent(silent_for);
-    if (r < 0) return check_partial_failures();
-    std::string actors;
-    for (const auto& name : hosted_[r]) actors += (actors.empty() ? "" : ", ") + name;
-    log(log_level::error, "watchdog: rank ", r, " sent no heartbeat for ",
-        static_cast<int>(silent_for), " s (", watchdog_setting_, "); it hangs or lost contact",
-        actors.empty() ? std::string() : "; it hosts actors of " + actors, ". Aborting the job.");
+bool control_core::ready(std::uint64_t request) {
+  progress();
+  const auto it = requests_.find(request);
+  if (it == requests_.end())
+    throw state_error("future", "its result was already taken (get() on a moved-from or "
+                                "finished future)");
+  return it->second.waiting == 0;
+}
+
+call_result control_core::take(std::uint64_t request) {
+  const auto it = requests_.find(request);
+  call_result r = std::move(it->second.result);
+  std::stable_sort(r.failures.begin(), r.failures.end(), // arrival order is arbitrary
+                   [](const actor_failure& a, const actor_failure& b) { return a.rank < b.rank; });
+  settle(it->second);
+  requests_.erase(it);
+  return r;
+}
+
+void control_core::forget(std::uint64_t request) {
+  const auto it = requests_.find(request);
+  if (it == requests_.end()) return;
+  pending& p = it->second;
+  p.forgotten = true;
+  for (auto& a : p.streamed) // what a dropped stream had not taken yet
+    if (a.failed) p.result.failures.push_back(std::move(a.failure));
+  p.streamed.clear();
+  if (p.waiting == 0) retire(it); // complete already
+  progress();
+}
+
+stream_event control_core::next_streamed(std::uint64_t request, std::vector<std::byte>& value,
+                                         actor_failure& failure) {
+  progress();
+  const auto it = requests_.find(request);
+  if (it == requests_.end()) return stream_event::end;
+  pending& p = it->second;
+  if (!p.streamed.empty()) {
+    pending::arrival a = std::move(p.streamed.front());
+    p.streamed.pop_front();
+    if (!a.failed) {
+      value = std::move(a.value);
+      return stream_event::value;
+    }
+    failure = std::move(a.failure);
+    return stream_event::failure;
+  }
+  if (p.waiting > 0) return stream_event::none;
+  settle(p);
+  requests_.erase(it);
+  return stream_event::end;
+}
+
+std::size_t control_core::least_busy(std::uint64_t mesh_id,
+                                     std::span<const std::uint32_t> positions) {
+  const auto b = busy_.find(mesh_id);
+  std::size_t best = 0;
+  int fewest = -1;
+  for (std::size_t i = 0; i < positions.size(); ++i) {
+    const int n = b != busy_.end() && positions[i] < b->second.size() ? b->second[positions[i]] : 0;
+    if (fewest < 0 || n < fewest) {
+      fewest = n;
+      best = i;
+    }
+  }
+  return best;
+}
+
+std::vector<actor_failure> control_core::flush() {
+  const auto until = std::chrono::steady_clock::now() + seconds(call_timeout_);
+  auto pause = backoff::unwatched();
+  for (progress(); unfinished_ > 0; progress()) {
+    if (call_timeout_ > 0 && std::chrono::steady_clock::now() >= until) {
+      for (auto& [id, p] : requests_)
+        if (p.waiting > 0 && p.timed_out.empty()) p.timed_out = "flush";
+      throw timeout_error("controller::flush", "commands still unanswered after " +
+                                                   std::to_string(call_timeout_) +
+                                                   " s (CROWN_CALL_TIMEOUT): " + outstanding());
+    }
+    pause.pause();
+  }
+  return std::exchange(supervision_, {});
+}
+
+void control_core::fail_pending(const std::string& why) {
+  for (auto it = requests_.begin(); it != requests_.end();) {
+    auto here = it++;
+    pending& p = here->second;
+    if (p.waiting == 0) continue;
+    actor_failure f{describe(p.mesh_id), rank_, "crown::state_error", why};
+    if (p.mode == reply_mode::stream)
+      p.streamed.push_back({true, {}, f});
+    else
+      p.result.failures.push_back(std::move(f));
+    p.waiting = 0;
+    --unfinished_;
+    if (p.forgotten) retire(here);
+  }
+}
+
+void control_core::note_timeout(std::uint64_t request, const std::string& what) {
+  const auto it = requests_.find(request);
+  if (it != requests_.end()) it->second.timed_out = what;
+}
+
+bool control_core::abandoned() const {
+  for (const auto& [id, p] : requests_)
+    if (p.waiting > 0 && !p.timed_out.empty()) return true;
+  return false;
+}
+
+std::string control_core::describe(std::uint64_t mesh_id) const {
+  const auto name = mesh_names_.find(mesh_id);
+  return name != mesh_names_.end() ? name->second : "actor mesh #" + std::to_string(mesh_id);
+}
+
+std::string control_core::outstanding() const {
+  std::map<std::uint64_t, const pending*> sorted;
+  for (const auto& [id, p] : requests_)
+    if (p.waiting > 0) sorted.emplace(id & ((std::uint64_t(1) << id_shift) - 1), &p);
+  std::string s;
+  for (const auto& [id, p] : sorted) {
+    if (!s.empty()) s += "; ";
+    s += p->kind == message_kind::call        ? "call #" + std::to_string(id) + " of endpoint #" +
+                                                    std::to_string(p->endpoint)
+         : p->kind == message_kind::spawn     ? "spawn #" + std::to_string(id)
+         : p->kind == message_kind::stop_mesh ? "stop #" + std::to_string(id)
+                                              : "stop of the session #" + std::to_string(id);
+    if (mesh_names_.count(p->mesh_id)) s += " on actor mesh " + describe(p->mesh_id);
+    s += " (" + std::to_string(p->targets) + " actors from rank " + std::to_string(p->first_rank) +
+         ", " + std::to_string(p->waiting) + " subtrees unanswered" +
+         (p->timed_out.empty() ? "" : "; timed out: " + p->timed_out) + ")";
+  }
+  return s.empty() ? "none" : s;
+}
+
+bool control_core::progress() {
+  channel_.poll_sends();
+  if (rank_ == 0 && (++ticks_ & 63) == 0) { // the clock is read every 64 polls, not on each
+    check_watchdog();
+    logs_.flush(false);
+  }
+  channel::incoming m;
+  bool any = false;
+  while (channel_.receive(m)) {
+    any = true;
+    const auto kind = kind_of(m.bytes);
+    if (kind == message_kind::reply) {
+      const auto reply = decode_reply(m.bytes);
+      if (reply && sink_ && sink_->forwarded(reply->request()))
+        sink_->accept(m, *kind);
+      else
+        accept_reply(m);
+    } else if (kind == message_kind::supervise || kind == message_kind::port ||
+               kind == message_kind::port_closed) {
+      accept_note(m, *kind);
+    } else if (kind && rank_ == 0) { // the controller hosts no actors: a relayed command
+      relay(m);
+    } else if (kind && sink_) {
+      sink_->accept(m, *kind);
+    } else {
+      log(log_level::error, "rank ", rank_, ": dropped a malformed message from rank ", m.source,
+          " (", m.bytes.size(), " bytes)");
+    }
+    channel_.recycle(std::move(m.owned));
+  }
+  return any;
+}
+
+void control_core::drain() {
+  channel_.drain_sends();
+  logs_.flush(true);
+}
+
+void control_core::accept_reply(const channel::incoming& m) {
+  const auto reply = decode_reply(m.bytes);
+  if (!reply) {
+    log(log_level::error, "rank ", rank_, ": dropped a malformed reply from rank ", m.source);
+    return;
+  }
+  const auto it = requests_.find(reply->request());
+  if (it == requests_.end()) {
+    log(log_level::error, "rank ", rank_, ": reply from rank ", m.source, " for unknown request ",
+        reply->request());
+    return;
+  }
+  pending& p = it->second;
+  if (p.waiting == 0) return; // failed already (fail_pending): a late answer
+  reply_record rec;
+  for (reply_view v = *reply; v.next(rec);) {
+    if (rec.kind == record_kind::log) {
+      collect_log(rec.bytes, m.source);
+    } else if (p.mode == reply_mode::stream) {
+      pending::arrival a;
+      a.failed = rec.kind == record_kind::error;
+      if (a.failed)
+        a.failure = failure_of(rec.bytes, m.source);
+      else
+        a.value.assign(rec.bytes.begin(), rec.bytes.end());
+      if (p.forgotten) {
+        if (a.failed) p.result.failures.push_back(std::move(a.failure));
+      } else {
+        p.streamed.push_back(std::move(a));
+      }
+    } else if (rec.kind == record_kind::error) {
+      if (p.result.failures.empty()) {
+        p.first_failure = std::chrono::steady_clock::now();
+        failing_.push_back(it->first);
+      }
+      p.result.failures.push_back(failure_of(rec.bytes, m.source));
+    } else {
+      p.result.values.emplace_back(rec.position,
+                                   std::vector<std::byte>(rec.bytes.begin(), rec.bytes.end()));
+    }
+  }
+  if (--p.waiting == 0) {
+    --unfinished_;
+    if (!p.result.failures.empty()) std::erase(failing_, it->first);
+    if (p.forgotten) retire(it);
+  }
+}
+
+void control_core::collect_log(std::span<const std::byte> bytes, int from) {
+  if (rank_ != 0) { // an actor called an actor: the line goes on towards the controller
+    if (sink_) sink_->forward_log(bytes, from);
+    return;
+  }
+  try {
+    logs_.add(from_bytes<log_line>(bytes));
+  } catch (const std::exception& e) {
+    log(log_level::error, "controller: a malformed log line from rank ", from, ": ", e.what());
+  }
+}
+
+void control_core::supervise(supervisor_ref to, std::vector<actor_failure> failures) {
+  if (failures.empty()) return;
+  if (to.rank == rank_ && to.mesh == 0 && rank_ == 0) {
+    for (auto& f : failures) supervision_.push_back(std::move(f));
+    return;
+  }
+  note_header h;
+  h.kind = message_kind::supervise;
+  h.target = to.mesh;
+  message_buffer b = channel_.acquire();
+  begin_note(h, *b);
+  byte_writer w(*b);
+  w(failures);
+  channel_.send(b, to.rank);
+}
+
+void control_core::accept_note(const channel::incoming& m, message_kind kind) {
+  const auto n = decode_note(m.bytes);
+  if (!n) {
+    log(log_level::error, "rank ", rank_, ": dropped a malformed note from rank ", m.source);
+    return;
+  }
+  if (kind == message_kind::port) return deliver(m.source, *n);
+  if (kind == message_kind::port_closed) {
+    closed_ports_.emplace(m.source, n->head.target);
+    return;
+  }
+  if (rank_ != 0 || n->head.target != 0) { // for an actor: its supervise() hook
+    if (sink_) return sink_->accept(const_cast<channel::incoming&>(m), kind);
+  }
+  try {
+    for (auto& f : from_bytes<std::vector<actor_failure>>(n->payload))
+      supervision_.push_back(std::move(f));
+  } catch (const std::exception& e) {
+    log(log_level::error, "controller: a malformed supervision event from rank ", m.source, ": ",
+        e.what());
+  }
+}
+
+std::uint64_t control_core::open_port(std::uint64_t type, std::string type_name) {
+  const std::uint64_t id = (std::uint64_t(rank_) << id_shift) | ++next_port_;
+  port_state& p = ports_[id];
+  p.type = type;
+  p.type_name = std::move(type_name);
+  return id;
+}
+
+void control_core::close_port(std::uint64_t id) noexcept { ports_.erase(id); }
+
+void control_core::port_send(int rank, std::uint64_t id, std::uint64_t type,
+                             std::span<const std::byte> bytes) {
+  const std::string where = "port #" + std::to_string(id & ((std::uint64_t(1) << id_shift) - 1)) +
+                            " on rank " + std::to_string(rank);
+  if (rank < 0 || rank >= size_ || static_cast<int>(id >> id_shift) != rank)
+    throw argument_error("crown::port::send to " + where, "no such port in this job");
+  if (closed_ports_.count({rank, id}) || (rank == rank_ && !ports_.count(id)))
+    throw state_error("crown::port::send to " + where,
+                      "its receiver is gone (destroyed, or its actor stopped)");
+  note_header h;
+  h.kind = message_kind::port;
+  h.target = id;
+  h.seq = port_sent_[{rank, id}]++;
+  h.type = type;
+  message_buffer b = channel_.acquire(sizeof h + bytes.size());
+  begin_note(h, *b);
+  b->insert(b->end(), bytes.begin(), bytes.end());
+  if (rank == rank_) { // no need for MPI: the same order, delivered now
+    deliver(rank_, note{h, std::span<const std::byte>(*b).subspan(sizeof h)});
+    channel_.recycle(std::move(b));
+    return;
+  }
+  channel_.send(b, rank);
+}
+
+void control_core::deliver(int from, const note& n) {
+  const auto it = ports_.find(n.head.target);
+  if (it == ports_.end()) {
+    log(log_level::warn, "rank ", rank_, ": a message from rank ", from, " for port #",
+        n.head.target & ((std::uint64_t(1) << id_shift) - 1),
+        ", whose receiver is gone, was dropped; that rank's next send to it throws");
+    if (from == rank_) return;
+    note_header h;
+    h.kind = message_kind::port_closed;
+    h.target = n.head.target;
+    message_buffer b = channel_.acquire();
+    begin_note(h, *b);
+    channel_.send(b, from);
+    return;
+  }
+  port_state& p = it->second;
+  port_state::message msg{{n.payload.begin(), n.payload.end()}, from, n.head.type != p.type};
+  const order_key key[] = {{from, n.head.seq}};
+  switch (p.early.admit(key)) {
+  case in_order_queue<port_state::message>::verdict::drop:
+    log(log_level::error, "rank ", rank_, ": dropped a repeated port message from rank ", from);
+    return;
+  case in_order_queue<port_state::message>::verdict::hold:
+    p.early.hold(key, std::move(msg));
+    return;
+  case in_order_queue<port_state::message>::verdict::run:
+    p.ready.push_back(std::move(msg));
+    p.early.ran(key);
+    while (auto next = p.early.take_ready()) p.ready.push_back(std::move(*next));
+  }
+}
+
+bool control_core::port_take(std::uint64_t id, std::vector<std::byte>& bytes) {
+  progress();
+  const auto it = ports_.find(id);
+  if (it == ports_.end() || it->second.ready.empty()) return false;
+  port_state::message msg = std::move(it->second.ready.front());
+  it->second.ready.pop_front();
+  if (msg.wrong_type)
+    throw argument_error("crown::receiver<" + it->second.type_name + ">::recv on rank " +
+                             std::to_string(rank_),
+                         "a message of another type than " + it->second.type_name +
+                             " arrived from rank " + std::to_string(msg.from) + "; dropped");
+  bytes = std::move(msg.bytes);
+  return true;
+}
+
+/// A rank that neither answers nor beats hangs or lost contact: name it and end the
+/// job, rather than wait forever (long endpoints are legal; silence is not).
+void control_core::check_watchdog() {
+  double silent_for = 0;
+  const int r = watchdog_.silent(silent_for);
+  if (r < 0) return check_partial_failures();
+  std::string actors;
+  for (const auto& name : hosted_[r]) actors += (actors.empty() ? "" : ", ") + name;
+  log(log_level::error, "watchdog: rank ", r, " sent no heartbeat for ",
+      static_cast<int>(silent_for), " s (", watchdog_setting_, "); it hangs or lost contact",
+      actors.empty() ? std::string() : "; it hosts actors of " + actors, ". Aborting the job.");
+  MPI_Abort(MPI_COMM_WORLD, 1);
+}
+
+/// Some actors of a command failed and the others have not answered for a watchdog
+/// period: they most likely wait for the failed ones inside a collective among the
+/// actors, and would wait forever. Name the failures and end the job.
+void control_core::check_partial_failures() {
+  if (!watchdog_.enabled()) return;
+  const auto now = std::chrono::steady_clock::now();
+  for (const std::uint64_t id : failing_) {
+    const pending& p = requests_.at(id);
+    if (std::chrono::duration<double>(now - p.first_failure).count() <= watchdog_.timeout())
+      continue;
+    const actor_failure& f = p.result.failures.front();
+    log(log_level::error, "watchdog: ", f.mesh, " on rank ", f.rank, " failed (", f.type, ": ",
+        f.message, ") and the other actors of that call have not answered for ",
+        static_cast<int>(watchdog_.timeout()),
+        " s: they most likely wait for it in a collective. Aborting the job.");
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
+}
 
-  /// Some actors of a command failed and the others have not answered for a watchdog
-  /// period: they most likely wait for the failed ones inside a collective among the
-  /// actors, and would wait forever. Name the failures and end the job.
-  void check_partial_failures() {
-    if (!watchdog_.enabled()) return;
-    const auto now = std::chrono::steady_clock::now();
-    for (const std::uint64_t id : failing_) {
-      const pending& p = requests_.at(id);
-      if (std::chrono::duration<double>(now - p.first_failure).count() <= watchdog_.timeout())
-        continue;
-      const actor_failure& f = p.result.failures.front();
-      log(log_level::error, "watchdog: ", f.mesh, " on rank ", f.rank, " failed (", f.type, ": ",
-          f.message, ") and the other actors of that call have not answered for ",
-          static_cast<int>(watchdog_.timeout()),
-          " s: they most likely wait for it in a collective. Aborting the job.");
-      MPI_Abort(MPI_COMM_WORLD, 1);
-    }
-  }
+/// A forgotten request is complete: its failures go to the actor mesh's supervisor.
+void control_core::retire(pending_map::iterator it) {
+  supervise(it->second.supervisor, std::move(it->second.result.failures));
+  settle(it->second);
+  requests_.erase(it);
+}
 
-  static std::chrono::steady_clock::duration seconds(double s) {
-    return std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-        std::chrono::duration<double>(s));
-  }
+void control_core::settle(const pending& p) {
+  const auto b = busy_.find(p.mesh_id);
+  if (b == busy_.end()) return;
+  for (std::uint32_t position : p.positions)
+    if (position < b->second.size()) --b->second[position];
+}
 
-  struct pending {
-    std::uint32_t waiting = 0;
-    std::uint32_t mesh_id = 0;
-    message_kind kind = message_kind::call;
-    std::uint32_t endpoint = 0;
-    std::uint32_t targets = 0;
-    int first_rank = -1;
-    std::string timed_out; ///< what a get() with a limit gave up on ("" if none did)
-    bool forgotten = false;
-    std::chrono::steady_clock::time_point first_failure{}; ///< while others still run
-    std::vector<std::uint32_t> positions;                  ///< counted in busy_
-    call_result result;
-  };
-  /// A forgotten request is complete: its failures go to supervision.
-  void retire(std::unordered_map<std::uint64_t, pending>::iterator it) {
-    for (auto& f : it->second.result.failures) supervision_.push_back(std::move(f));
-    settle(it->second);
-    requests_.erase(it);
+actor_failure control_core::failure_of(std::span<const std::byte> bytes, int from) {
+  try {
+    return from_bytes<actor_failure>(bytes);
+  } catch (const std::exception& e) {
+    return {"?", from, "crown::detail::malformed_message", e.what()};
   }
-  void settle(const pending& p) {
-    for (std::uint32_t position : p.positions) --busy_[p.mesh_id][position];
-  }
-  static actor_failure failure_of(std::span<const std::byte> bytes, int from) {
-    try {
-      return from_bytes<actor_failure>(bytes);
-    } catch (const std::exception& e) {
-      return {"?", from, "crown::detail::malformed_message", e.what()};
-    }
-  }
-
-  channel channel_;
-  int size_;
-  int fanout_;
-  std::uint64_t seq_ = 0, next_request_ = 0, ticks_ = 0;
-  std::size_t last_bytes_ = 0; ///< of the last command
-  std::uint32_t next_mesh_ = 0;
-  std::size_t unfinished_ = 0; ///< requests still waiting for replies
-  std::vector<std::uint64_t> sent_to_, order_;
-  message_buffer next_; ///< the command being written (begin_command)
-  std::unordered_map<std::uint64_t, pending> requests_;
-  std::vector<std::uint64_t> failing_; ///< incomplete requests with failures
-  std::vector<std::vector<int>> busy_; ///< calls in flight, by actor mesh and point
-  std::vector<actor_failure> supervision_;
-  watchdog watchdog_;
-  std::string watchdog_setting_;
-  std::map<int, std::vector<std::string>> hosted_;
-  std::map<std::uint32_t, std::string> mesh_names_;
-  double call_timeout_; ///< seconds, scaled; 0 = none
-  log_collector logs_;
-};
+}
 
 bool request_ready(control_core& core, std::uint64_t request) { return core.ready(request); }
 call_result take_result(control_core& core, std::uint64_t request) { return core.take(request); }
 std::vector<std::byte>& begin_command(control_core& core) { return core.begin_command(); }
-std::uint64_t submit(control_core& core, message_kind kind, std::uint32_t mesh_id,
+std::uint64_t submit(control_core& core, message_kind kind, std::uint64_t mesh_id,
                      std::uint32_t endpoint, reply_mode mode, reduce_op op,
-                     std::span<const int> ranks, std::span<const std::uint32_t> positions) {
-  return core.submit(kind, mesh_id, endpoint, mode, op, ranks, positions);
+                     std::span<const int> ranks, std::span<const std::uint32_t> positions,
+                     supervisor_ref supervisor) {
+  return core.submit(kind, mesh_id, endpoint, mode, op, ranks, positions, supervisor);
 }
-std::uint32_t new_mesh_id(control_core& core) { return core.new_mesh_id(); }
+std::uint64_t new_mesh_id(control_core& core) { return core.new_mesh_id(); }
 void forget_request(control_core& core, std::uint64_t request) { core.forget(request); }
+stream_event next_streamed(control_core& core, std::uint64_t request, std::vector<std::byte>& value,
+                           actor_failure& failure) {
+  return core.next_streamed(request, value, failure);
+}
 double call_timeout(const control_core& core) noexcept { return core.call_timeout(); }
 void note_timeout(control_core& core, std::uint64_t request, const std::string& what) {
   core.note_timeout(request, what);
 }
-std::size_t least_busy(control_core& core, std::uint32_t mesh_id,
+std::size_t least_busy(control_core& core, std::uint64_t mesh_id,
                        std::span<const std::uint32_t> positions) {
   return core.least_busy(mesh_id, positions);
 }
-void note_mesh(control_core& core, std::uint32_t mesh_id, const std::string& name,
+void note_mesh(control_core& core, std::uint64_t mesh_id, const std::string& name,
                const crown::mesh& on) {
   core.note_mesh(mesh_id, name, on);
+}
+std::uint64_t open_port(control_core& core, std::uint64_t type, std::string type_name) {
+  return core.open_port(type, std::move(type_name));
+}
+void close_port(control_core& core, std::uint64_t id) noexcept { core.close_port(id); }
+void port_send(control_core& core, int rank, std::uint64_t id, std::uint64_t type,
+               std::span<const std::byte> bytes) {
+  core.port_send(rank, id, type, bytes);
+}
+bool port_take(control_core& core, std::uint64_t id, std::vector<std::byte>& bytes) {
+  return core.port_take(id, bytes);
+}
+
+void check_spawn(const control_core& core, const crown::mesh& on, const std::string& name) {
+  const std::string what =
+      "spawn of actor mesh " + (name.empty() ? "\"\"" : name) + " on " + on.to_string();
+  if (name.empty()) throw argument_error(what, "an actor mesh needs a name");
+  for (int r : on) {
+    if (r == 0)
+      throw argument_error(what, "rank 0 is the controller and hosts no actors; spawn on "
+                                 "controller::workers() or a part of it");
+    if (r >= core.size())
+      throw argument_error(what, "rank " + std::to_string(r) + " is not in the job (" +
+                                     std::to_string(core.size()) + " ranks)");
+  }
 }
 
 namespace {
@@ -370,14 +633,10 @@ int run_controller(MPI_Comm comm, int size, const config& cfg, std::uint64_t* he
   char setting[96];
   std::snprintf(setting, sizeof setting, "CROWN_WATCHDOG=%g x CROWN_TIMEOUT_SCALE=%g", cfg.watchdog,
                 cfg.timeout_scale);
-  control_core core(comm, size, cfg.fanout,
-                    watchdog(heartbeats, size, cfg.watchdog * cfg.timeout_scale), setting,
-                    cfg.call_timeout * cfg.timeout_scale);
+  control_core core(comm, 0, size, cfg.fanout, cfg.call_timeout * cfg.timeout_scale);
+  core.watch(watchdog(heartbeats, size, cfg.watchdog * cfg.timeout_scale), setting);
   controller c(core);
-  struct session_scope { // futures and handles from this session die with it
-    session_scope() { g_session = ++g_sessions; }
-    ~session_scope() { g_session = 0; }
-  } session;
+  const session_scope session(core); // futures and handles from this session die with it
   try {
     fn(c);
     c.flush();
@@ -405,7 +664,7 @@ int run_controller(MPI_Comm comm, int size, const config& cfg, std::uint64_t* he
                          std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                              std::chrono::duration<double>(bound));
       const auto stop = core.submit(message_kind::stop, 0, 0, reply_mode::errors_only,
-                                    reduce_op::sum, ranks, positions);
+                                    reduce_op::sum, ranks, positions, {});
       auto pause = backoff::unwatched();
       while (!core.ready(stop)) {
         if (bounded && std::chrono::steady_clock::now() >= until) {
@@ -438,17 +697,19 @@ std::string detail::call_site::what() const {
 }
 
 std::shared_ptr<const detail::actor_mesh_ref>
-detail::make_actor_mesh_ref(controller* owner, std::uint32_t id, std::string name, crown::mesh full,
-                            crown::mesh view) {
-  auto r = std::make_shared<actor_mesh_ref>(actor_mesh_ref{owner,
-                                                           owner ? control_session() : 0,
+detail::make_actor_mesh_ref(std::uint64_t id, std::string name, supervisor_ref supervisor,
+                            crown::mesh full, crown::mesh view, std::shared_ptr<bool> stopped) {
+  auto r = std::make_shared<actor_mesh_ref>(actor_mesh_ref{control_session(),
                                                            id,
                                                            std::move(name),
+                                                           supervisor,
                                                            std::move(full),
                                                            std::move(view),
                                                            {},
                                                            {},
-                                                           {}});
+                                                           {},
+                                                           std::move(stopped)});
+  if (!r->stopped) r->stopped = std::make_shared<bool>(false);
   r->view_index.assign(static_cast<std::size_t>(r->full.size()), -1);
   for (int i = 0; i < r->view.size(); ++i) {
     const int rank = r->view.ranks()[static_cast<std::size_t>(i)];
@@ -468,26 +729,12 @@ proc_mesh controller::workers() {
                       "N workers with mpirun -np N+1");
   std::vector<int> ranks;
   for (int r = 1; r < n; ++r) ranks.push_back(r);
-  return proc_mesh(this, crown::mesh({{"workers", n - 1}}, std::move(ranks)));
+  return proc_mesh(crown::mesh({{"workers", n - 1}}, std::move(ranks)));
 }
 
 void controller::flush() {
   auto failures = core_->flush();
   if (!failures.empty()) throw actor_error("controller::flush (broadcasts)", std::move(failures));
-}
-
-void controller::check_spawn(const crown::mesh& on, const std::string& name) const {
-  const std::string what =
-      "spawn of actor mesh " + (name.empty() ? "\"\"" : name) + " on " + on.to_string();
-  if (name.empty()) throw argument_error(what, "an actor mesh needs a name");
-  for (int r : on) {
-    if (r == 0)
-      throw argument_error(what, "rank 0 is the controller and hosts no actors; spawn on "
-                                 "controller::workers() or a part of it");
-    if (r >= core_->size())
-      throw argument_error(what, "rank " + std::to_string(r) + " is not in the job (" +
-                                     std::to_string(core_->size()) + " ranks)");
-  }
 }
 
 } // namespace crown

@@ -58,11 +58,12 @@ std::int64_t command::index_of(int rank) const noexcept {
 
 void finish_command(command_header head, std::span<const std::int32_t> ranks,
                     std::span<const std::uint32_t> positions, std::span<const std::uint64_t> order,
-                    std::vector<std::byte>& out) {
+                    std::span<const std::uint64_t> origin_order, std::vector<std::byte>& out) {
   head.targets = static_cast<std::uint32_t>(ranks.size());
   head.payload_bytes = out.size() - header_space();
   std::memcpy(out.data(), &head, sizeof head);
   put(out, order.data(), order.size());
+  if (head.origin != head.sequencer) put(out, origin_order.data(), origin_order.size());
   put(out, ranks.data(), ranks.size());
   put(out, positions.data(), positions.size());
 }
@@ -73,13 +74,20 @@ std::optional<command> decode_command(std::span<const std::byte> message, int wo
   if (!in.read(c.head)) return std::nullopt;
   const command_header& h = c.head;
   if (h.magic != protocol_magic || h.version != protocol_version) return std::nullopt;
-  if (h.kind != message_kind::spawn && h.kind != message_kind::call && h.kind != message_kind::stop)
+  if (h.kind != message_kind::spawn && h.kind != message_kind::call &&
+      h.kind != message_kind::stop && h.kind != message_kind::stop_mesh)
     return std::nullopt;
-  if (h.fanout == 0 || static_cast<std::uint8_t>(h.mode) > 2) return std::nullopt;
+  if (h.fanout == 0 || static_cast<std::uint8_t>(h.mode) > 3 || h.reserved != 0)
+    return std::nullopt;
+  if (h.origin < 0 || h.origin >= world_size || (h.sequencer != 0 && h.sequencer != h.origin))
+    return std::nullopt;
   if (h.payload_bytes > in.left()) return std::nullopt;
   c.payload = in.take(h.payload_bytes);
-  if (h.targets == 0 || in.left() != std::size_t{h.targets} * per_target) return std::nullopt;
+  const std::size_t each = per_target + (c.relayed() ? sizeof(std::uint64_t) : 0);
+  if (h.targets == 0 || in.left() != std::size_t{h.targets} * each) return std::nullopt;
   c.order = packed<std::uint64_t>(in.take(h.targets * sizeof(std::uint64_t)));
+  if (c.relayed())
+    c.origin_order = packed<std::uint64_t>(in.take(h.targets * sizeof(std::uint64_t)));
   c.ranks = packed<std::int32_t>(in.take(h.targets * sizeof(std::int32_t)));
   c.positions = packed<std::uint32_t>(in.take(h.targets * sizeof(std::uint32_t)));
   // Every rank once: a hostile list must not make the tree forward in circles.
@@ -90,6 +98,32 @@ std::optional<command> decode_command(std::span<const std::byte> message, int wo
     seen[static_cast<std::size_t>(r)] = true;
   }
   return c;
+}
+
+void sequence_command(std::vector<std::byte>& message, std::uint64_t seq,
+                      std::span<const std::uint64_t> order) {
+  command_header h;
+  std::memcpy(&h, message.data(), sizeof h);
+  h.seq = seq;
+  std::memcpy(message.data(), &h, sizeof h);
+  std::memcpy(message.data() + sizeof h + h.payload_bytes, order.data(), order.size_bytes());
+}
+
+void begin_note(const note_header& head, std::vector<std::byte>& out) {
+  out.clear();
+  put(out, &head, 1);
+}
+
+std::optional<note> decode_note(std::span<const std::byte> message) {
+  cursor in(message);
+  note n;
+  if (!in.read(n.head) || n.head.magic != protocol_magic || n.head.version != protocol_version)
+    return std::nullopt;
+  if (n.head.kind != message_kind::supervise && n.head.kind != message_kind::port &&
+      n.head.kind != message_kind::port_closed)
+    return std::nullopt;
+  n.payload = in.rest();
+  return n;
 }
 
 void begin_reply(std::uint64_t request, std::vector<std::byte>& out) {

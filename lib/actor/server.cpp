@@ -1,10 +1,8 @@
 // The serving ranks' loop: each rank forwards a command to its children before it
-// executes it, executes commands in the controller's order, and sends its part of the
+// executes it, executes commands in each sender's order, and sends its part of the
 // reply (with its children's) back up the tree.
-#include "channel.hpp"
-#include "command_queue.hpp"
 #include "control.hpp"
-#include "protocol.hpp"
+#include "control_core.hpp"
 #include "stdout_capture.hpp"
 #include <algorithm>
 #include <crown/actor/controller.hpp>
@@ -28,37 +26,54 @@ std::string point_text(const crown::mesh& m, const point& p) {
 }
 
 thread_local const actor_context* g_actor = nullptr;
+thread_local supervisor_ref g_supervisor; ///< the running actor, or the controller
 
-/// Sets this_actor() for the duration of a constructor or endpoint, and sends what it
-/// logs to the controller (when `capture` is given).
-struct actor_scope {
-  explicit actor_scope(const actor_context& c, const log_capture* capture = nullptr) {
-    g_actor = &c;
-    set_thread_log_capture(capture);
+/// Sets this_actor() and current_supervisor() for the duration of a constructor, an
+/// endpoint or a hook, and sends what it logs to its caller (when `capture` is given);
+/// restores the outer actor's on exit (an endpoint waiting in get() runs others).
+class actor_scope {
+public:
+  actor_scope(const actor_context& c, supervisor_ref self, const log_capture* capture)
+      : actor_(std::exchange(g_actor, &c)), supervisor_(std::exchange(g_supervisor, self)),
+        capture_(capture_in_use) {
+    set_thread_log_capture(capture_in_use = capture);
   }
-  actor_scope(const actor_context& c, const log_capture& capture) : actor_scope(c, &capture) {}
   ~actor_scope() {
-    g_actor = nullptr;
-    set_thread_log_capture(nullptr);
+    g_actor = actor_;
+    g_supervisor = supervisor_;
+    set_thread_log_capture(capture_in_use = capture_);
   }
   actor_scope(const actor_scope&) = delete;
   actor_scope& operator=(const actor_scope&) = delete;
-};
 
-class server {
+private:
+  static thread_local const log_capture* capture_in_use;
+  const actor_context* actor_;
+  supervisor_ref supervisor_;
+  const log_capture* capture_;
+};
+thread_local const log_capture* actor_scope::capture_in_use = nullptr;
+
+/// A serving rank: runs the commands that reach it (from the controller and from
+/// actors, each sender's in its order), forwards them down their trees, and sends the
+/// replies up. Reentrant: an endpoint that waits in get() drives the engine, which runs
+/// the commands whose turn comes meanwhile.
+class server final : public command_sink {
 public:
-  server(MPI_Comm comm, int rank, int size, bool capture_stdout)
-      : channel_(comm), rank_(rank), size_(size) {
+  server(control_core& core, bool capture_stdout)
+      : core_(core), rank_(core.rank()), size_(core.size()) {
     if (capture_stdout) stdout_.emplace();
     capture_ = [this](log_level level, std::string_view message) {
+      if (!current_.reply || !current_.label) return;
       std::vector<std::byte> bytes;
-      to_bytes(log_line{static_cast<int>(level), *log_label_ + " " + std::string(message)}, bytes);
-      append_record(log_position_, record_kind::log, bytes, *log_reply_);
+      to_bytes(log_line{static_cast<int>(level), *current_.label + " " + std::string(message)},
+               bytes);
+      append_record(current_.position, record_kind::log, bytes, *current_.reply);
     };
   }
   ~server() {
     stdout_.reset(); // what destructors print now goes to this rank's own stdout
-    destroy_actors();
+    (void)destroy_actors();
   }
   server(const server&) = delete;
   server& operator=(const server&) = delete;
@@ -68,26 +83,60 @@ public:
     // Idle between commands for as long as the controller computes: the heartbeat
     // watch (control.cpp) notices a controller that is gone, not this wait.
     auto pause = backoff::unwatched();
-    while (!(stopping_ && open_.empty())) { // the stop's reply is sent: done
-      if (poll())
+    // Done once the stop's reply is sent (commands of actors that arrive after the stop
+    // were answered with a failure; replies still due from stopped ranks never come).
+    while (!(stopped_ && !open_.count(stop_request_))) {
+      if (core_.progress())
         pause = backoff::unwatched();
       else
         pause.pause();
+      if (session_stop_) finish_session_stop(); // deferred until no endpoint runs
     }
-    channel_.drain_sends();
+    core_.channel().drain_sends();
     return exit_code_;
+  }
+
+  [[nodiscard]] bool forwarded(std::uint64_t request) const override {
+    return open_.count(request) != 0;
+  }
+
+  void accept(channel::incoming& m, message_kind kind) override {
+    if (kind == message_kind::reply) return accept_reply(m);
+    if (kind == message_kind::supervise) return accept_supervision(m);
+    accept_command(m);
+  }
+
+  void forward_log(std::span<const std::byte> line, int from) override {
+    if (current_.reply) return append_record(current_.position, record_kind::log, line,
+                                             *current_.reply);
+    try { // no reply is being built: this rank logs it
+      const auto l = from_bytes<log_line>(line);
+      log(l.level == log_line::stdout_level ? log_level::info : static_cast<log_level>(l.level),
+          l.text);
+    } catch (const std::exception& e) {
+      log(log_level::error, "a malformed log line from rank ", from, ": ", e.what());
+    }
   }
 
 private:
   struct hosted {
     const actor_type* type = nullptr;
     void* object = nullptr;
+    std::uint64_t id = 0;
     crown::mesh mesh;
     point coords;
     int index = 0;
     std::string name;
     std::string label;     ///< "trainers{dp=1}"
     std::string log_label; ///< "[trainers{dp=1}]"
+    supervisor_ref supervisor;
+    int active = 0; ///< its endpoints on this rank's stack (reentrant calls)
+    std::vector<std::pair<std::uint64_t, std::uint32_t>> stops; ///< deferred: request, point
+    [[nodiscard]] actor_context context() const { return {mesh, coords, index, name}; }
+  };
+  struct gone { ///< an actor mesh stopped here: later calls name it
+    std::string label;
+    supervisor_ref supervisor;
   };
   struct open_request {
     int parent = 0;
@@ -95,24 +144,19 @@ private:
     bool own_done = false;
     reply_mode mode = reply_mode::gather;
     reduce_op op = reduce_op::sum;
-    std::uint32_t mesh_id = 0, endpoint = 0;
+    std::uint64_t mesh_id = 0;
+    std::uint32_t endpoint = 0;
     message_buffer reply;
     std::vector<std::byte> reduced, scratch;
     bool have_reduced = false;
   };
-
-  bool poll() {
-    channel_.poll_sends();
-    channel::incoming m;
-    if (!channel_.receive(m)) return false;
-    const auto kind = kind_of(m.bytes);
-    if (kind == message_kind::reply)
-      accept_reply(m);
-    else
-      accept_command(m);
-    channel_.recycle(std::move(m.owned));
-    return true;
-  }
+  /// Where what runs now logs and prints: saved and restored around every command.
+  struct reply_context {
+    std::vector<std::byte>* reply = nullptr;
+    std::uint32_t position = 0;
+    const std::string* label = nullptr;
+  };
+  using command_queue = in_order_queue<message_buffer>;
 
   void accept_command(channel::incoming& m) {
     const auto c = decode_command(m.bytes, size_);
@@ -122,100 +166,136 @@ private:
           m.bytes.size(), " bytes)");
       return;
     }
-    const std::uint64_t node = static_cast<std::uint64_t>(i) + 1, fanout = c->head.fanout;
-    const std::uint64_t order = c->order[static_cast<std::size_t>(i)];
-    const auto verdict = queue_.admit(order);
+    const auto at = static_cast<std::size_t>(i);
+    const std::uint64_t node = at + 1, fanout = c->head.fanout;
+    order_key keys[2] = {{c->head.sequencer, c->order[at]}, {}};
+    if (c->relayed()) keys[1] = {c->head.origin, c->origin_order[at]};
+    const std::span<const order_key> key_span(keys, c->relayed() ? 2 : 1);
+    const auto verdict = queue_.admit(key_span);
     if (verdict == command_queue::verdict::drop) {
-      log(log_level::error, "dropped a command from rank ", m.source, " whose order ", order,
-          " was already run or is already waiting (next: ", queue_.next(), ")");
+      log(log_level::error, "dropped a command from rank ", m.source,
+          " whose order was already run or is already waiting");
       return;
     }
     const std::uint64_t first = first_child(node, fanout);
     const std::uint64_t last = std::min<std::uint64_t>(first + fanout - 1, c->head.targets);
-    const bool in_turn = !stopping_ && verdict == command_queue::verdict::run;
-    // A command that is forwarded or waits for its turn needs bytes of its own (small
-    // messages arrive in a slot that is reused).
-    if ((first <= last || !in_turn) && !m.owned) {
-      m.owned = channel_.acquire();
-      m.owned->assign(m.bytes.begin(), m.bytes.end());
-    }
     // Forward first: a child never waits for this rank's endpoint to finish.
     for (std::uint64_t child = first; child <= last; ++child)
-      channel_.send(m.owned, c->ranks[child - 1]);
+      core_.channel().send(m.owned, c->ranks[child - 1]);
+    const bool streamed = c->head.mode == reply_mode::stream; // straight to the caller
     const std::uint64_t parent = parent_node(node, fanout);
     open_request& o = open_[c->head.request];
-    o.parent = parent == 0 ? 0 : c->ranks[parent - 1];
-    o.waiting = first <= last ? static_cast<std::uint32_t>(last - first + 1) : 0;
+    o.parent = streamed || parent == 0 ? c->head.origin : c->ranks[parent - 1];
+    o.waiting = !streamed && first <= last ? static_cast<std::uint32_t>(last - first + 1) : 0;
     o.mode = c->head.mode;
     o.op = static_cast<reduce_op>(c->head.reduce_op);
     o.mesh_id = c->head.mesh_id;
     o.endpoint = c->head.endpoint;
-    o.reply = channel_.acquire();
+    o.reply = core_.channel().acquire();
     begin_reply(c->head.request, *o.reply);
-    if (!in_turn) {
-      queue_.hold(order, std::move(m.owned));
+    if (verdict == command_queue::verdict::hold) {
+      queue_.hold(key_span, std::move(m.owned));
       return;
     }
-    queue_.ran();
-    execute(*c, static_cast<std::size_t>(i));
-    while (!stopping_) { // commands that arrived early, now in turn
-      std::optional<message_buffer> next = queue_.take_ready();
-      if (!next) break;
-      message_buffer bytes = std::move(*next);
+    queue_.ran(key_span);
+    const message_buffer keep = m.owned; // the views of `c` stay valid while it runs
+    execute(*c, at);
+    run_ready();
+  }
+
+  /// Commands that arrived early and whose turn has come.
+  void run_ready() {
+    while (std::optional<message_buffer> next = queue_.take_ready()) {
+      const message_buffer bytes = std::move(*next);
       const auto d = decode_command(*bytes, size_); // decoded once before: valid
       execute(*d, static_cast<std::size_t>(d->index_of(rank_)));
-      channel_.recycle(std::move(bytes));
+      core_.channel().recycle(bytes);
     }
   }
 
   void execute(const command& c, std::size_t index) {
     const std::uint32_t position = c.positions[index];
-    open_request& o = open_.at(c.head.request);
-    value_.clear();
-    log_reply_ = o.reply.get(); // what the actor logs travels in this reply
-    log_position_ = position;
+    const std::uint64_t request = c.head.request;
+    std::vector<std::byte> value;
+    const reply_context outer = std::exchange(current_, {open_.at(request).reply.get(), position,
+                                                         nullptr});
+    bool answered = true;
     try {
+      if (stopped_ || session_stop_)
+        throw state_error(label_of(c.head.mesh_id, position),
+                          "the control session is ending; the command was not run");
       switch (c.head.kind) {
       case message_kind::spawn:
         spawn(c.head.mesh_id, c.payload);
         break;
       case message_kind::call:
         fault_point_reached(fault_point::call);
-        call(c.head.mesh_id, c.head.endpoint, c.payload, value_);
+        call(c.head.mesh_id, c.head.endpoint, c.payload, value);
+        break;
+      case message_kind::stop_mesh:
+        answered = stop_mesh(c.head.mesh_id, request, position);
         break;
       default:
         exit_code_ = from_bytes<int>(c.payload);
-        forward_stdout(true); // an unfinished last line, as the last actor that ran left it
-        destroy_actors();
-        stopping_ = true;
+        session_stop_.emplace(request, position);
+        answered = false; // once no endpoint runs (serve())
+        core_.fail_pending("the control session is ending");
         break;
       }
-      forward_stdout();
-      record(o, position, record_kind::value, value_);
+      if (answered) {
+        forward_stdout();
+        record(open_.at(request), position, record_kind::value, value);
+      }
     } catch (...) {
-      actor_failure f{label_of(c.head.mesh_id, position), rank_, exception_type(), "?"};
-      try {
-        throw;
-      } catch (const std::exception& e) {
-        f.message = e.what();
-      } catch (...) {}
+      forward_stdout();
+      record_failure(request, position, label_of(c.head.mesh_id, position));
+    }
+    current_ = outer;
+    if (answered) done(request);
+  }
+
+  /// The current exception as this point's failure.
+  void record_failure(std::uint64_t request, std::uint32_t position, std::string label) {
+    actor_failure f{std::move(label), rank_, exception_type(), "?"};
+    try {
+      throw;
+    } catch (const std::exception& e) {
+      f.message = e.what();
+    } catch (...) {}
+    std::vector<std::byte> bytes;
+    to_bytes(f, bytes);
+    record(open_.at(request), position, record_kind::error, bytes);
+  }
+
+  void done(std::uint64_t request) {
+    open_.at(request).own_done = true;
+    finish(request);
+  }
+
+  void finish_session_stop() {
+    if (depth_ > 0) return;
+    const auto [request, position] = *session_stop_;
+    session_stop_.reset();
+    stopped_ = true;
+    stop_request_ = request;
+    current_ = {open_.at(request).reply.get(), position, nullptr};
+    forward_stdout(true); // an unfinished last line, as the last actor that ran left it
+    for (const auto& f : destroy_actors()) {
       std::vector<std::byte> bytes;
       to_bytes(f, bytes);
-      forward_stdout();
-      record(o, position, record_kind::error, bytes);
+      record(open_.at(request), position, record_kind::error, bytes);
     }
-    log_reply_ = nullptr;
-    o.own_done = true;
-    finish(c.head.request);
+    current_ = {};
+    done(request);
   }
 
   /// What the actor printed goes with the reply, tagged like its log lines.
   void forward_stdout(bool unfinished_too = false) {
-    if (!stdout_ || !log_reply_ || !log_label_) return;
+    if (!stdout_ || !current_.reply || !current_.label) return;
     const auto send = [this](std::string_view text) {
       std::vector<std::byte> bytes;
-      to_bytes(log_line{log_line::stdout_level, *log_label_ + " " + std::string(text)}, bytes);
-      append_record(log_position_, record_kind::log, bytes, *log_reply_);
+      to_bytes(log_line{log_line::stdout_level, *current_.label + " " + std::string(text)}, bytes);
+      append_record(current_.position, record_kind::log, bytes, *current_.reply);
     };
     if (unfinished_too)
       stdout_->finish(send);
@@ -225,18 +305,41 @@ private:
 
   /// The actor whose log lines and output come next (also for output a crash rescues).
   void use_label(const std::string* label) noexcept {
-    log_label_ = label;
+    current_.label = label;
     if (stdout_) stdout_->set_label(label ? *label : std::string_view());
   }
 
-  std::string label_of(std::uint32_t mesh_id, std::uint32_t position) const {
-    const auto it = actors_.find(mesh_id);
-    return it != actors_.end()
-               ? it->second->label
-               : "actor mesh #" + std::to_string(mesh_id) + " point " + std::to_string(position);
+  std::string label_of(std::uint64_t mesh_id, std::uint32_t position) const {
+    if (const auto it = actors_.find(mesh_id); it != actors_.end()) return it->second->label;
+    if (const auto g = gone_.find(mesh_id); g != gone_.end()) return g->second.label;
+    return "actor mesh #" + std::to_string(mesh_id) + " point " + std::to_string(position);
   }
 
-  void spawn(std::uint32_t mesh_id, std::span<const std::byte> payload) {
+  /// Runs `f` as actor `h` (this_actor(), its log lines, its label for output).
+  template <typename F>
+  void as_actor(hosted& h, F&& f) {
+    const actor_context context = h.context();
+    const std::string* outer = current_.label;
+    use_label(&h.log_label);
+    const actor_scope scope(context, {rank_, h.id}, &capture_);
+    ++h.active;
+    ++depth_;
+    try {
+      f();
+    } catch (...) {
+      --h.active;
+      --depth_;
+      forward_stdout(); // while its label lives
+      use_label(outer);
+      throw;
+    }
+    --h.active;
+    --depth_;
+    forward_stdout();
+    use_label(outer);
+  }
+
+  void spawn(std::uint64_t mesh_id, std::span<const std::byte> payload) {
     const auto spec = from_bytes<spawn_spec>(payload);
     const actor_type* type = find_actor_type(spec.key);
     if (!type)
@@ -245,46 +348,168 @@ private:
     std::vector<dim> dims;
     for (std::size_t d = 0; d < spec.dim_names.size() && d < spec.dim_sizes.size(); ++d)
       dims.push_back({spec.dim_names[d], spec.dim_sizes[d]});
-    auto h = std::make_unique<hosted>(
-        hosted{type, nullptr, crown::mesh(std::move(dims), spec.ranks), {}, 0, spec.name, {}, {}});
+    auto h = std::make_unique<hosted>(hosted{type,
+                                             nullptr,
+                                             mesh_id,
+                                             crown::mesh(std::move(dims), spec.ranks),
+                                             {},
+                                             0,
+                                             spec.name,
+                                             {},
+                                             {},
+                                             spec.supervisor,
+                                             0,
+                                             {}});
     h->coords = h->mesh.point_of(rank_);
     h->index = h->mesh.index_of(rank_);
     h->label = spec.name + point_text(h->mesh, h->coords);
     h->log_label = "[" + h->label + "]";
-    {
-      const actor_context context{h->mesh, h->coords, h->index, h->name};
-      use_label(&h->log_label);
-      const actor_scope scope(context, capture_);
+    as_actor(*h, [&] {
       byte_reader args(spec.args);
-      try {
-        h->object = type->construct(args);
-      } catch (...) { // what the failed constructor printed goes while its label lives
-        forward_stdout();
-        use_label(nullptr);
-        throw;
-      }
-    }
+      h->object = type->construct(args);
+    });
     actors_.insert_or_assign(mesh_id, std::move(h));
   }
 
-  void call(std::uint32_t mesh_id, std::uint32_t endpoint, std::span<const std::byte> payload,
-            std::vector<std::byte>& value) {
+  hosted& find_actor(std::uint64_t mesh_id, const char* what) {
     const auto it = actors_.find(mesh_id);
-    if (it == actors_.end())
-      throw state_error("call", "no actor of actor mesh #" + std::to_string(mesh_id) +
-                                    " lives on this rank (its spawn failed?)");
-    hosted& h = *it->second;
+    if (it != actors_.end() && it->second->stops.empty()) return *it->second;
+    if (it != actors_.end() || gone_.count(mesh_id))
+      throw state_error(std::string(what) + " on " + label_of(mesh_id, 0),
+                        "its actor mesh was stopped (actor_mesh::stop); its actors are gone");
+    throw state_error(what, "no actor of actor mesh #" + std::to_string(mesh_id) +
+                                " lives on this rank (its spawn failed?)");
+  }
+
+  void call(std::uint64_t mesh_id, std::uint32_t endpoint, std::span<const std::byte> payload,
+            std::vector<std::byte>& value) {
+    hosted& h = find_actor(mesh_id, "call");
     if (endpoint >= h.type->endpoints.size())
       throw argument_error("call on " + h.label,
                            "unknown endpoint #" + std::to_string(endpoint) + " of " + h.type->name);
-    const actor_context context{h.mesh, h.coords, h.index, h.name};
-    use_label(&h.log_label);
-    const actor_scope scope(context, capture_);
-    byte_reader args(payload);
-    h.type->endpoints[endpoint](h.object, args, value);
-    if (args.remaining() != 0)
-      throw malformed_message("call on " + h.label + ": " + std::to_string(args.remaining()) +
-                              " argument bytes left over");
+    const std::uint64_t id = h.id;
+    try {
+      as_actor(h, [&] {
+        byte_reader args(payload);
+        h.type->endpoints[endpoint](h.object, args, value);
+        if (args.remaining() != 0)
+          throw malformed_message("call on " + h.label + ": " + std::to_string(args.remaining()) +
+                                  " argument bytes left over");
+      });
+    } catch (...) {
+      stop_when_idle(id);
+      throw;
+    }
+    stop_when_idle(id);
+  }
+
+  /// Stops this rank's actor of `mesh_id` now, or (false) once its endpoints on the
+  /// stack have returned: an actor is never destroyed under its own endpoint.
+  bool stop_mesh(std::uint64_t mesh_id, std::uint64_t request, std::uint32_t position) {
+    const auto it = actors_.find(mesh_id);
+    if (it == actors_.end()) {
+      if (gone_.count(mesh_id)) return true; // stopped already
+      throw state_error("stop", "no actor of actor mesh #" + std::to_string(mesh_id) +
+                                    " lives on this rank");
+    }
+    it->second->stops.emplace_back(request, position);
+    if (it->second->active > 0) return false;
+    stop_when_idle(mesh_id);
+    return false; // answered by stop_when_idle
+  }
+
+  void stop_when_idle(std::uint64_t mesh_id) {
+    const auto it = actors_.find(mesh_id);
+    if (it == actors_.end() || it->second->active > 0 || it->second->stops.empty()) return;
+    std::unique_ptr<hosted> h = std::move(it->second);
+    actors_.erase(it);
+    gone_[mesh_id] = {h->label, h->supervisor};
+    std::optional<actor_failure> failed;
+    const reply_context outer = current_;
+    current_ = {open_.at(h->stops.front().first).reply.get(), h->stops.front().second, nullptr};
+    try {
+      end_actor(*h, true);
+    } catch (...) {
+      failed = actor_failure{h->label, rank_, exception_type(), "?"};
+      try {
+        throw;
+      } catch (const std::exception& e) {
+        failed->message = "cleanup(): " + std::string(e.what());
+      } catch (...) {}
+    }
+    current_ = outer;
+    for (const auto& [request, position] : h->stops) {
+      if (failed) {
+        std::vector<std::byte> bytes;
+        to_bytes(*failed, bytes);
+        record(open_.at(request), position, record_kind::error, bytes);
+        failed.reset(); // reported once
+      }
+      done(request);
+    }
+  }
+
+  /// Runs the actor's cleanup() hook (when `cleanup`), then destroys it; throws what
+  /// cleanup() threw, after the destruction.
+  void end_actor(hosted& h, bool cleanup) {
+    std::exception_ptr failed;
+    if (cleanup && h.type->cleanup) {
+      try {
+        as_actor(h, [&] { h.type->cleanup(h.object); });
+      } catch (...) {
+        failed = std::current_exception();
+      }
+    }
+    try {
+      as_actor(h, [&] { h.type->destroy(h.object); });
+    } catch (...) { // a destructor that throws terminates anyway
+    }
+    if (failed) std::rethrow_exception(failed);
+  }
+
+  /// Failures nobody waited for, sent to the actor that spawned the failed actor mesh:
+  /// its supervise() hook handles them (returns true) or they go on up the tree.
+  void accept_supervision(const channel::incoming& m) {
+    const auto n = decode_note(m.bytes); // checked by the engine
+    if (!n) return;
+    std::vector<actor_failure> failures;
+    try {
+      failures = from_bytes<std::vector<actor_failure>>(n->payload);
+    } catch (const std::exception& e) {
+      log(log_level::error, "dropped a malformed supervision event from rank ", m.source, ": ",
+          e.what());
+      return;
+    }
+    const std::uint64_t mesh_id = n->head.target;
+    const auto it = actors_.find(mesh_id);
+    if (it == actors_.end()) { // stopped: its supervisor takes over
+      const auto g = gone_.find(mesh_id);
+      return core_.supervise(g != gone_.end() ? g->second.supervisor : supervisor_ref{},
+                             std::move(failures));
+    }
+    hosted& h = *it->second;
+    std::vector<actor_failure> unhandled;
+    for (actor_failure& f : failures) {
+      bool handled = false;
+      if (h.type->supervise) {
+        try {
+          as_actor(h, [&] { handled = h.type->supervise(h.object, f); });
+        } catch (...) {
+          actor_failure hook{h.label, rank_, exception_type(), "?"};
+          try {
+            throw;
+          } catch (const std::exception& e) {
+            hook.message = "supervise() threw while handling " + f.mesh + "'s failure: " +
+                           std::string(e.what());
+          } catch (...) {}
+          unhandled.push_back(std::move(hook));
+        }
+      }
+      if (!handled) unhandled.push_back(std::move(f));
+    }
+    const supervisor_ref up = h.supervisor;
+    stop_when_idle(mesh_id);
+    core_.supervise(up, std::move(unhandled));
   }
 
   /// Adds this rank's or a child's answer to the reply under construction.
@@ -292,7 +517,7 @@ private:
               std::span<const std::byte> bytes) {
     if (kind != record_kind::value) return append_record(position, kind, bytes, *o.reply);
     if (o.mode == reply_mode::errors_only) return;
-    if (o.mode == reply_mode::gather)
+    if (o.mode != reply_mode::reduce)
       return append_record(position, record_kind::value, bytes, *o.reply);
     if (!o.have_reduced) {
       o.reduced.assign(bytes.begin(), bytes.end());
@@ -337,48 +562,58 @@ private:
     open_request& o = it->second;
     if (!o.own_done || o.waiting) return;
     if (o.have_reduced) append_record(all_positions, record_kind::value, o.reduced, *o.reply);
-    channel_.send(o.reply, o.parent);
+    core_.channel().send(o.reply, o.parent);
     open_.erase(it);
   }
 
-  void destroy_actors() noexcept {
+  /// The end of the session: every actor's cleanup() runs, then it is destroyed (in
+  /// the reverse order of their spawns). Returns the cleanups that threw.
+  std::vector<actor_failure> destroy_actors() noexcept {
+    std::vector<actor_failure> failed;
     for (auto it = actors_.rbegin(); it != actors_.rend(); ++it) {
-      const hosted& h = *it->second;
-      const actor_context context{h.mesh, h.coords, h.index, h.name};
-      use_label(&h.log_label);
-      const actor_scope scope(context);
-      h.type->destroy(h.object);
       try {
-        forward_stdout();
-      } catch (...) { // output of a destructor is not worth a failed stop
+        end_actor(*it->second, true);
+      } catch (const std::exception& e) {
+        failed.push_back({it->second->label, rank_, exception_type(),
+                          "cleanup(): " + std::string(e.what())});
+      } catch (...) {
+        failed.push_back({it->second->label, rank_, exception_type(), "cleanup()"});
       }
     }
     use_label(nullptr);
     actors_.clear();
+    return failed;
   }
 
-  channel channel_;
+  control_core& core_;
   int rank_, size_;
-  using command_queue = in_order_queue<message_buffer>;
   command_queue queue_; ///< early commands wait here for their turn
-  std::map<std::uint32_t, std::unique_ptr<hosted>> actors_;
+  std::map<std::uint64_t, std::unique_ptr<hosted>> actors_;
+  std::unordered_map<std::uint64_t, gone> gone_;
   std::unordered_map<std::uint64_t, open_request> open_;
-  bool stopping_ = false;
+  std::optional<std::pair<std::uint64_t, std::uint32_t>> session_stop_; ///< request, point
+  bool stopped_ = false;
+  std::uint64_t stop_request_ = 0;
   int exit_code_ = 0;
-  std::vector<std::byte> value_; ///< the endpoint's result, reused
+  int depth_ = 0; ///< endpoints, constructors and hooks on this rank's stack
   log_capture capture_;
-  const std::string* log_label_ = nullptr;
+  reply_context current_;
   std::optional<stdout_capture> stdout_; ///< CROWN_ACTOR_STDOUT
-  std::vector<std::byte>* log_reply_ = nullptr;
-  std::uint32_t log_position_ = 0;
 };
 
 } // namespace
 
-int serve_actors(MPI_Comm comm, int rank, int size, bool capture_stdout) {
-  server s(comm, rank, size, capture_stdout);
-  return s.serve();
+int serve_actors(MPI_Comm comm, int rank, int size, const config& cfg) {
+  control_core core(comm, rank, size, cfg.fanout, cfg.call_timeout * cfg.timeout_scale);
+  const session_scope session(core);
+  server s(core, cfg.actor_stdout);
+  core.set_sink(&s);
+  const int code = s.serve();
+  core.set_sink(nullptr);
+  return code;
 }
+
+supervisor_ref current_supervisor() noexcept { return g_supervisor; }
 
 } // namespace detail
 

@@ -16,6 +16,7 @@ void require(bool ok) {
 }
 
 constexpr int world = 64;
+using queue_key = crown::detail::order_key;
 
 bool inside(std::span<const std::byte> part, std::span<const std::byte> message) {
   return part.empty() || (part.data() >= message.data() &&
@@ -32,12 +33,15 @@ void check_command(std::span<const std::byte> message) {
           inside(c->order.bytes(), message) && inside(c->positions.bytes(), message));
   std::vector<std::int32_t> ranks;
   std::vector<std::uint32_t> positions;
-  std::vector<std::uint64_t> order;
+  std::vector<std::uint64_t> order, origin_order;
+  require(c->origin_order.size() == (c->relayed() ? c->head.targets : 0));
+  require(c->head.origin >= 0 && c->head.origin < world);
   for (std::size_t i = 0; i < c->ranks.size(); ++i) {
     require(c->ranks[i] >= 1 && c->ranks[i] < world && c->index_of(c->ranks[i]) == std::int64_t(i));
     ranks.push_back(c->ranks[i]);
     positions.push_back(c->positions[i]);
     order.push_back(c->order[i]);
+    if (c->relayed()) origin_order.push_back(c->origin_order[i]);
   }
   // The forwarding tree: every target has exactly one parent, which lies before it, and
   // is among that parent's children (what a serving rank forwards to).
@@ -55,7 +59,7 @@ void check_command(std::span<const std::byte> message) {
   require(children == targets);
   std::vector<std::byte> again(header_space());
   again.insert(again.end(), c->payload.begin(), c->payload.end());
-  finish_command(c->head, ranks, positions, order, again);
+  finish_command(c->head, ranks, positions, order, origin_order, again);
   require(again.size() == message.size() &&
           std::memcmp(again.data(), message.data(), again.size()) == 0);
   // Payloads are cereal data from another rank: the reader must refuse, not overrun.
@@ -99,34 +103,36 @@ void check_notice(std::span<const std::byte> message) {
 }
 
 /// The serving rank's queue of early commands under orders read from the input (16
-/// bits each): every command runs once, in order, and nothing held is stuck.
+/// bits each, the top bit choosing one of two senders; every third command is relayed:
+/// ordered in both): every command runs once, in each of its streams' order, and
+/// nothing held is stuck once all have arrived.
 void check_queue(std::span<const std::byte> message) {
-  crown::detail::in_order_queue<std::uint64_t> q;
-  std::uint64_t ran = 0, expected_next = 0;
-  auto run = [&](std::uint64_t order) {
-    require(order == expected_next);
-    ++expected_next;
+  using queue = crown::detail::in_order_queue<std::vector<queue_key>>;
+  queue q;
+  std::uint64_t ran = 0;
+  std::uint64_t expected[2] = {0, 0};
+  auto run = [&](const std::vector<queue_key>& keys) {
+    for (const queue_key& k : keys) require(k.order == expected[k.stream]++);
     ++ran;
   };
   for (std::size_t i = 0; i + 1 < message.size(); i += 2) {
-    const std::uint64_t order = std::to_integer<std::uint64_t>(message[i]) |
-                                std::to_integer<std::uint64_t>(message[i + 1]) << 8;
-    using verdict = crown::detail::in_order_queue<std::uint64_t>::verdict;
-    const verdict v = q.admit(order);
-    if (v == verdict::drop) {
-      require(order < q.next() || q.held() > 0);
+    const std::uint64_t word = std::to_integer<std::uint64_t>(message[i]) |
+                               std::to_integer<std::uint64_t>(message[i + 1]) << 8;
+    const int stream = static_cast<int>(word >> 15);
+    std::vector<queue_key> keys{{stream, word & 0x7fff}};
+    if (i % 6 == 4) keys.push_back({1 - stream, (word >> 3) & 0xfff});
+    const queue::verdict v = q.admit(keys);
+    if (v == queue::verdict::drop) continue;
+    if (v == queue::verdict::hold) {
+      q.hold(keys, keys);
       continue;
     }
-    if (v == verdict::hold) {
-      require(order > q.next());
-      q.hold(order, order);
-      continue;
-    }
-    run(order);
-    q.ran();
+    run(keys);
+    q.ran(keys);
     while (const auto next = q.take_ready()) run(*next);
   }
-  require(ran == q.next() && q.held() <= message.size() / 2);
+  require(expected[0] == q.next(0) && expected[1] == q.next(1));
+  require(q.held() <= message.size() / 2 && ran <= message.size() / 2);
 }
 
 } // namespace

@@ -30,18 +30,24 @@ for name, blob in seeds.items():
 
 
 # Controller messages (lib/actor/protocol.hpp): command_header is u32 magic, u16 version,
-# u16 kind, u64 seq, u64 request, u32 mesh, u32 endpoint, u8 mode, u8 op, u16 fanout,
-# u32 targets, u64 payload bytes (48 bytes); then the payload and per target its order
-# (u64), rank (i32) and position (u32).
+# u16 kind, u64 seq, u64 request, u64 mesh, u32 endpoint, u8 mode, u8 op, u16 fanout,
+# u32 targets, i32 origin, i32 sequencer, u32 reserved, u64 payload bytes (64 bytes);
+# then the payload and per target its order (u64), for a relayed command (origin !=
+# sequencer) its order in the origin's stream (u64), its rank (i32) and position (u32).
 controller = out.rstrip("/") + "-controller"
 os.makedirs(controller, exist_ok=True)
 MAGIC = 0x4E575243
-VERSION = 2
+VERSION = 3
 payload = struct.pack("<Q", 3) + b"abc"
-command = struct.pack("<IHHQQIIBBHIQ", MAGIC, VERSION, 2, 1, 1, 1, 0, 0, 0, 2, 2, len(payload))
+command = struct.pack("<IHHQQQIBBHIiiIQ", MAGIC, VERSION, 2, 1, 1, 1, 0, 0, 0, 2, 2, 0, 0, 0,
+                      len(payload))
 command += payload + struct.pack("<QQ", 0, 0) + struct.pack("<ii", 1, 2) + struct.pack("<II", 0, 1)
+relayed = struct.pack("<IHHQQQIBBHIiiIQ", MAGIC, VERSION, 2, 1, 1, 1, 0, 0, 0, 2, 2, 1, 0, 0,
+                      len(payload))
+relayed += payload + struct.pack("<QQ", 0, 0) + struct.pack("<QQ", 3, 4)
+relayed += struct.pack("<ii", 1, 2) + struct.pack("<II", 0, 1)
 record = struct.pack("<IBQ", 0, 0, 4) + b"\x07\x00\x00\x00"
 reply = struct.pack("<IHHQQ", MAGIC, VERSION, 4, 1, 1) + record
-for name, blob in {"command": command, "reply": reply}.items():
+for name, blob in {"command": command, "relayed": relayed, "reply": reply}.items():
     with open(os.path.join(controller, name), "wb") as f:
         f.write(blob)

@@ -1,11 +1,13 @@
 // include/crown/actor/future.hpp — the result of a call that is still on its way.
 #pragma once
 #include <chrono>
+#include <crown/actor/registry.hpp>
 #include <crown/actor/wire.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,13 +21,20 @@ struct call_result {
   std::vector<actor_failure> failures;
 };
 
-/// The controller's engine (lib/actor): commands out, replies in. Not thread-safe:
-/// the controller is one thread.
+/// A rank's engine in a control session (lib/actor): commands out, replies in, and on a
+/// serving rank the commands it serves, also while one of its endpoints waits in get().
+/// Not thread-safe: the controller and each serving rank drive it from one thread.
 class control_core;
 bool request_ready(control_core& core, std::uint64_t request); ///< drives progress once
 call_result take_result(control_core& core, std::uint64_t request);
 /// The result is not wanted: failures go to the controller's supervision.
 void forget_request(control_core& core, std::uint64_t request);
+/// What a stream has next: nothing yet, a value, a failure, or the end.
+enum class stream_event { none, value, failure, end };
+/// Drives progress once and takes the next arrival of a stream's request into `value`
+/// or `failure`; after `end` the request is gone.
+stream_event next_streamed(control_core& core, std::uint64_t request, std::vector<std::byte>& value,
+                           actor_failure& failure);
 /// CROWN_CALL_TIMEOUT x CROWN_TIMEOUT_SCALE in seconds, 0 when get() may wait for ever.
 double call_timeout(const control_core& core) noexcept;
 /// A get() with a limit gave up on `request` (`what` names the call): leaving control
@@ -132,6 +141,80 @@ private:
   std::uint64_t session_;
   detail::call_site site_;
   finish_fn finish_;
+};
+
+/// The values of actor_mesh::stream, in the order the actors finished: a single-pass
+/// range (for (auto& v : mesh.stream(...))), or next(). A failed actor's turn throws
+/// actor_error naming it; the stream goes on after it. Dropped early, the remaining
+/// answers are still collected and their failures go to supervision.
+template <typename T>
+class value_stream {
+public:
+  value_stream(detail::control_core* core, std::uint64_t request, detail::call_site site)
+      : core_(core), request_(request), session_(detail::control_session()),
+        site_(std::move(site)) {}
+  value_stream(value_stream&& o) noexcept
+      : core_(std::exchange(o.core_, nullptr)), request_(o.request_), session_(o.session_),
+        site_(std::move(o.site_)), current_(std::move(o.current_)) {}
+  value_stream& operator=(value_stream&&) = delete;
+  ~value_stream() {
+    if (core_ && session_ == detail::control_session()) {
+      try {
+        detail::forget_request(*core_, request_);
+      } catch (...) { // a destructor must not throw
+      }
+    }
+  }
+
+  /// The next value, waiting for it; nullopt once every actor has answered.
+  std::optional<T> next() {
+    if (!core_) return std::nullopt;
+    if (session_ != detail::control_session())
+      throw state_error(site_.what(), "its control session has ended");
+    std::vector<std::byte> bytes;
+    actor_failure failed;
+    auto pause = detail::backoff::unwatched();
+    for (;; pause.pause()) {
+      switch (detail::next_streamed(*core_, request_, bytes, failed)) {
+      case detail::stream_event::value:
+        return detail::from_bytes<T>(bytes);
+      case detail::stream_event::failure:
+        throw actor_error(site_.what(), {std::move(failed)});
+      case detail::stream_event::end:
+        core_ = nullptr;
+        return std::nullopt;
+      case detail::stream_event::none:
+        break;
+      }
+    }
+  }
+
+  struct sentinel {};
+  class iterator {
+  public:
+    using value_type = T;
+    using difference_type = std::ptrdiff_t;
+    explicit iterator(value_stream* s) : s_(s) { ++*this; }
+    T& operator*() const { return *s_->current_; }
+    iterator& operator++() {
+      s_->current_ = s_->next();
+      return *this;
+    }
+    void operator++(int) { ++*this; }
+    bool operator==(sentinel) const { return !s_->current_; }
+
+  private:
+    value_stream* s_;
+  };
+  iterator begin() { return iterator(this); }
+  sentinel end() { return {}; }
+
+private:
+  detail::control_core* core_;
+  std::uint64_t request_;
+  std::uint64_t session_;
+  detail::call_site site_;
+  std::optional<T> current_;
 };
 
 template <typename F>

@@ -6,6 +6,7 @@
 #include <crown/detail/archive.hpp>
 #include <crown/error.hpp>
 #include <cstddef>
+#include <concepts>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -32,6 +33,10 @@ struct actor_type {
   std::string name;
   void* (*construct)(byte_reader& args) = nullptr;
   void (*destroy)(void* actor) = nullptr;
+  /// Its hooks, null when the class has none: cleanup() when its actor mesh stops,
+  /// supervise(failure) for failures of actor meshes it spawned (true: handled).
+  void (*cleanup)(void* actor) = nullptr;
+  bool (*supervise)(void* actor, const actor_failure& failure) = nullptr;
   /// Calls endpoint i: arguments from `args`, the serialised result appended to `out`.
   std::vector<void (*)(void* actor, byte_reader& args, std::vector<std::byte>& out)> endpoints;
   /// Combines two serialised results of endpoint i (null when not arithmetic).
@@ -201,6 +206,14 @@ actor_type make_actor_type() {
     return std::apply([](auto&... a) { return new A(std::move(a)...); }, args);
   };
   t.destroy = [](void* a) { delete static_cast<A*>(a); };
+  if constexpr (requires(A& a) { a.cleanup(); })
+    t.cleanup = [](void* a) { static_cast<A*>(a)->cleanup(); };
+  if constexpr (requires(A& a, const actor_failure& f) {
+                  { a.supervise(f) } -> std::convertible_to<bool>;
+                })
+    t.supervise = [](void* a, const actor_failure& f) -> bool {
+      return static_cast<A*>(a)->supervise(f);
+    };
   add_endpoints<A>(t, std::make_index_sequence<std::tuple_size_v<endpoint_list<A>>>{});
   return t;
 }
