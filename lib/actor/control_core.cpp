@@ -74,9 +74,8 @@ std::vector<std::byte>& control_core::begin_command() {
   return *next_;
 }
 
-std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id,
-                                   std::uint32_t endpoint, reply_mode mode, reduce_op op,
-                                   std::span<const int> ranks,
+std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std::uint32_t endpoint,
+                                   reply_mode mode, reduce_op op, std::span<const int> ranks,
                                    std::span<const std::uint32_t> positions,
                                    supervisor_ref supervisor) {
   if (kind == message_kind::call) fault_point_reached(fault_point::call); // the caller's
@@ -276,8 +275,8 @@ std::string control_core::outstanding() const {
   std::string s;
   for (const auto& [id, p] : sorted) {
     if (!s.empty()) s += "; ";
-    s += p->kind == message_kind::call        ? "call #" + std::to_string(id) + " of endpoint #" +
-                                                    std::to_string(p->endpoint)
+    s += p->kind == message_kind::call
+             ? "call #" + std::to_string(id) + " of endpoint #" + std::to_string(p->endpoint)
          : p->kind == message_kind::spawn     ? "spawn #" + std::to_string(id)
          : p->kind == message_kind::stop_mesh ? "stop #" + std::to_string(id)
                                               : "stop of the session #" + std::to_string(id);
@@ -438,6 +437,7 @@ void control_core::close_port(std::uint64_t id) noexcept { ports_.erase(id); }
 
 void control_core::port_send(int rank, std::uint64_t id, std::uint64_t type,
                              std::span<const std::byte> bytes) {
+  progress(); // a notice that the receiver is gone may have come
   const std::string where = "port #" + std::to_string(id & ((std::uint64_t(1) << id_shift) - 1)) +
                             " on rank " + std::to_string(rank);
   if (rank < 0 || rank >= size_ || static_cast<int>(id >> id_shift) != rank)

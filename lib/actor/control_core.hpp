@@ -142,7 +142,7 @@ private:
   std::vector<std::uint64_t> sent_to_, order_, origin_order_;
   message_buffer next_; ///< the command being written (begin_command)
   pending_map requests_;
-  std::vector<std::uint64_t> failing_; ///< incomplete requests with failures
+  std::vector<std::uint64_t> failing_;                       ///< incomplete requests with failures
   std::unordered_map<std::uint64_t, std::vector<int>> busy_; ///< calls in flight by mesh, point
   std::vector<actor_failure> supervision_;                   ///< rank 0: for flush()
   watchdog watchdog_{nullptr, 0, 0};

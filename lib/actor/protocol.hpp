@@ -72,7 +72,7 @@ struct command {
   packed<std::uint64_t> order;        ///< each target's count of earlier commands to it
   packed<std::uint64_t> origin_order; ///< the same in the origin's stream (relayed only)
   packed<std::int32_t> ranks;         ///< world rank of each target
-  packed<std::uint32_t> positions; ///< each target's point index in the actor mesh
+  packed<std::uint32_t> positions;    ///< each target's point index in the actor mesh
   /// The index of `rank` among the targets, or -1.
   [[nodiscard]] std::int64_t index_of(int rank) const noexcept;
   /// Sequenced by the controller for an actor: ordered in two streams.

@@ -107,8 +107,8 @@ public:
   }
 
   void forward_log(std::span<const std::byte> line, int from) override {
-    if (current_.reply) return append_record(current_.position, record_kind::log, line,
-                                             *current_.reply);
+    if (current_.reply)
+      return append_record(current_.position, record_kind::log, line, *current_.reply);
     try { // no reply is being built: this rank logs it
       const auto l = from_bytes<log_line>(line);
       log(l.level == log_line::stdout_level ? log_level::info : static_cast<log_level>(l.level),
@@ -217,8 +217,8 @@ private:
     const std::uint32_t position = c.positions[index];
     const std::uint64_t request = c.head.request;
     std::vector<std::byte> value;
-    const reply_context outer = std::exchange(current_, {open_.at(request).reply.get(), position,
-                                                         nullptr});
+    const reply_context outer =
+        std::exchange(current_, {open_.at(request).reply.get(), position, nullptr});
     bool answered = true;
     try {
       if (stopped_ || session_stop_)
@@ -278,7 +278,7 @@ private:
     session_stop_.reset();
     stopped_ = true;
     stop_request_ = request;
-    current_ = {open_.at(request).reply.get(), position, nullptr};
+    current_ = {open_.at(request).reply.get(), position, last_label_};
     forward_stdout(true); // an unfinished last line, as the last actor that ran left it
     for (const auto& f : destroy_actors()) {
       std::vector<std::byte> bytes;
@@ -306,6 +306,7 @@ private:
   /// The actor whose log lines and output come next (also for output a crash rescues).
   void use_label(const std::string* label) noexcept {
     current_.label = label;
+    if (label) last_label_ = label;
     if (stdout_) stdout_->set_label(label ? *label : std::string_view());
   }
 
@@ -438,6 +439,7 @@ private:
       } catch (...) {}
     }
     current_ = outer;
+    if (last_label_ == &h->log_label) last_label_ = nullptr; // h is destroyed below
     for (const auto& [request, position] : h->stops) {
       if (failed) {
         std::vector<std::byte> bytes;
@@ -499,8 +501,8 @@ private:
           try {
             throw;
           } catch (const std::exception& e) {
-            hook.message = "supervise() threw while handling " + f.mesh + "'s failure: " +
-                           std::string(e.what());
+            hook.message = "supervise() threw while handling " + f.mesh +
+                           "'s failure: " + std::string(e.what());
           } catch (...) {}
           unhandled.push_back(std::move(hook));
         }
@@ -574,13 +576,14 @@ private:
       try {
         end_actor(*it->second, true);
       } catch (const std::exception& e) {
-        failed.push_back({it->second->label, rank_, exception_type(),
-                          "cleanup(): " + std::string(e.what())});
+        failed.push_back(
+            {it->second->label, rank_, exception_type(), "cleanup(): " + std::string(e.what())});
       } catch (...) {
         failed.push_back({it->second->label, rank_, exception_type(), "cleanup()"});
       }
     }
     use_label(nullptr);
+    last_label_ = nullptr;
     actors_.clear();
     return failed;
   }
@@ -598,7 +601,8 @@ private:
   int depth_ = 0; ///< endpoints, constructors and hooks on this rank's stack
   log_capture capture_;
   reply_context current_;
-  std::optional<stdout_capture> stdout_; ///< CROWN_ACTOR_STDOUT
+  const std::string* last_label_ = nullptr; ///< of the actor that ran last
+  std::optional<stdout_capture> stdout_;    ///< CROWN_ACTOR_STDOUT
 };
 
 } // namespace

@@ -117,7 +117,6 @@ std::vector<R> in_view_order(call_result& r, const actor_mesh_ref& target) {
   return values;
 }
 
-
 /// Serialises the arguments as the endpoint's parameter tuple, converting only those
 /// whose type differs (a large vector argument is written once, never copied).
 template <typename... P, typename... Args>
@@ -261,8 +260,8 @@ public:
     ar(id, name, supervisor);
     crown::mesh full = detail::load_value<crown::mesh>(ar);
     crown::mesh view = detail::load_value<crown::mesh>(ar);
-    ref_ =
-        detail::make_actor_mesh_ref(id, std::move(name), supervisor, std::move(full), std::move(view));
+    ref_ = detail::make_actor_mesh_ref(id, std::move(name), supervisor, std::move(full),
+                                       std::move(view));
   }
 
 private:
@@ -348,13 +347,11 @@ actor_mesh<A> spawn_on(control_core& core, const crown::mesh& on, std::string na
   const std::uint64_t id = new_mesh_id(core);
   auto ref =
       make_actor_mesh_ref(id, std::move(name), spec.supervisor, on, on, std::make_shared<bool>());
-  const auto request = submit(core, message_kind::spawn, id, 0, reply_mode::gather,
-                              reduce_op::sum, ref->ranks, ref->positions, spec.supervisor);
-  future<void>(&core, request, call_site{"spawn", ref},
-               [](call_result&& r, const call_site& s) {
-                 if (!r.failures.empty()) throw actor_error(s.what(), std::move(r.failures));
-               })
-      .get();
+  const auto request = submit(core, message_kind::spawn, id, 0, reply_mode::gather, reduce_op::sum,
+                              ref->ranks, ref->positions, spec.supervisor);
+  future<void>(&core, request, call_site{"spawn", ref}, [](call_result&& r, const call_site& s) {
+    if (!r.failures.empty()) throw actor_error(s.what(), std::move(r.failures));
+  }).get();
   note_mesh(core, id, ref->name, on);
   return actor_mesh<A>(std::move(ref));
 }

@@ -1,12 +1,12 @@
 // include/crown/actor/registry.hpp — actor types and their endpoints, type-erased so
 // that a serving rank can construct an actor and call an endpoint from bytes alone.
 #pragma once
+#include <concepts>
 #include <crown/actor/arguments.hpp>
 #include <crown/actor/wire.hpp>
 #include <crown/detail/archive.hpp>
 #include <crown/error.hpp>
 #include <cstddef>
-#include <concepts>
 #include <cstdint>
 #include <string>
 #include <tuple>
@@ -206,9 +206,9 @@ actor_type make_actor_type() {
     return std::apply([](auto&... a) { return new A(std::move(a)...); }, args);
   };
   t.destroy = [](void* a) { delete static_cast<A*>(a); };
-  if constexpr (requires(A& a) { a.cleanup(); })
+  if constexpr (requires(A & a) { a.cleanup(); })
     t.cleanup = [](void* a) { static_cast<A*>(a)->cleanup(); };
-  if constexpr (requires(A& a, const actor_failure& f) {
+  if constexpr (requires(A & a, const actor_failure& f) {
                   { a.supervise(f) } -> std::convertible_to<bool>;
                 })
     t.supervise = [](void* a, const actor_failure& f) -> bool {
