@@ -5,6 +5,7 @@
 #include "bench.hpp"
 #include <crown/crown.hpp>
 #include <fstream>
+#include <optional>
 
 namespace crown_bench {
 namespace {
@@ -12,7 +13,39 @@ namespace {
 struct bench_actor {
   void noop() {}
   std::size_t sink(const std::vector<char>& payload) { return payload.size(); }
-  static constexpr auto endpoints = crown::endpoints(&bench_actor::noop, &bench_actor::sink);
+  /// Seconds for `ops` round trips to the actor at `peer` of `mesh`, one after another.
+  double round_trips(crown::actor_mesh<bench_actor> mesh, int peer, int ops) {
+    const double start = MPI_Wtime();
+    for (int i = 0; i < ops; ++i) mesh.call_one({peer}, &bench_actor::noop).get();
+    return MPI_Wtime() - start;
+  }
+  /// Sends `count` ints to `to`, without waiting.
+  void send_many(crown::port<int> to, int count) {
+    for (int i = 0; i < count; ++i) to.send(i);
+  }
+  /// A ring through the actors over ports: open this actor's receiver ...
+  crown::port<int> open_ring() {
+    auto [port, inbox] = crown::open_channel<int>();
+    inbox_.emplace(std::move(inbox));
+    return port;
+  }
+  /// ... then pass `messages` tokens around it (actor 0 starts each); returns seconds.
+  double circulate(crown::port<int> next, int messages) {
+    const int me = crown::this_actor().index, actors = crown::this_actor().mesh.size();
+    const double start = MPI_Wtime();
+    for (int m = 0; m < messages; m += actors) { // one lap per token
+      if (me == 0) next.send(m);
+      const int token = inbox_->recv();
+      if (me != 0) next.send(token);
+    }
+    return MPI_Wtime() - start;
+  }
+  static constexpr auto endpoints =
+      crown::endpoints(&bench_actor::noop, &bench_actor::sink, &bench_actor::round_trips,
+                       &bench_actor::send_many, &bench_actor::open_ring, &bench_actor::circulate);
+
+private:
+  std::optional<crown::receiver<int>> inbox_;
 };
 
 /// Resident set size of this process in KiB (Linux).
@@ -32,12 +65,17 @@ double rss_kib() {
 
 struct baselines {
   double ping_pong = 0;          ///< s per round trip, ranks 0 and 1
+  double worker_ping_pong = 0;   ///< s per round trip, ranks 1 and 2 (3 or more ranks)
+  double stream = 0;             ///< one-way messages per second, rank 1 to rank 0
+  double ring = 0;               ///< s for `ring_messages` hops around ranks 1..n-1
   double bcast_gather_small = 0; ///< s, 8 bytes out, one int back from everyone
   double pipelined = 0;          ///< round trips per second, `window` in flight
   std::vector<std::pair<std::size_t, double>> bcast_gather; ///< bytes, s
 };
 
 constexpr int window = 1000;
+constexpr int ring_messages = 1000;
+constexpr int stream_messages = 10000;
 
 /// Raw MPI on a communicator of its own, every rank taking part.
 baselines measure_mpi(const options& o, MPI_Comm comm, const std::vector<std::size_t>& sizes) {
@@ -75,7 +113,51 @@ baselines measure_mpi(const options& o, MPI_Comm comm, const std::vector<std::si
       }
     });
     b.pipelined = window / per_window;
+    std::vector<int> many(stream_messages);
+    std::vector<MPI_Request> sends(stream_messages);
+    const double per_stream = median_seconds(o, o.smoke ? 3 : 11, [&] {
+      if (me == 1) {
+        for (int i = 0; i < stream_messages; ++i)
+          MPI_Isend(&many[static_cast<std::size_t>(i)], 1, MPI_INT, 0, 2, comm, &sends[i]);
+        MPI_Waitall(stream_messages, sends.data(), MPI_STATUSES_IGNORE);
+      } else {
+        for (int i = 0; i < stream_messages; ++i)
+          MPI_Recv(&token, 1, MPI_INT, 1, 2, comm, MPI_STATUS_IGNORE);
+      }
+    });
+    b.stream = stream_messages / per_stream;
   }
+  MPI_Barrier(comm);
+  if (n >= 3 && me >= 1 && me <= 2) { // the two workers the actor-to-actor figure uses
+    const int peer = 3 - me;
+    b.worker_ping_pong = median_seconds(o, ops, [&] {
+      if (me == 1) {
+        MPI_Send(&token, 1, MPI_INT, peer, 3, comm);
+        MPI_Recv(&token, 1, MPI_INT, peer, 3, comm, MPI_STATUS_IGNORE);
+      } else {
+        MPI_Recv(&token, 1, MPI_INT, peer, 3, comm, MPI_STATUS_IGNORE);
+        MPI_Send(&token, 1, MPI_INT, peer, 3, comm);
+      }
+    });
+  }
+  MPI_Barrier(comm);
+  if (me >= 1) { // a ring of ring_messages hops through ranks 1..n-1
+    const int members = n - 1, at = me - 1;
+    const int next = 1 + (at + 1) % members, prev = 1 + (at + members - 1) % members;
+    b.ring = median_seconds(o, 1, [&] {
+      int out = 0;
+      for (int m = 0; m < ring_messages; m += members) {
+        MPI_Request sent = MPI_REQUEST_NULL;
+        if (at == 0) MPI_Isend(&out, 1, MPI_INT, next, 4, comm, &sent);
+        MPI_Recv(&token, 1, MPI_INT, prev, 4, comm, MPI_STATUS_IGNORE);
+        if (at != 0) MPI_Send(&token, 1, MPI_INT, next, 4, comm);
+        MPI_Wait(&sent, MPI_STATUS_IGNORE);
+      }
+    });
+  }
+  // Rank 0 prints: the figures measured on workers travel to it.
+  MPI_Bcast(&b.worker_ping_pong, 1, MPI_DOUBLE, n >= 3 ? 1 : 0, comm);
+  MPI_Bcast(&b.ring, 1, MPI_DOUBLE, n >= 2 ? 1 : 0, comm);
   MPI_Barrier(comm);
   std::vector<int> gathered(static_cast<std::size_t>(n));
   auto bcast_gather = [&](std::vector<char>& payload) {
@@ -139,10 +221,49 @@ void actors(const options& o) {
       });
     };
     const double drain_few = drain(5000);
-    print_line(group, "drain_in_flight", 5000, "ms", drain_few * 1e3, "mpi_pipelined_x5000",
-               5000 / mpi.pipelined * 1e3);
-    print_line(group, "drain_in_flight", 40000, "ms", drain(40000) * 1e3, "drain_5000_x8",
-               8 * drain_few * 1e3);
+    print_line(group, "drain_in_flight", 5000, "us", drain_few * 1e6, "mpi_pipelined_x5000",
+               5000 / mpi.pipelined * 1e6);
+    print_line(group, "drain_in_flight", 40000, "us", drain(40000) * 1e6, "drain_5000_x8",
+               8 * drain_few * 1e6);
+    // Actor to actor: the actor on rank 1 calls the one on rank 2 (3 or more ranks).
+    if (rt.size() >= 3) {
+      const int batch = o.smoke ? 200 : 5000;
+      std::vector<double> per_call;
+      for (int b = 0; b < (o.smoke ? 3 : o.batches); ++b)
+        per_call.push_back(a.call_one({0}, &bench_actor::round_trips, a, 1, batch).get() / batch);
+      std::nth_element(per_call.begin(), per_call.begin() + per_call.size() / 2, per_call.end());
+      print_line(group, "actor_to_actor", 0, "us", per_call[per_call.size() / 2] * 1e6,
+                 "mpi_ping_pong_workers", mpi.worker_ping_pong * 1e6);
+    }
+    // Ports: one actor streams ints to the controller.
+    {
+      auto [port, inbox] = crown::open_channel<int>();
+      const int count = stream_messages;
+      const double per_batch = median_seconds(o, 1, [&, &port = port, &inbox = inbox] {
+        a.call_one({0}, &bench_actor::send_many, port, count).get();
+        for (int i = 0; i < count; ++i) (void)inbox.recv();
+      });
+      print_line(group, "port_send", 0, "msgs/s", count / per_batch, "mpi_isend_stream",
+                 mpi.stream);
+    }
+    // A ring of 1,000 messages through every actor, over ports.
+    {
+      const auto ports = a.call(&bench_actor::open_ring).get();
+      const int actors = a.mesh().size();
+      std::vector<double> laps;
+      for (int b = 0; b < (o.smoke ? 3 : o.batches); ++b) {
+        std::vector<crown::future<double>> each;
+        for (int i = 0; i < actors; ++i)
+          each.push_back(a.call_one({i}, &bench_actor::circulate,
+                                    ports[static_cast<std::size_t>((i + 1) % actors)],
+                                    ring_messages));
+        laps.push_back(each[0].get());
+        for (std::size_t i = 1; i < each.size(); ++i) (void)each[i].get();
+      }
+      std::nth_element(laps.begin(), laps.begin() + laps.size() / 2, laps.end());
+      print_line(group, "port_ring_1000", static_cast<std::size_t>(actors), "us",
+                 laps[laps.size() / 2] * 1e6, "mpi_ring_1000", mpi.ring * 1e6);
+    }
     for (const auto& [bytes, seconds] : mpi.bcast_gather) {
       const std::vector<char> payload(bytes, 'x');
       const double t = median_seconds(o, std::max(3, ops_for(bytes, o.smoke) / 4), [&] {

@@ -153,12 +153,11 @@ bool channel::receive(incoming& m) {
     if (!done) return false;
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
-    // The message keeps the slot's buffer and the slot gets a spare one: the message
-    // outlives later receives (a command's endpoint may receive more) at no copy.
-    message_buffer bytes = acquire(slot_bytes);
-    std::swap(*bytes, s.bytes);
-    s.bytes.resize(slot_bytes);
-    bytes->resize(static_cast<std::size_t>(count));
+    // The message gets a pooled buffer of its own (a copy of its bytes only) and the
+    // slot is posted again at once: a message outlives later receives (a command's
+    // endpoint may wait in get() and receive more), and no slot is ever held.
+    message_buffer bytes = acquire(static_cast<std::size_t>(count));
+    bytes->assign(s.bytes.begin(), s.bytes.begin() + count);
     post(s);
     head_ = (head_ + 1) % slots;
     const auto announced_bytes = notice_bytes(*bytes, slot_bytes);

@@ -118,12 +118,13 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
   p.targets = static_cast<std::uint32_t>(ranks.size());
   p.supervisor = supervisor;
   ++unfinished_;
-  if (kind == message_kind::call) {
-    if (const auto b = busy_.find(mesh_id); b != busy_.end()) {
-      for (std::uint32_t position : positions)
-        if (position < b->second.size()) ++b->second[position];
-      p.positions.assign(positions.begin(), positions.end());
+  if (kind == message_kind::call) { // counted for choose(), also on handles received
+    std::vector<int>& b = busy_[mesh_id];
+    for (std::uint32_t position : positions) {
+      if (position >= b.size()) b.resize(position + std::size_t{1});
+      ++b[position];
     }
+    p.positions.assign(positions.begin(), positions.end());
   }
   return h.request;
 }
@@ -176,9 +177,10 @@ void control_core::forget(std::uint64_t request) {
   if (it == requests_.end()) return;
   pending& p = it->second;
   p.forgotten = true;
-  for (auto& a : p.streamed) // what a dropped stream had not taken yet
-    if (a.failed) p.result.failures.push_back(std::move(a.failure));
+  for (std::size_t i = p.taken; i < p.streamed.size(); ++i) // what a dropped stream left
+    if (p.streamed[i].failed) p.result.failures.push_back(std::move(p.streamed[i].failure));
   p.streamed.clear();
+  p.taken = 0;
   if (p.waiting == 0) retire(it); // complete already
   progress();
 }
@@ -189,9 +191,8 @@ stream_event control_core::next_streamed(std::uint64_t request, std::vector<std:
   const auto it = requests_.find(request);
   if (it == requests_.end()) return stream_event::end;
   pending& p = it->second;
-  if (!p.streamed.empty()) {
-    pending::arrival a = std::move(p.streamed.front());
-    p.streamed.pop_front();
+  if (p.taken < p.streamed.size()) {
+    pending::arrival a = std::move(p.streamed[p.taken++]);
     if (!a.failed) {
       value = std::move(a.value);
       return stream_event::value;
@@ -352,7 +353,10 @@ void control_core::accept_reply(const channel::incoming& m) {
       else
         a.value.assign(rec.bytes.begin(), rec.bytes.end());
       if (p.forgotten) {
-        if (a.failed) p.result.failures.push_back(std::move(a.failure));
+        if (a.failed)
+          p.result.failures.push_back(std::move(a.failure));
+        else if (p.port.rank >= 0)
+          to_reply_port(p, a.value);
       } else {
         p.streamed.push_back(std::move(a));
       }
@@ -445,6 +449,11 @@ void control_core::port_send(int rank, std::uint64_t id, std::uint64_t type,
   if (closed_ports_.count({rank, id}) || (rank == rank_ && !ports_.count(id)))
     throw state_error("crown::port::send to " + where,
                       "its receiver is gone (destroyed, or its actor stopped)");
+  post_port_message(rank, id, type, bytes);
+}
+
+void control_core::post_port_message(int rank, std::uint64_t id, std::uint64_t type,
+                                     std::span<const std::byte> bytes) {
   note_header h;
   h.kind = message_kind::port;
   h.target = id;
@@ -459,6 +468,36 @@ void control_core::port_send(int rank, std::uint64_t id, std::uint64_t type,
     return;
   }
   channel_.send(b, rank);
+}
+
+void control_core::reply_via_port(std::uint64_t request, int rank, std::uint64_t id,
+                                  std::uint64_t type) {
+  const auto it = requests_.find(request);
+  if (it == requests_.end()) return;
+  pending& p = it->second;
+  p.port = {rank, id, type};
+  p.forgotten = true;
+  for (std::size_t i = p.taken; i < p.streamed.size(); ++i) {
+    if (p.streamed[i].failed)
+      p.result.failures.push_back(std::move(p.streamed[i].failure));
+    else
+      to_reply_port(p, p.streamed[i].value);
+  }
+  p.streamed.clear();
+  p.taken = 0;
+  if (p.waiting == 0) retire(it);
+}
+
+/// A value for a call's response port; a port that is gone turns it into a failure.
+void control_core::to_reply_port(pending& p, std::span<const std::byte> value) {
+  const std::pair<int, std::uint64_t> where{p.port.rank, p.port.id};
+  if (closed_ports_.count(where) || (p.port.rank == rank_ && !ports_.count(p.port.id))) {
+    p.result.failures.push_back({describe(p.mesh_id), rank_, "crown::state_error",
+                                 "the call's response port (on rank " +
+                                     std::to_string(p.port.rank) + ") has no receiver any more"});
+    return;
+  }
+  post_port_message(p.port.rank, p.port.id, p.port.type, value);
 }
 
 void control_core::deliver(int from, const note& n) {
@@ -600,6 +639,10 @@ void port_send(control_core& core, int rank, std::uint64_t id, std::uint64_t typ
 }
 bool port_take(control_core& core, std::uint64_t id, std::vector<std::byte>& bytes) {
   return core.port_take(id, bytes);
+}
+void reply_via_port(control_core& core, std::uint64_t request, int rank, std::uint64_t id,
+                    std::uint64_t type) {
+  core.reply_via_port(request, rank, id, type);
 }
 
 void check_spawn(const control_core& core, const crown::mesh& on, const std::string& name) {

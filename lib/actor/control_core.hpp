@@ -76,6 +76,8 @@ public:
   std::uint64_t open_port(std::uint64_t type, std::string type_name);
   void close_port(std::uint64_t id) noexcept;
   void port_send(int rank, std::uint64_t id, std::uint64_t type, std::span<const std::byte> bytes);
+  /// The values of `request` go to a port as they arrive, its failures to supervision.
+  void reply_via_port(std::uint64_t request, int rank, std::uint64_t id, std::uint64_t type);
   bool port_take(std::uint64_t id, std::vector<std::byte>& bytes);
 
   /// Polls sends and handles every message that has arrived (reentrant: an endpoint
@@ -94,6 +96,10 @@ private:
     std::uint32_t targets = 0;
     int first_rank = -1;
     supervisor_ref supervisor;
+    struct {
+      int rank = -1; ///< -1: no response port
+      std::uint64_t id = 0, type = 0;
+    } port;
     std::string timed_out; ///< what a get() with a limit gave up on ("" if none did)
     bool forgotten = false;
     std::chrono::steady_clock::time_point first_failure{}; ///< while others still run
@@ -104,7 +110,8 @@ private:
       std::vector<std::byte> value;
       actor_failure failure;
     };
-    std::deque<arrival> streamed; ///< stream mode: not yet taken, in arrival order
+    std::vector<arrival> streamed; ///< stream mode: in arrival order (no allocation unless
+    std::size_t taken = 0;         ///< streamed), of which the first `taken` were taken
   };
   using pending_map = std::unordered_map<std::uint64_t, pending>;
   struct port_state {
@@ -124,6 +131,10 @@ private:
   void relay(const channel::incoming& m);
   void accept_note(const channel::incoming& m, message_kind kind);
   void deliver(int from, const note& n);
+  /// Sends a port message without driving progress (safe inside message handling).
+  void post_port_message(int rank, std::uint64_t id, std::uint64_t type,
+                         std::span<const std::byte> bytes);
+  void to_reply_port(pending& p, std::span<const std::byte> value);
   void check_watchdog();
   void check_partial_failures();
   void retire(pending_map::iterator it);

@@ -71,10 +71,9 @@ public:
   std::string call_without_a_handle() {
     return what_of<crown::state_error>([] { (void)crown::actor_mesh<node>().call(&node::value); });
   }
-  static constexpr auto endpoints =
-      crown::endpoints(&node::join, &node::relay, &node::ping, &node::visits, &node::add,
-                       &node::value, &node::burst, &node::ring_sum, &node::all_ring_sums,
-                       &node::call_without_a_handle);
+  static constexpr auto endpoints = crown::endpoints(
+      &node::join, &node::relay, &node::ping, &node::visits, &node::add, &node::value, &node::burst,
+      &node::ring_sum, &node::all_ring_sums, &node::call_without_a_handle);
 
 private:
   crown::actor_mesh<node> ring_;
@@ -215,9 +214,8 @@ BOOST_AUTO_TEST_CASE(actors_spawn_and_supervise_actor_meshes) {
     BOOST_TEST(m.find("children{workers=0} on rank 1: std::runtime_error: unhandled") !=
                    std::string::npos,
                m);
-    BOOST_TEST(m.find("children{workers=0} on rank 1: std::runtime_error: throw") !=
-                   std::string::npos,
-               m);
+    BOOST_TEST(
+        m.find("children{workers=0} on rank 1: std::runtime_error: throw") != std::string::npos, m);
     BOOST_TEST(m.find("parents{workers=0} on rank 1: std::logic_error: supervise() threw while "
                       "handling children{workers=0}'s failure: the hook gives up") !=
                    std::string::npos,
@@ -328,8 +326,8 @@ BOOST_AUTO_TEST_CASE(ports_carry_messages_in_order_from_any_rank) {
     }
     port.send({-1, -1}); // the controller's own port
     BOOST_TEST(inbox.recv().first == -1);
-    const auto m = what_of<crown::timeout_error>(
-        [&] { (void)inbox.recv(std::chrono::milliseconds(20)); });
+    const auto m =
+        what_of<crown::timeout_error>([&] { (void)inbox.recv(std::chrono::milliseconds(20)); });
     BOOST_TEST(m.find("no message within") != std::string::npos, m);
   });
 }
@@ -353,8 +351,8 @@ BOOST_AUTO_TEST_CASE(a_port_whose_receiver_is_gone_refuses_and_a_wrong_type_is_n
     auto wrong = crown::detail::from_bytes<crown::port<std::string>>(bytes);
     wrong.send("not an int");
     m = what_of<crown::argument_error>([&] { (void)inbox.recv(); });
-    BOOST_TEST(m.find("a message of another type than int arrived from rank 0") != std::string::npos,
-               m);
+    BOOST_TEST(
+        m.find("a message of another type than int arrived from rank 0") != std::string::npos, m);
   });
 }
 
@@ -383,5 +381,22 @@ BOOST_AUTO_TEST_CASE(stream_yields_values_as_actors_finish) {
     }
     BOOST_TEST(values == workers() - 1);
     BOOST_TEST(failures == 1);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(adverbs_answer_on_a_response_port) {
+  control([](crown::controller& c) {
+    auto senders = c.workers().spawn<sender>("senders");
+    auto [port, inbox] = crown::open_channel<int>();
+    senders.call(crown::reply_to{port}, &sender::answer, 0, -1);
+    senders.call_one({0}, crown::reply_to{port}, &sender::answer, 0, -1);
+    std::multiset<int> got;
+    for (int k = 0; k < workers() + 1; ++k) got.insert(inbox.recv(std::chrono::seconds(30)));
+    BOOST_TEST(got.count(0) == 2u);
+    for (int i = 1; i < workers(); ++i) BOOST_TEST(got.count(i) == 1u);
+    // A failure has no value to send: it goes to supervision, like a broadcast's.
+    senders.call(crown::reply_to{port}, &sender::answer, 0, 0);
+    const auto m = what_of<crown::actor_error>([&] { c.flush(); });
+    BOOST_TEST(m.find("no answer from 0") != std::string::npos, m);
   });
 }

@@ -3,6 +3,7 @@
 #pragma once
 #include <algorithm>
 #include <crown/actor/future.hpp>
+#include <crown/actor/port.hpp>
 #include <crown/actor/registry.hpp>
 #include <crown/actor/value_mesh.hpp>
 #include <crown/actor/wire.hpp>
@@ -161,7 +162,7 @@ public:
 
   /// Every actor of the mesh; one value per point.
   template <typename M, typename... Args>
-  auto call(M m, Args&&... args) const {
+  requires detail::endpoint_traits<M>::member_function auto call(M m, Args&&... args) const {
     using R = typename detail::endpoint_traits<M>::result;
     const detail::actor_mesh_ref& r = ref();
     const auto request = send(m, "call", detail::reply_mode::gather, reduce_op::sum, r.ranks,
@@ -180,9 +181,23 @@ public:
   }
   /// The actor at one point of this (sliced) mesh.
   template <typename M, typename... Args>
-  auto call_one(const point& p, M m, Args&&... args) const {
+  requires detail::endpoint_traits<M>::member_function auto call_one(const point& p, M m,
+                                                                     Args&&... args) const {
     const int rank = ref().view.rank_at(p); // argument_error outside the mesh
     return one(rank, "call_one", m, std::forward<Args>(args)...);
+  }
+  /// As call and call_one, but each value goes to the response port as its actor
+  /// finishes (nothing to wait for); failures go to supervision, as for broadcast.
+  template <typename R, typename M, typename... Args>
+  void call(reply_to<R> to, M m, Args&&... args) const {
+    const detail::actor_mesh_ref& r = ref();
+    to_port(to, m, r.ranks, r.positions, std::forward<Args>(args)...);
+  }
+  template <typename R, typename M, typename... Args>
+  void call_one(const point& p, reply_to<R> to, M m, Args&&... args) const {
+    const int rank[] = {ref().view.rank_at(p)};
+    const std::uint32_t position[] = {static_cast<std::uint32_t>(ref().full.index_of(rank[0]))};
+    to_port(to, m, rank, position, std::forward<Args>(args)...);
   }
   /// One actor, the one with the fewest of this caller's calls in flight.
   template <typename M, typename... Args>
@@ -303,6 +318,15 @@ private:
     return detail::submit(c, detail::message_kind::call, r.id, static_cast<std::uint32_t>(index),
                           mode, op, ranks, positions, r.supervisor);
   }
+  template <typename R, typename M, typename... Args>
+  void to_port(reply_to<R> to, M m, std::span<const int> ranks,
+               std::span<const std::uint32_t> positions, Args&&... args) const {
+    static_assert(std::is_same_v<R, typename detail::endpoint_traits<M>::result>,
+                  "a response port carries the endpoint's result type");
+    const auto request = send(m, "call", detail::reply_mode::stream, reduce_op::sum, ranks,
+                              positions, std::forward<Args>(args)...);
+    detail::reply_via_port(*core(), request, to.to.rank(), to.to.id(), detail::port_type_tag<R>());
+  }
   template <typename M, typename... Args>
   auto one(int rank, const char* adverb, M m, Args&&... args) const {
     using R = typename detail::endpoint_traits<M>::result;
@@ -322,9 +346,6 @@ private:
 };
 
 namespace detail {
-
-/// This rank's engine in the running control session; throws state_error outside one.
-control_core& running_core(const char* what);
 
 template <typename A, typename... Args>
 actor_mesh<A> spawn_on(control_core& core, const crown::mesh& on, std::string name,

@@ -26,6 +26,7 @@ std::uint64_t port_type_tag() {
   return h;
 }
 
+/// This rank's engine in the running control session; throws state_error outside one.
 control_core& running_core(const char* what);
 /// A new port on this rank for values tagged `type` (`type_name` for errors).
 std::uint64_t open_port(control_core& core, std::uint64_t type, std::string type_name);
@@ -38,6 +39,9 @@ void port_send(control_core& core, int rank, std::uint64_t id, std::uint64_t typ
 /// (throws argument_error for one of another type, naming its sender's rank).
 bool port_take(control_core& core, std::uint64_t id, std::vector<std::byte>& bytes);
 double call_timeout(const control_core& core) noexcept;
+/// The values of `request` go to the port as they arrive (an adverb's response port).
+void reply_via_port(control_core& core, std::uint64_t request, int rank, std::uint64_t id,
+                    std::uint64_t type);
 
 } // namespace detail
 
@@ -58,6 +62,7 @@ public:
                       detail::port_type_tag<T>(), bytes);
   }
   [[nodiscard]] int rank() const noexcept { return rank_; } ///< where the receiver lives
+  [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
 
   template <class Ar>
   void serialize(Ar& ar) {
@@ -124,6 +129,15 @@ private:
   std::uint64_t id_;
   std::uint64_t session_;
 };
+
+/// An adverb's response port: `mesh.call(crown::reply_to{port}, &A::f, ...)` sends each
+/// actor's value to `port` as it finishes, instead of returning a future.
+template <typename T>
+struct reply_to {
+  port<T> to;
+};
+template <typename T>
+reply_to(port<T>) -> reply_to<T>;
 
 /// A new channel whose receiver lives on the calling rank (the controller or an actor's).
 template <typename T>
