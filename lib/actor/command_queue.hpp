@@ -36,10 +36,9 @@ public:
   [[nodiscard]] verdict admit(std::span<const key> keys) const {
     bool now = true;
     for (const key& k : keys) {
-      const auto s = streams_.find(k.stream);
-      const std::uint64_t next = s == streams_.end() ? 0 : s->second.next;
-      if (k.order < next || (s != streams_.end() && s->second.held.count(k.order)))
-        return verdict::drop;
+      const stream* s = find(k.stream);
+      const std::uint64_t next = s ? s->next : 0;
+      if (k.order < next || (s && !s->held.empty() && s->held.count(k.order))) return verdict::drop;
       now = now && k.order == next;
     }
     return now ? verdict::run : verdict::hold;
@@ -47,20 +46,21 @@ public:
   /// Keeps a command admitted as `hold`.
   void hold(std::span<const key> keys, T item) {
     const std::uint64_t id = ++last_id_;
-    for (const key& k : keys) streams_[k.stream].held.emplace(k.order, id);
+    for (const key& k : keys) get(k.stream).held.emplace(k.order, id);
     items_.emplace(id, entry{std::move(item), {keys.begin(), keys.end()}});
   }
   /// The command of `keys`, admitted as `run`, ran.
   void ran(std::span<const key> keys) {
     for (const key& k : keys) {
-      ++streams_[k.stream].next;
-      advanced_.push_back(k.stream);
+      stream& s = get(k.stream);
+      ++s.next;
+      if (!s.held.empty()) advanced_.push_back(k.stream); // else nothing waits on it
     }
   }
   /// A held command whose turn has come in all its streams (counted as run), if any.
   std::optional<T> take_ready() {
     while (!advanced_.empty()) {
-      stream& s = streams_[advanced_.back()];
+      stream& s = get(advanced_.back());
       const auto it = s.held.find(s.next);
       const auto e = it == s.held.end() ? items_.end() : items_.find(it->second);
       if (e == items_.end() || !all_next(e->second)) {
@@ -69,15 +69,15 @@ public:
       }
       entry taken = std::move(e->second);
       items_.erase(e);
-      for (const key& k : taken.keys) streams_[k.stream].held.erase(k.order);
+      for (const key& k : taken.keys) get(k.stream).held.erase(k.order);
       ran(taken.keys);
       return std::move(taken.item);
     }
     return std::nullopt;
   }
   [[nodiscard]] std::uint64_t next(int stream_id) const {
-    const auto s = streams_.find(stream_id);
-    return s == streams_.end() ? 0 : s->second.next;
+    const stream* s = find(stream_id);
+    return s ? s->next : 0;
   }
   [[nodiscard]] std::size_t held() const noexcept { return items_.size(); }
 
@@ -90,6 +90,19 @@ private:
     T item;
     std::vector<key> keys;
   };
+  /// The stream of `id` (the last one used is cached: most commands come from one sender).
+  const stream* find(int id) const {
+    if (last_ && last_id_stream_ == id) return last_;
+    const auto it = streams_.find(id);
+    return it == streams_.end() ? nullptr : &it->second;
+  }
+  stream& get(int id) {
+    if (!last_ || last_id_stream_ != id) {
+      last_ = &streams_[id]; // nodes of an unordered_map stay where they are
+      last_id_stream_ = id;
+    }
+    return *last_;
+  }
   [[nodiscard]] bool all_next(const entry& e) const {
     for (const key& k : e.keys)
       if (next(k.stream) != k.order) return false;
@@ -100,6 +113,8 @@ private:
   std::unordered_map<std::uint64_t, entry> items_;
   std::vector<int> advanced_; ///< streams whose next() moved since take_ready looked
   std::uint64_t last_id_ = 0;
+  stream* last_ = nullptr;
+  int last_id_stream_ = 0;
 };
 
 } // namespace crown::detail

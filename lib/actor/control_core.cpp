@@ -305,7 +305,7 @@ bool control_core::progress() {
       if (reply && sink_ && sink_->forwarded(reply->request()))
         sink_->accept(m, *kind);
       else
-        accept_reply(m);
+        accept_reply(reply, m.source);
     } else if (kind == message_kind::supervise || kind == message_kind::port ||
                kind == message_kind::port_closed) {
       accept_note(m, *kind);
@@ -327,15 +327,14 @@ void control_core::drain() {
   logs_.flush(true);
 }
 
-void control_core::accept_reply(const channel::incoming& m) {
-  const auto reply = decode_reply(m.bytes);
+void control_core::accept_reply(const std::optional<reply_view>& reply, int source) {
   if (!reply) {
-    log(log_level::error, "rank ", rank_, ": dropped a malformed reply from rank ", m.source);
+    log(log_level::error, "rank ", rank_, ": dropped a malformed reply from rank ", source);
     return;
   }
   const auto it = requests_.find(reply->request());
   if (it == requests_.end()) {
-    log(log_level::error, "rank ", rank_, ": reply from rank ", m.source, " for unknown request ",
+    log(log_level::error, "rank ", rank_, ": reply from rank ", source, " for unknown request ",
         reply->request());
     return;
   }
@@ -344,12 +343,12 @@ void control_core::accept_reply(const channel::incoming& m) {
   reply_record rec;
   for (reply_view v = *reply; v.next(rec);) {
     if (rec.kind == record_kind::log) {
-      collect_log(rec.bytes, m.source);
+      collect_log(rec.bytes, source);
     } else if (p.mode == reply_mode::stream) {
       pending::arrival a;
       a.failed = rec.kind == record_kind::error;
       if (a.failed)
-        a.failure = failure_of(rec.bytes, m.source);
+        a.failure = failure_of(rec.bytes, source);
       else
         a.value.assign(rec.bytes.begin(), rec.bytes.end());
       if (p.forgotten) {
@@ -365,7 +364,7 @@ void control_core::accept_reply(const channel::incoming& m) {
         p.first_failure = std::chrono::steady_clock::now();
         failing_.push_back(it->first);
       }
-      p.result.failures.push_back(failure_of(rec.bytes, m.source));
+      p.result.failures.push_back(failure_of(rec.bytes, source));
     } else {
       p.result.values.emplace_back(rec.position,
                                    std::vector<std::byte>(rec.bytes.begin(), rec.bytes.end()));

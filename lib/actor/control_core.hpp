@@ -14,6 +14,7 @@
 #include <crown/actor/controller.hpp>
 #include <deque>
 #include <map>
+#include <optional>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -126,7 +127,7 @@ private:
     in_order_queue<message> early; ///< each sender's messages in its order
   };
 
-  void accept_reply(const channel::incoming& m);
+  void accept_reply(const std::optional<reply_view>& reply, int source);
   void collect_log(std::span<const std::byte> bytes, int from);
   void relay(const channel::incoming& m);
   void accept_note(const channel::incoming& m, message_kind kind);

@@ -25,6 +25,18 @@ std::string point_text(const crown::mesh& m, const point& p) {
   return s + "}";
 }
 
+/// The exception being handled, as a failure of `label` on `rank` (`prefix` before its
+/// message).
+actor_failure failure_now(std::string label, int rank, const std::string& prefix = "") {
+  actor_failure f{std::move(label), rank, exception_type(), prefix + "?"};
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    f.message = prefix + e.what();
+  } catch (...) {}
+  return f;
+}
+
 thread_local const actor_context* g_actor = nullptr;
 thread_local supervisor_ref g_supervisor; ///< the running actor, or the controller
 
@@ -256,14 +268,8 @@ private:
 
   /// The current exception as this point's failure.
   void record_failure(std::uint64_t request, std::uint32_t position, std::string label) {
-    actor_failure f{std::move(label), rank_, exception_type(), "?"};
-    try {
-      throw;
-    } catch (const std::exception& e) {
-      f.message = e.what();
-    } catch (...) {}
     std::vector<std::byte> bytes;
-    to_bytes(f, bytes);
+    to_bytes(failure_now(std::move(label), rank_), bytes);
     record(open_.at(request), position, record_kind::error, bytes);
   }
 
@@ -388,7 +394,6 @@ private:
     if (endpoint >= h.type->endpoints.size())
       throw argument_error("call on " + h.label,
                            "unknown endpoint #" + std::to_string(endpoint) + " of " + h.type->name);
-    const std::uint64_t id = h.id;
     try {
       as_actor(h, [&] {
         byte_reader args(payload);
@@ -398,10 +403,10 @@ private:
                                   " argument bytes left over");
       });
     } catch (...) {
-      stop_when_idle(id);
+      if (!h.stops.empty()) stop_when_idle(h.id); // a stop came while it ran
       throw;
     }
-    stop_when_idle(id);
+    if (!h.stops.empty()) stop_when_idle(h.id);
   }
 
   /// Stops this rank's actor of `mesh_id` now, or (false) once its endpoints on the
@@ -431,12 +436,7 @@ private:
     try {
       end_actor(*h, true);
     } catch (...) {
-      failed = actor_failure{h->label, rank_, exception_type(), "?"};
-      try {
-        throw;
-      } catch (const std::exception& e) {
-        failed->message = "cleanup(): " + std::string(e.what());
-      } catch (...) {}
+      failed = failure_now(h->label, rank_, "cleanup(): ");
     }
     current_ = outer;
     if (last_label_ == &h->log_label) last_label_ = nullptr; // h is destroyed below
@@ -497,14 +497,8 @@ private:
         try {
           as_actor(h, [&] { handled = h.type->supervise(h.object, f); });
         } catch (...) {
-          actor_failure hook{h.label, rank_, exception_type(), "?"};
-          try {
-            throw;
-          } catch (const std::exception& e) {
-            hook.message = "supervise() threw while handling " + f.mesh +
-                           "'s failure: " + std::string(e.what());
-          } catch (...) {}
-          unhandled.push_back(std::move(hook));
+          unhandled.push_back(failure_now(
+              h.label, rank_, "supervise() threw while handling " + f.mesh + "'s failure: "));
         }
       }
       if (!handled) unhandled.push_back(std::move(f));
@@ -575,11 +569,8 @@ private:
     for (auto it = actors_.rbegin(); it != actors_.rend(); ++it) {
       try {
         end_actor(*it->second, true);
-      } catch (const std::exception& e) {
-        failed.push_back(
-            {it->second->label, rank_, exception_type(), "cleanup(): " + std::string(e.what())});
       } catch (...) {
-        failed.push_back({it->second->label, rank_, exception_type(), "cleanup()"});
+        failed.push_back(failure_now(it->second->label, rank_, "cleanup(): "));
       }
     }
     use_label(nullptr);
