@@ -142,8 +142,8 @@ private:
     std::string label;     ///< "trainers{dp=1}"
     std::string log_label; ///< "[trainers{dp=1}]"
     supervisor_ref supervisor;
-    int active = 0; ///< its endpoints on this rank's stack (reentrant calls)
-    std::vector<std::pair<std::uint64_t, std::uint32_t>> stops; ///< deferred: request, point
+    int active = 0;        ///< its endpoints on this rank's stack (reentrant calls)
+    bool stopping = false; ///< stop() came: calls fail, it goes once `active` is 0
     [[nodiscard]] actor_context context() const { return {mesh, coords, index, name}; }
   };
   struct gone { ///< an actor mesh stopped here: later calls name it
@@ -245,7 +245,7 @@ private:
         call(c.head.mesh_id, c.head.endpoint, c.payload, value);
         break;
       case message_kind::stop_mesh:
-        answered = stop_mesh(c.head.mesh_id, request, position);
+        stop_mesh(c.head.mesh_id, request, position);
         break;
       default:
         exit_code_ = from_bytes<int>(c.payload);
@@ -380,7 +380,7 @@ private:
 
   hosted& find_actor(std::uint64_t mesh_id, const char* what) {
     const auto it = actors_.find(mesh_id);
-    if (it != actors_.end() && it->second->stops.empty()) return *it->second;
+    if (it != actors_.end() && !it->second->stopping) return *it->second;
     if (it != actors_.end() || gone_.count(mesh_id))
       throw state_error(std::string(what) + " on " + label_of(mesh_id, 0),
                         "its actor mesh was stopped (actor_mesh::stop); its actors are gone");
@@ -403,52 +403,53 @@ private:
                                   " argument bytes left over");
       });
     } catch (...) {
-      if (!h.stops.empty()) stop_when_idle(h.id); // a stop came while it ran
+      stop_if_asked(h); // a stop came while it ran
       throw;
     }
-    if (!h.stops.empty()) stop_when_idle(h.id);
+    stop_if_asked(h);
   }
 
-  /// Stops this rank's actor of `mesh_id` now, or (false) once its endpoints on the
-  /// stack have returned: an actor is never destroyed under its own endpoint.
-  bool stop_mesh(std::uint64_t mesh_id, std::uint64_t request, std::uint32_t position) {
+  /// Stops this rank's actor of `mesh_id`: now, or once its endpoints on the stack have
+  /// returned (an actor is never destroyed under its own endpoint; the caller may be
+  /// that actor, so the stop is answered at once either way). A cleanup() that throws
+  /// is this point's failure, or goes to supervision when the stop had to wait.
+  void stop_mesh(std::uint64_t mesh_id, std::uint64_t request, std::uint32_t position) {
     const auto it = actors_.find(mesh_id);
     if (it == actors_.end()) {
-      if (gone_.count(mesh_id)) return true; // stopped already
+      if (gone_.count(mesh_id)) return; // stopped already
       throw state_error("stop", "no actor of actor mesh #" + std::to_string(mesh_id) +
                                     " lives on this rank");
     }
-    it->second->stops.emplace_back(request, position);
-    if (it->second->active > 0) return false;
-    stop_when_idle(mesh_id);
-    return false; // answered by stop_when_idle
+    it->second->stopping = true; // from now on calls to it fail
+    if (it->second->active > 0) return;
+    if (auto failed = stop_now(mesh_id)) {
+      std::vector<std::byte> bytes;
+      to_bytes(*failed, bytes);
+      record(open_.at(request), position, record_kind::error, bytes);
+    }
   }
 
-  void stop_when_idle(std::uint64_t mesh_id) {
+  /// An actor whose stop waited: its last endpoint on the stack has returned.
+  void stop_if_asked(hosted& h) {
+    if (!h.stopping || h.active > 0) return;
+    const supervisor_ref up = h.supervisor;
+    if (auto failed = stop_now(h.id)) core_.supervise(up, {std::move(*failed)});
+  }
+
+  /// Runs cleanup() and destroys the actor of `mesh_id`; returns what cleanup() threw.
+  std::optional<actor_failure> stop_now(std::uint64_t mesh_id) {
     const auto it = actors_.find(mesh_id);
-    if (it == actors_.end() || it->second->active > 0 || it->second->stops.empty()) return;
     std::unique_ptr<hosted> h = std::move(it->second);
     actors_.erase(it);
     gone_[mesh_id] = {h->label, h->supervisor};
     std::optional<actor_failure> failed;
-    const reply_context outer = current_;
-    current_ = {open_.at(h->stops.front().first).reply.get(), h->stops.front().second, nullptr};
     try {
       end_actor(*h, true);
     } catch (...) {
       failed = failure_now(h->label, rank_, "cleanup(): ");
     }
-    current_ = outer;
-    if (last_label_ == &h->log_label) last_label_ = nullptr; // h is destroyed below
-    for (const auto& [request, position] : h->stops) {
-      if (failed) {
-        std::vector<std::byte> bytes;
-        to_bytes(*failed, bytes);
-        record(open_.at(request), position, record_kind::error, bytes);
-        failed.reset(); // reported once
-      }
-      done(request);
-    }
+    if (last_label_ == &h->log_label) last_label_ = nullptr; // h is destroyed here
+    return failed;
   }
 
   /// Runs the actor's cleanup() hook (when `cleanup`), then destroys it; throws what
@@ -504,7 +505,7 @@ private:
       if (!handled) unhandled.push_back(std::move(f));
     }
     const supervisor_ref up = h.supervisor;
-    stop_when_idle(mesh_id);
+    stop_if_asked(h);
     core_.supervise(up, std::move(unhandled));
   }
 

@@ -400,3 +400,36 @@ BOOST_AUTO_TEST_CASE(adverbs_answer_on_a_response_port) {
     BOOST_TEST(m.find("no answer from 0") != std::string::npos, m);
   });
 }
+
+namespace {
+
+/// An actor mesh that stops itself from inside one of its endpoints.
+class quitter {
+public:
+  explicit quitter(crown::port<std::string> out) : out_(std::move(out)) {}
+  void cleanup() { out_.send("cleanup " + std::to_string(crown::this_actor().index)); }
+  int quit(crown::actor_mesh<quitter> self) {
+    self.stop(); // this actor goes once this endpoint has returned
+    return crown::this_actor().index;
+  }
+  int index() const { return crown::this_actor().index; }
+  static constexpr auto endpoints = crown::endpoints(&quitter::quit, &quitter::index);
+
+private:
+  crown::port<std::string> out_;
+};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(an_actor_mesh_stops_itself_from_an_endpoint) {
+  control([](crown::controller& c) {
+    auto [port, events] = crown::open_channel<std::string>();
+    auto q = c.workers().spawn<quitter>("quitters", port);
+    BOOST_TEST(q.call_one({0}, &quitter::quit, q).get() == 0);
+    std::set<std::string> seen;
+    for (int k = 0; k < workers(); ++k) seen.insert(events.recv(std::chrono::seconds(30)));
+    BOOST_TEST(seen.size() == static_cast<std::size_t>(workers()));
+    const auto m = what_of<crown::actor_error>([&] { (void)q.call(&quitter::index).get(); });
+    BOOST_TEST(m.find("was stopped") != std::string::npos, m);
+  });
+}

@@ -247,8 +247,10 @@ public:
   }
   /// Stops every actor of the actor mesh (not only this slice): each runs its cleanup()
   /// hook, if it has one, and is destroyed, so its memory is freed before the control
-  /// session ends. Calls this caller made before run first; later calls to the mesh,
-  /// from anywhere, fail naming it. Throws actor_error for cleanup hooks that threw.
+  /// session ends (an actor with an endpoint on its rank's stack goes when that returns:
+  /// an actor mesh may stop itself). Calls this caller made before run first; later
+  /// calls to the mesh, from anywhere, fail naming it. Throws actor_error for cleanup
+  /// hooks that threw.
   void stop() const {
     const detail::actor_mesh_ref& r = ref();
     detail::control_core& c = *core();
