@@ -284,7 +284,7 @@ private:
     session_stop_.reset();
     stopped_ = true;
     stop_request_ = request;
-    current_ = {open_.at(request).reply.get(), position, last_label_};
+    current_ = {open_.at(request).reply.get(), position, &last_label_};
     forward_stdout(true); // an unfinished last line, as the last actor that ran left it
     for (const auto& f : destroy_actors()) {
       std::vector<std::byte> bytes;
@@ -312,7 +312,7 @@ private:
   /// The actor whose log lines and output come next (also for output a crash rescues).
   void use_label(const std::string* label) noexcept {
     current_.label = label;
-    if (label) last_label_ = label;
+    if (label) last_label_ = *label; // a copy: its actor may be gone by the session's end
     if (stdout_) stdout_->set_label(label ? *label : std::string_view());
   }
 
@@ -448,7 +448,6 @@ private:
     } catch (...) {
       failed = failure_now(h->label, rank_, "cleanup(): ");
     }
-    if (last_label_ == &h->log_label) last_label_ = nullptr; // h is destroyed here
     return failed;
   }
 
@@ -575,7 +574,6 @@ private:
       }
     }
     use_label(nullptr);
-    last_label_ = nullptr;
     actors_.clear();
     return failed;
   }
@@ -593,8 +591,8 @@ private:
   int depth_ = 0; ///< endpoints, constructors and hooks on this rank's stack
   log_capture capture_;
   reply_context current_;
-  const std::string* last_label_ = nullptr; ///< of the actor that ran last
-  std::optional<stdout_capture> stdout_;    ///< CROWN_ACTOR_STDOUT
+  std::string last_label_;               ///< of the actor that ran last
+  std::optional<stdout_capture> stdout_; ///< CROWN_ACTOR_STDOUT
 };
 
 } // namespace
