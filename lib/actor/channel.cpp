@@ -147,10 +147,22 @@ bool channel::receive(incoming& m) {
       return true;
     }
     slot& s = ring_[head_];
-    int done = 0;
-    MPI_Status status;
-    check(MPI_Test(&s.request, &done, &status), "MPI_Test", -1);
-    if (!done) return false;
+    if (!s.arrived) {
+      // After a message, one MPI_Testsome finds the rest of a burst; when idle, the
+      // head alone is tested (cheaper per call: a round trip waits in this loop).
+      if (sweep_) {
+        sweep_ = test_slots();
+        if (!sweep_) return false;
+      } else {
+        int done = 0;
+        check(MPI_Test(&s.request, &done, &s.status), "MPI_Test", -1);
+        if (!done) return false;
+        s.arrived = true;
+        sweep_ = true;
+      }
+    }
+    s.arrived = false;
+    const MPI_Status status = s.status;
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     // The message gets a pooled buffer of its own (a copy of its bytes only) and the
@@ -175,6 +187,27 @@ bool channel::receive(incoming& m) {
     }
     announced_.push_back({status.MPI_SOURCE, *announced_bytes}); // the body may be there already
   }
+}
+
+bool channel::test_slots() {
+  // Receives match in the order they were posted, so arrived slots follow the head in
+  // ring order: one MPI_Testsome finds a burst of messages (one progress pass, not one
+  // per message).
+  std::array<MPI_Request, slots> requests;
+  for (std::size_t i = 0; i < slots; ++i) requests[i] = ring_[i].request;
+  std::array<int, slots> index;
+  std::array<MPI_Status, slots> statuses;
+  int count = 0;
+  check(
+      MPI_Testsome(static_cast<int>(slots), requests.data(), &count, index.data(), statuses.data()),
+      "MPI_Testsome", -1);
+  for (int k = 0; k < count && count != MPI_UNDEFINED; ++k) {
+    slot& s = ring_[static_cast<std::size_t>(index[static_cast<std::size_t>(k)])];
+    s.request = MPI_REQUEST_NULL;
+    s.arrived = true;
+    s.status = statuses[static_cast<std::size_t>(k)];
+  }
+  return ring_[head_].arrived;
 }
 
 void channel::match_announced() {

@@ -58,7 +58,11 @@ private:
   struct slot {
     std::vector<std::byte> bytes = std::vector<std::byte>(slot_bytes);
     MPI_Request request = MPI_REQUEST_NULL;
+    bool arrived = false; ///< completed (status below), not yet handed out
+    MPI_Status status{};
   };
+  /// Marks every slot whose message has arrived, with one MPI call; true if the head's has.
+  bool test_slots();
   struct large_receive {
     message_buffer body;
     int source;
@@ -77,6 +81,7 @@ private:
   MPI_Comm comm_;
   std::array<slot, slots> ring_;
   std::size_t head_ = 0;
+  bool sweep_ = false; ///< the last receive found a message: test every slot next
   std::vector<large_receive> large_;
   std::vector<announced> announced_; ///< in arrival order (one sender's bodies stay in order)
   struct pending_send {
