@@ -1,8 +1,9 @@
 // libFuzzer target: the controller's message decoders (lib/actor/protocol.cpp), the
 // bounded cereal reader behind every payload, the channel's notices, the forwarding
-// tree and a serving rank's queue of early commands (lib/actor/command_queue.hpp). Whatever the
-// bytes, decoding either fails cleanly or yields a message whose parts lie inside the input and
-// re-encodes to it; no read past the input, no allocation out of proportion to it.
+// tree, one-way notes (supervision, ports) and a serving rank's queue of early commands
+// (lib/actor/command_queue.hpp). Whatever the bytes, decoding either fails cleanly or
+// yields a message whose parts lie inside the input and re-encodes to it; no read past
+// the input, no allocation out of proportion to it.
 #include "command_queue.hpp"
 #include "protocol.hpp"
 #include <algorithm>
@@ -87,6 +88,24 @@ void check_reply(std::span<const std::byte> message) {
           std::memcmp(again.data(), message.data(), again.size()) == 0);
 }
 
+/// A one-way note (supervision event, port message, port closed): decoded or refused;
+/// an accepted one re-encodes to the input, and its supervision payload is read safely.
+void check_note(std::span<const std::byte> message) {
+  using namespace crown::detail;
+  const auto n = decode_note(message);
+  if (!n) return;
+  require(inside(n->payload, message));
+  std::vector<std::byte> again;
+  begin_note(n->head, again);
+  again.insert(again.end(), n->payload.begin(), n->payload.end());
+  require(again.size() == message.size() &&
+          std::memcmp(again.data(), message.data(), again.size()) == 0);
+  try {
+    if (n->head.kind == message_kind::supervise)
+      (void)from_bytes<std::vector<crown::actor_failure>>(n->payload);
+  } catch (const malformed_message&) {}
+}
+
 /// A slot's message as a notice: refused sizes are 0; an accepted one re-encodes to it.
 void check_notice(std::span<const std::byte> message) {
   using namespace crown::detail;
@@ -142,6 +161,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   if (size) std::memcpy(message.data(), data, size);
   check_command(message);
   check_reply(message);
+  check_note(message);
   check_notice(message);
   check_queue(message);
   return 0;

@@ -48,6 +48,9 @@ relayed += payload + struct.pack("<QQ", 0, 0) + struct.pack("<QQ", 3, 4)
 relayed += struct.pack("<ii", 1, 2) + struct.pack("<II", 0, 1)
 record = struct.pack("<IBQ", 0, 0, 4) + b"\x07\x00\x00\x00"
 reply = struct.pack("<IHHQQ", MAGIC, VERSION, 4, 1, 1) + record
-for name, blob in {"command": command, "relayed": relayed, "reply": reply}.items():
+# A note: u32 magic, u16 version, u16 kind, u64 target, u64 seq, u64 type (32 bytes), then
+# its payload (a supervision event's failures, a port message's value).
+note = struct.pack("<IHHQQQ", MAGIC, VERSION, 7, 1 << 40 | 1, 0, 12345) + struct.pack("<i", 7)
+for name, blob in {"command": command, "relayed": relayed, "reply": reply, "note": note}.items():
     with open(os.path.join(controller, name), "wb") as f:
         f.write(blob)
