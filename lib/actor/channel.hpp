@@ -30,8 +30,8 @@ public:
   /// with room for `bytes` when a spare one has it.
   message_buffer acquire(std::size_t bytes = 0);
   /// Gives a buffer back for reuse (kept when nothing else holds it and the pool has
-  /// room: up to 64 small ones and 2 large ones, so a large payload sent or received
-  /// again needs no new pages).
+  /// room: up to 64 small ones, 1024 of at most 1 KiB, and 2 large ones, so a large
+  /// payload sent or received again needs no new pages).
   void recycle(message_buffer b);
   /// Sends `data` to `dest` without copying; the buffer may go to several ranks.
   void send(const message_buffer& data, int dest);

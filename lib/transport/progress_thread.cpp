@@ -10,6 +10,7 @@ namespace crown::detail {
 namespace {
 
 std::atomic<int> g_running{0};
+thread_local bool g_on_progress_thread = false;
 
 constexpr auto busy_for = std::chrono::milliseconds(1);
 constexpr auto nap = std::chrono::microseconds(100);
@@ -24,10 +25,12 @@ constexpr auto long_nap = std::chrono::milliseconds(5);
 } // namespace
 
 bool progress_thread_running() noexcept { return g_running.load(std::memory_order_relaxed) > 0; }
+bool on_progress_thread() noexcept { return g_on_progress_thread; }
 
 std::jthread launch_progress_thread(backend& b) {
   return std::jthread([&b](std::stop_token stop) {
     ++g_running;
+    g_on_progress_thread = true;
     // Without this the kernel's default 50 us timer slack stretches every nap.
     prctl(PR_SET_TIMERSLACK, 1000UL, 0, 0, 0);
     auto last_moved = std::chrono::steady_clock::now();

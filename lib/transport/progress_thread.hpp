@@ -14,5 +14,7 @@ std::jthread launch_progress_thread(backend& b);
 
 /// Whether a progress thread serves this rank (the stall reports depend on it).
 bool progress_thread_running() noexcept;
+/// True on the progress thread itself (a backend may keep some calls off it).
+bool on_progress_thread() noexcept;
 
 } // namespace crown::detail
