@@ -124,7 +124,9 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
       if (position >= b.size()) b.resize(position + std::size_t{1});
       ++b[position];
     }
-    p.positions.assign(positions.begin(), positions.end());
+    p.counted = static_cast<std::uint32_t>(positions.size());
+    if (!positions.empty()) p.first_position = positions[0];
+    if (positions.size() > 1) p.more_positions.assign(positions.begin() + 1, positions.end());
   }
   return h.request;
 }
@@ -154,8 +156,10 @@ void control_core::relay(const channel::incoming& m) {
 }
 
 bool control_core::ready(std::uint64_t request) {
+  auto it = requests_.find(request);
+  if (it != requests_.end() && it->second.waiting == 0) return true; // no MPI call needed
   progress();
-  const auto it = requests_.find(request);
+  it = requests_.find(request);
   if (it == requests_.end())
     throw state_error("future", "its result was already taken (get() on a moved-from or "
                                 "finished future)");
@@ -589,8 +593,11 @@ void control_core::retire(pending_map::iterator it) {
 void control_core::settle(const pending& p) {
   const auto b = busy_.find(p.mesh_id);
   if (b == busy_.end()) return;
-  for (std::uint32_t position : p.positions)
+  const auto uncount = [&](std::uint32_t position) {
     if (position < b->second.size()) --b->second[position];
+  };
+  if (p.counted > 0) uncount(p.first_position);
+  for (std::uint32_t position : p.more_positions) uncount(position);
 }
 
 actor_failure control_core::failure_of(std::span<const std::byte> bytes, int from) {

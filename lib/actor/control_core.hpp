@@ -104,7 +104,9 @@ private:
     std::string timed_out; ///< what a get() with a limit gave up on ("" if none did)
     bool forgotten = false;
     std::chrono::steady_clock::time_point first_failure{}; ///< while others still run
-    std::vector<std::uint32_t> positions;                  ///< counted in busy_
+    /// The points counted in busy_: one inline (most calls have one target), the rest.
+    std::uint32_t counted = 0, first_position = 0;
+    std::vector<std::uint32_t> more_positions;
     call_result result;
     struct arrival {
       bool failed = false;

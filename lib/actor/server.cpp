@@ -210,8 +210,7 @@ private:
       return;
     }
     queue_.ran(key_span);
-    const message_buffer keep = m.owned; // the views of `c` stay valid while it runs
-    execute(*c, at);
+    execute(*c, at); // m.owned, which `c` views, lives in the caller until it returns
     run_ready();
   }
 
