@@ -30,10 +30,17 @@ std::chrono::steady_clock::duration seconds(double s) {
 
 /// Request and port ids carry the rank that made them: unique in the job.
 constexpr int id_shift = 40;
+std::uint64_t make_id(int rank, std::uint64_t count) {
+  return (std::uint64_t(rank) << id_shift) | count;
+}
+/// The count part of an id, as messages name it ("port #3").
+std::uint64_t local_part(std::uint64_t id) { return id & ((std::uint64_t(1) << id_shift) - 1); }
 
 } // namespace
 
 std::uint64_t control_session() noexcept { return g_session.load(std::memory_order_relaxed); }
+
+int port_rank(std::uint64_t id) noexcept { return static_cast<int>(id >> id_shift); }
 
 control_core& running_core(const char* what) {
   if (!g_core || control_session() == 0)
@@ -68,6 +75,8 @@ void control_core::note_mesh(std::uint64_t mesh_id, const std::string& name,
   busy_[mesh_id].assign(static_cast<std::size_t>(on.size()), 0);
 }
 
+std::uint64_t control_core::new_mesh_id() { return make_id(rank_, ++next_mesh_); }
+
 std::vector<std::byte>& control_core::begin_command() {
   next_ = channel_.acquire(last_bytes_); // a large payload is likely followed by another
   next_->resize(header_space());
@@ -84,7 +93,7 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
   const bool relayed = rank_ != 0 && (kind == message_kind::spawn || ranks.size() > 1);
   command_header h;
   h.kind = kind;
-  h.request = (std::uint64_t(rank_) << id_shift) | ++next_request_;
+  h.request = make_id(rank_, ++next_request_);
   h.mesh_id = mesh_id;
   h.endpoint = endpoint;
   h.mode = mode;
@@ -276,7 +285,7 @@ std::string control_core::describe(std::uint64_t mesh_id) const {
 std::string control_core::outstanding() const {
   std::map<std::uint64_t, const pending*> sorted;
   for (const auto& [id, p] : requests_)
-    if (p.waiting > 0) sorted.emplace(id & ((std::uint64_t(1) << id_shift) - 1), &p);
+    if (p.waiting > 0) sorted.emplace(local_part(id), &p);
   std::string s;
   for (const auto& [id, p] : sorted) {
     if (!s.empty()) s += "; ";
@@ -433,7 +442,7 @@ void control_core::accept_note(const channel::incoming& m, message_kind kind) {
 }
 
 std::uint64_t control_core::open_port(std::uint64_t type, std::string type_name) {
-  const std::uint64_t id = (std::uint64_t(rank_) << id_shift) | ++next_port_;
+  const std::uint64_t id = make_id(rank_, ++next_port_);
   port_state& p = ports_[id];
   p.type = type;
   p.type_name = std::move(type_name);
@@ -445,9 +454,9 @@ void control_core::close_port(std::uint64_t id) noexcept { ports_.erase(id); }
 void control_core::port_send(int rank, std::uint64_t id, std::uint64_t type,
                              std::span<const std::byte> bytes) {
   progress(); // a notice that the receiver is gone may have come
-  const std::string where = "port #" + std::to_string(id & ((std::uint64_t(1) << id_shift) - 1)) +
-                            " on rank " + std::to_string(rank);
-  if (rank < 0 || rank >= size_ || static_cast<int>(id >> id_shift) != rank)
+  const std::string where =
+      "port #" + std::to_string(local_part(id)) + " on rank " + std::to_string(rank);
+  if (rank < 0 || rank >= size_ || port_rank(id) != rank)
     throw argument_error("crown::port::send to " + where, "no such port in this job");
   if (closed_ports_.count({rank, id}) || (rank == rank_ && !ports_.count(id)))
     throw state_error("crown::port::send to " + where,
@@ -507,7 +516,7 @@ void control_core::deliver(int from, const note& n) {
   const auto it = ports_.find(n.head.target);
   if (it == ports_.end()) {
     log(log_level::warn, "rank ", rank_, ": a message from rank ", from, " for port #",
-        n.head.target & ((std::uint64_t(1) << id_shift) - 1),
+        local_part(n.head.target),
         ", whose receiver is gone, was dropped; that rank's next send to it throws");
     if (from == rank_) return;
     note_header h;

@@ -67,7 +67,7 @@ public:
   void note_timeout(std::uint64_t request, const std::string& what);
   [[nodiscard]] bool abandoned() const;
   [[nodiscard]] std::string outstanding() const;
-  std::uint64_t new_mesh_id() { return (std::uint64_t(rank_) << 32) | ++next_mesh_; }
+  std::uint64_t new_mesh_id();
   void note_mesh(std::uint64_t mesh_id, const std::string& name, const crown::mesh& on);
 
   // Supervision: failures nobody waited for go to the actor mesh's supervisor.

@@ -267,9 +267,13 @@ private:
 
   /// The current exception as this point's failure.
   void record_failure(std::uint64_t request, std::uint32_t position, std::string label) {
+    record_error(open_.at(request), position, failure_now(std::move(label), rank_));
+  }
+  /// Adds a failure to the reply under construction.
+  static void record_error(open_request& o, std::uint32_t position, const actor_failure& f) {
     std::vector<std::byte> bytes;
-    to_bytes(failure_now(std::move(label), rank_), bytes);
-    record(open_.at(request), position, record_kind::error, bytes);
+    to_bytes(f, bytes);
+    append_record(position, record_kind::error, bytes, *o.reply);
   }
 
   void done(std::uint64_t request) {
@@ -285,11 +289,7 @@ private:
     stop_request_ = request;
     current_ = {open_.at(request).reply.get(), position, &last_label_};
     forward_stdout(true); // an unfinished last line, as the last actor that ran left it
-    for (const auto& f : destroy_actors()) {
-      std::vector<std::byte> bytes;
-      to_bytes(f, bytes);
-      record(open_.at(request), position, record_kind::error, bytes);
-    }
+    for (const auto& f : destroy_actors()) record_error(open_.at(request), position, f);
     current_ = {};
     done(request);
   }
@@ -421,11 +421,7 @@ private:
     }
     it->second->stopping = true; // from now on calls to it fail
     if (it->second->active > 0) return;
-    if (auto failed = stop_now(mesh_id)) {
-      std::vector<std::byte> bytes;
-      to_bytes(*failed, bytes);
-      record(open_.at(request), position, record_kind::error, bytes);
-    }
+    if (auto failed = stop_now(mesh_id)) record_error(open_.at(request), position, *failed);
   }
 
   /// An actor whose stop waited: its last endpoint on the stack has returned.
@@ -540,12 +536,9 @@ private:
     for (reply_view v = *reply; v.next(r);) {
       try {
         record(it->second, r.position, r.kind, r.bytes);
-      } catch (const std::exception& e) {
-        actor_failure f{label_of(it->second.mesh_id, r.position), rank_, exception_type(),
-                        e.what()};
-        std::vector<std::byte> bytes;
-        to_bytes(f, bytes);
-        append_record(r.position, record_kind::error, bytes, *it->second.reply);
+      } catch (const std::exception&) {
+        record_error(it->second, r.position,
+                     failure_now(label_of(it->second.mesh_id, r.position), rank_));
       }
     }
     --it->second.waiting;

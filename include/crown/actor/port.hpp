@@ -38,7 +38,8 @@ void port_send(control_core& core, int rank, std::uint64_t id, std::uint64_t typ
 /// Drives progress once and takes the port's next message, if any, into `bytes`
 /// (throws argument_error for one of another type, naming its sender's rank).
 bool port_take(control_core& core, std::uint64_t id, std::vector<std::byte>& bytes);
-double call_timeout(const control_core& core) noexcept;
+/// The rank whose receiver port `id` belongs to (ids carry it).
+int port_rank(std::uint64_t id) noexcept;
 /// The values of `request` go to the port as they arrive (an adverb's response port).
 void reply_via_port(control_core& core, std::uint64_t request, int rank, std::uint64_t id,
                     std::uint64_t type);
@@ -145,7 +146,7 @@ std::pair<port<T>, receiver<T>> open_channel() {
   detail::control_core& core = detail::running_core("crown::open_channel");
   const std::uint64_t id =
       detail::open_port(core, detail::port_type_tag<T>(), detail::demangle(typeid(T).name()));
-  return {port<T>(static_cast<int>(id >> 40), id), receiver<T>(&core, id)};
+  return {port<T>(detail::port_rank(id), id), receiver<T>(&core, id)};
 }
 
 } // namespace crown
