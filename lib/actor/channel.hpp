@@ -1,7 +1,8 @@
 // lib/actor/channel.hpp — how controller messages travel between ranks: receives are
-// posted ahead into a ring of fixed slots (an arriving message is matched at once and
-// read in place, with no probe and no allocation), sends reuse pooled buffers, and a
-// message larger than a slot goes as a notice followed by its body.
+// posted ahead into a ring of fixed slots (an arriving message is matched at once, with
+// no probe, and copied out into a pooled buffer so that its slot is posted again at
+// once), sends reuse pooled buffers, and a message larger than a slot goes as a notice
+// followed by its body.
 #pragma once
 #include <array>
 #include <cstddef>
