@@ -7,6 +7,8 @@
 #include <crown/log.hpp>
 #include <cstdint>
 #include <cstring>
+#include <mutex>
+#include <new>
 #include <string>
 
 namespace crown::detail {
@@ -21,7 +23,64 @@ void check(int rc, const char* call, int rank) {
               std::string("controller channel: ") + call + " with rank " + std::to_string(rank));
 }
 
+/// Storage for attachments, kept for the next command of a similar size: a payload
+/// sent again and again (a broadcast each step) then needs no new pages, and none is
+/// zero-filled. At most two blocks are kept (the largest seen).
+struct bulk_pool {
+  std::mutex lock;
+  struct block {
+    std::byte* data;
+    std::size_t capacity;
+  };
+  std::vector<block> free;
+  static bulk_pool& get() {
+    static bulk_pool pool;
+    return pool;
+  }
+  ~bulk_pool() {
+    for (block& b : free) release(b);
+  }
+  static void release(const block& b) { ::operator delete[](b.data, alignment); }
+  static constexpr std::align_val_t alignment{64}; ///< a cache line (and any arithmetic type)
+  /// At least `bytes`, or null when the memory cannot be had.
+  block take(std::size_t bytes) {
+    {
+      const std::lock_guard hold(lock);
+      for (auto it = free.begin(); it != free.end(); ++it)
+        if (it->capacity >= bytes) {
+          const block b = *it;
+          free.erase(it);
+          return b;
+        }
+    }
+    // Uninitialised (no zero fill); null when the memory cannot be had.
+    return {static_cast<std::byte*>(::operator new[](bytes, alignment, std::nothrow)), bytes};
+  }
+  void give(block b) {
+    const std::lock_guard hold(lock);
+    free.push_back(b);
+    std::sort(free.begin(), free.end(),
+              [](const block& x, const block& y) { return x.capacity > y.capacity; });
+    for (; free.size() > 2; free.pop_back()) release(free.back());
+  }
+};
+
+/// Attachments start at multiples of this (aligned for any arithmetic type).
+constexpr std::size_t bulk_alignment = 64;
+std::size_t aligned(std::size_t n) {
+  return (n + bulk_alignment - 1) / bulk_alignment * bulk_alignment;
+}
+
 } // namespace
+
+bulk_in::~bulk_in() {
+  for (piece& p : pieces_) {
+    if (p.request == MPI_REQUEST_NULL) continue;
+    MPI_Cancel(&p.request);
+    MPI_Wait(&p.request, MPI_STATUS_IGNORE);
+  }
+  if (storage_) bulk_pool::get().give({storage_, capacity_});
+}
 
 channel::channel(MPI_Comm comm) : comm_(comm) {
   for (slot& s : ring_) post(s);
@@ -84,10 +143,7 @@ void channel::send(const message_buffer& data, int dest) {
     throw argument_error("controller message to rank " + std::to_string(dest),
                          std::to_string(data->size()) + " bytes exceed MPI's count limit");
   auto isend = [&](const message_buffer& b, int tag) {
-    if (sends_.size() < sends_in_mpi && queued_.empty())
-      start_send(b, dest, tag);
-    else
-      queued_.push_back({b, dest, tag});
+    enqueue({b->data(), b->size(), dest, tag, b, {}});
   };
   if (data->size() <= slot_bytes) return isend(data, small_tag);
   // The notice announces a body on large_tag from this rank: MPI keeps one sender's
@@ -98,11 +154,136 @@ void channel::send(const message_buffer& data, int dest) {
   isend(data, large_tag);
 }
 
-void channel::start_send(message_buffer b, int dest, int tag) {
+void channel::enqueue(outgoing o) {
+  ++queued_total_;
+  if (sends_.size() < sends_in_mpi && queued_.empty())
+    start_send(std::move(o));
+  else
+    queued_.push_back(std::move(o));
+}
+
+void channel::start_send(outgoing o) {
   MPI_Request r = MPI_REQUEST_NULL;
-  check(MPI_Isend(b->data(), static_cast<int>(b->size()), MPI_BYTE, dest, tag, comm_, &r),
-        "MPI_Isend", dest);
-  sends_.push_back({r, std::move(b)});
+  check(MPI_Isend(o.data, static_cast<int>(o.bytes), MPI_BYTE, o.dest, o.tag, comm_, &r),
+        "MPI_Isend", o.dest);
+  sends_.push_back({r, std::move(o)});
+}
+
+int channel::next_bulk_tag() noexcept {
+  next_bulk_tag_ = (next_bulk_tag_ + 1) % bulk_tags;
+  return bulk_tag_first + next_bulk_tag_;
+}
+
+std::uint64_t channel::send_bulk(std::span<const std::span<const std::byte>> parts,
+                                 std::size_t piece_bytes, int dest, int tag,
+                                 const std::shared_ptr<const void>& keep) {
+  for (const auto part : parts)
+    for (std::size_t at = 0; at < part.size(); at += piece_bytes)
+      enqueue({part.data() + at, std::min(piece_bytes, part.size() - at), dest, tag, {}, keep});
+  return queued_total_;
+}
+
+std::shared_ptr<bulk_in> channel::receive_bulk(int source, int tag,
+                                               std::span<const std::uint64_t> sizes,
+                                               std::size_t piece_bytes, std::vector<int> forward,
+                                               int forward_tag) {
+  auto b = std::make_shared<bulk_in>();
+  b->source_ = source;
+  b->tag_ = tag;
+  b->forward_ = std::move(forward);
+  b->forward_tag_ = forward_tag;
+  std::size_t total = 0;
+  for (const std::uint64_t bytes : sizes) total += aligned(bytes);
+  const auto block = bulk_pool::get().take(total);
+  b->storage_ = block.data;
+  b->capacity_ = block.capacity;
+  if (!b->storage_) {
+    int me = -1;
+    MPI_Comm_rank(comm_, &me);
+    b->failure_ = "rank " + std::to_string(me) + " has no memory for " + std::to_string(total) +
+                  " bytes of arguments";
+  }
+  std::size_t at = 0;
+  for (std::size_t part = 0; part < sizes.size(); ++part) {
+    const std::size_t bytes = sizes[part];
+    if (b->storage_) b->parts_.emplace_back(b->storage_ + at, bytes);
+    for (std::size_t offset = 0; offset < bytes; offset += piece_bytes)
+      b->pieces_.push_back({part, at + offset, std::min(piece_bytes, bytes - offset)});
+    at += aligned(bytes);
+  }
+  b->outstanding_ = b->pieces_.size();
+  arriving_.push_back(b);
+  test_bulk(b); // what is here already
+  return b;
+}
+
+void channel::progress_bulk() {
+  std::erase_if(arriving_, [this](const std::weak_ptr<bulk_in>& w) {
+    const auto b = w.lock();
+    if (!b) return true;
+    test_bulk(b);
+    return b->complete();
+  });
+}
+
+void channel::test_bulk(const std::shared_ptr<bulk_in>& held) {
+  bulk_in& b = *held;
+  // Pieces are matched as they arrive, in order (MPI keeps one sender's messages on one
+  // tag in order), by probe: a piece of another size than announced is then received
+  // whole into a buffer of its own and dropped (a receive posted too short ends in
+  // MPI_ERR_TRUNCATE, and Open MPI was seen to write past its end). Without storage,
+  // pieces are received that way one at a time, so the sender is not left waiting and
+  // no more than a piece of memory is used.
+  while (b.next_post_ < b.pieces_.size() && (b.storage_ || b.spilling_ == 0)) {
+    int arrived = 0;
+    MPI_Message message = MPI_MESSAGE_NULL;
+    MPI_Status status{};
+    check(MPI_Improbe(b.source_, b.tag_, comm_, &arrived, &message, &status), "MPI_Improbe",
+          b.source_);
+    if (!arrived) break;
+    int count = 0;
+    MPI_Get_count(&status, MPI_BYTE, &count);
+    const std::size_t i = b.next_post_++;
+    bulk_in::piece& p = b.pieces_[i];
+    p.whole = b.storage_ && static_cast<std::size_t>(count) == p.bytes;
+    std::byte* to = b.storage_ ? b.storage_ + p.offset : nullptr;
+    if (!p.whole) {
+      if (b.failure_.empty())
+        b.failure_ = "piece " + std::to_string(i) + " of its arguments from rank " +
+                     std::to_string(b.source_) + " held " + std::to_string(count) +
+                     " bytes where the command announced " + std::to_string(p.bytes);
+      p.spill.resize(static_cast<std::size_t>(count));
+      to = p.spill.data();
+      ++b.spilling_;
+    }
+    check(MPI_Imrecv(to, count, MPI_BYTE, &message, &p.request), "MPI_Imrecv", b.source_);
+  }
+  for (std::size_t i = b.next_forward_; i < b.next_post_; ++i) {
+    bulk_in::piece& p = b.pieces_[i];
+    if (p.request == MPI_REQUEST_NULL) continue;
+    int done = 0;
+    check(MPI_Test(&p.request, &done, MPI_STATUS_IGNORE), "MPI_Test", b.source_);
+    if (!done) continue;
+    --b.outstanding_;
+    if (!p.whole) {
+      std::vector<std::byte>().swap(p.spill);
+      --b.spilling_;
+    }
+  }
+  // Pieces go on in their order (a small last piece may arrive first): each as soon as
+  // it and those before it are here. The send holds the storage; a piece that failed
+  // goes on empty, so the ranks below fail too and nobody waits for it.
+  for (; b.next_forward_ < b.next_post_; ++b.next_forward_) {
+    const bulk_in::piece& p = b.pieces_[b.next_forward_];
+    if (p.request != MPI_REQUEST_NULL) break;
+    for (const int dest : b.forward_)
+      enqueue({p.whole ? b.storage_ + p.offset : nullptr,
+               p.whole ? p.bytes : 0,
+               dest,
+               b.forward_tag_,
+               {},
+               held});
+  }
 }
 
 void channel::poll_sends() {
@@ -117,12 +298,12 @@ void channel::poll_sends() {
       "MPI_Testsome", -1);
   for (std::size_t i = 0; i < n; ++i) sends_[i].request = window_[i];
   while (!sends_.empty() && sends_.front().request == MPI_REQUEST_NULL) {
-    recycle(std::move(sends_.front().buffer));
+    recycle(std::move(sends_.front().what.buffer));
     sends_.pop_front();
+    ++retired_;
   }
   while (!queued_.empty() && sends_.size() < sends_in_mpi) { // in order: MPI keeps it
-    queued_send& q = queued_.front();
-    start_send(std::move(q.buffer), q.dest, q.tag);
+    start_send(std::move(queued_.front()));
     queued_.pop_front();
   }
 }

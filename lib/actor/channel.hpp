@@ -11,11 +11,48 @@
 #include <memory>
 #include <mpi.h>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace crown::detail {
 
 using message_buffer = std::shared_ptr<std::vector<std::byte>>;
+
+/// The attachments of one command (large arguments) as they arrive from its sender:
+/// uninitialised, pooled storage (no zero fill, no new pages for a repeated size), each
+/// attachment aligned for any arithmetic type. Pieces are forwarded down the tree as
+/// they arrive (channel::receive_bulk).
+class bulk_in {
+public:
+  bulk_in() = default;
+  bulk_in(const bulk_in&) = delete;
+  bulk_in& operator=(const bulk_in&) = delete;
+  ~bulk_in(); ///< the storage goes back to the pool
+  [[nodiscard]] bool complete() const noexcept { return outstanding_ == 0; }
+  [[nodiscard]] std::span<const std::span<const std::byte>> parts() const noexcept {
+    return parts_;
+  }
+  /// Why the bytes do not match the command ("" when they do): a piece of another size
+  /// than announced, or no memory for them (the pieces were received and dropped).
+  [[nodiscard]] const std::string& failure() const noexcept { return failure_; }
+
+private:
+  friend class channel;
+  struct piece {
+    std::size_t part, offset, bytes;
+    MPI_Request request = MPI_REQUEST_NULL;
+    bool whole = false;             ///< matched as announced, into the storage
+    std::vector<std::byte> spill{}; ///< where a piece unlike its announcement goes
+  };
+  std::byte* storage_ = nullptr;
+  std::size_t capacity_ = 0;
+  std::vector<std::span<const std::byte>> parts_;
+  std::vector<piece> pieces_;
+  std::size_t outstanding_ = 0, next_post_ = 0, next_forward_ = 0, spilling_ = 0;
+  int source_ = -1, tag_ = 0, forward_tag_ = 0;
+  std::vector<int> forward_;
+  std::string failure_;
+};
 
 class channel {
 public:
@@ -36,6 +73,23 @@ public:
   void recycle(message_buffer b);
   /// Sends `data` to `dest` without copying; the buffer may go to several ranks.
   void send(const message_buffer& data, int dest);
+  /// The tag for the next command this rank sends or forwards with attachments.
+  int next_bulk_tag() noexcept;
+  /// Sends `parts` to `dest` on `tag`, in pieces of `piece_bytes`, without copying: they
+  /// stay alive until sent, held by `keep` or by a caller that waits for sent(). Returns
+  /// the serial number of the last piece.
+  std::uint64_t send_bulk(std::span<const std::span<const std::byte>> parts,
+                          std::size_t piece_bytes, int dest, int tag,
+                          const std::shared_ptr<const void>& keep);
+  /// True once every send up to `serial` has completed (sends retire in order).
+  [[nodiscard]] bool sent(std::uint64_t serial) const noexcept { return retired_ >= serial; }
+  /// Receives attachments of `sizes` from `source` on `tag`, and sends each piece on to
+  /// `forward` (on `forward_tag`) as soon as it is here. Progressed by progress_bulk().
+  std::shared_ptr<bulk_in> receive_bulk(int source, int tag, std::span<const std::uint64_t> sizes,
+                                        std::size_t piece_bytes, std::vector<int> forward,
+                                        int forward_tag);
+  /// Tests the pieces of every bulk receive under way and forwards those that arrived.
+  void progress_bulk();
   /// Retires completed sends (one MPI call when any are pending, none otherwise). Only
   /// the oldest `send_window` are tested: sends complete roughly in order, and the cost
   /// of a poll must not grow with the number of messages in flight.
@@ -51,6 +105,8 @@ public:
     std::span<const std::byte> bytes; ///< the message, in `owned`
     int source = -1;
     message_buffer owned; ///< its buffer (recycle() it when done)
+    /// A command's attachments, all arrived (the command was forwarded on arrival).
+    std::shared_ptr<const bulk_in> bulk;
   };
   /// The next message that has arrived, if any.
   bool receive(incoming& m);
@@ -85,17 +141,26 @@ private:
   bool sweep_ = false; ///< the last receive found a message: test every slot next
   std::vector<large_receive> large_;
   std::vector<announced> announced_; ///< in arrival order (one sender's bodies stay in order)
+  /// A send: a pooled buffer, or bytes that `keep` holds alive (or the caller's).
+  struct outgoing {
+    const std::byte* data = nullptr;
+    std::size_t bytes = 0;
+    int dest = 0, tag = 0;
+    message_buffer buffer;
+    std::shared_ptr<const void> keep;
+  };
   struct pending_send {
     MPI_Request request;
-    message_buffer buffer;
+    outgoing what;
   };
   std::deque<pending_send> sends_; ///< oldest first; done ones wait for those before them
-  struct queued_send {
-    message_buffer buffer;
-    int dest, tag;
-  };
-  std::deque<queued_send> queued_; ///< not yet handed to MPI, in order
-  void start_send(message_buffer b, int dest, int tag);
+  std::deque<outgoing> queued_;    ///< not yet handed to MPI, in order
+  std::uint64_t queued_total_ = 0, retired_ = 0; ///< sends made and completed (serials)
+  void enqueue(outgoing o);
+  void start_send(outgoing o);
+  void test_bulk(const std::shared_ptr<bulk_in>& b);
+  std::vector<std::weak_ptr<bulk_in>> arriving_;
+  int next_bulk_tag_ = 0;
   std::vector<MPI_Request> window_;
   std::vector<int> done_;
   std::vector<message_buffer> free_small_, free_large_; ///< capacity <= or > slot_bytes

@@ -80,6 +80,7 @@ std::uint64_t control_core::new_mesh_id() { return make_id(rank_, ++next_mesh_);
 std::vector<std::byte>& control_core::begin_command() {
   next_ = channel_.acquire(last_bytes_); // a large payload is likely followed by another
   next_->resize(header_space());
+  attachments_.clear();
   return *next_;
 }
 
@@ -91,6 +92,25 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
   // An actor's spawn or command to several actors goes through the controller, which
   // orders it among its own: collectives among actors then meet in one order everywhere.
   const bool relayed = rank_ != 0 && (kind == message_kind::spawn || ranks.size() > 1);
+  // Large arguments travel beside the command, from the caller's memory, down a binary
+  // tree (each rank sends them at most twice), in pieces where a rank forwards them.
+  const bool bulk = !attachments_.empty();
+  const int fanout = bulk ? std::min(fanout_, 2) : fanout_;
+  bulk_sizes_.clear();
+  std::uint64_t total = 0;
+  for (const auto a : attachments_) {
+    bulk_sizes_.push_back(a.size());
+    total += a.size();
+  }
+  const bool forwarded = relayed || ranks.size() > static_cast<std::size_t>(fanout);
+  // Larger pieces only where a call carries more than max_pieces of the usual size.
+  const std::uint64_t piece = std::max<std::uint64_t>(forwarded ? 256u << 10 : 4u << 20,
+                                                      total / (max_pieces - max_attachments) + 1);
+  if (piece > max_piece_bytes)
+    throw argument_error("a call", "its large arguments, " + std::to_string(total) +
+                                       " bytes, exceed what one call carries");
+  const bulk_layout layout{bulk_sizes_, bulk ? channel_.next_bulk_tag() : 0,
+                           static_cast<std::uint32_t>(piece)};
   command_header h;
   h.kind = kind;
   h.request = make_id(rank_, ++next_request_);
@@ -98,7 +118,7 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
   h.endpoint = endpoint;
   h.mode = mode;
   h.reduce_op = static_cast<std::uint8_t>(op);
-  h.fanout = static_cast<std::uint16_t>(fanout_);
+  h.fanout = static_cast<std::uint16_t>(fanout);
   h.origin = rank_;
   h.sequencer = relayed ? 0 : rank_;
   h.seq = relayed ? 0 : ++seq_;
@@ -110,13 +130,19 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
     if (relayed) origin_order_.push_back(mine);
   }
   message_buffer message = std::move(next_);
-  finish_command(h, ranks, positions, order_, origin_order_, *message);
+  finish_command(h, ranks, positions, order_, origin_order_, *message, layout);
   last_bytes_ = message->size();
   const auto children = std::min<std::size_t>(ranks.size(), h.fanout);
+  std::uint64_t last_send = 0;
+  const auto send_to = [&](int dest) {
+    channel_.send(message, dest);
+    if (bulk)
+      last_send = channel_.send_bulk(attachments_, layout.piece_bytes, dest, layout.tag, {});
+  };
   if (relayed)
-    channel_.send(message, 0);
+    send_to(0);
   else
-    for (std::size_t node = 1; node <= children; ++node) channel_.send(message, ranks[node - 1]);
+    for (std::size_t node = 1; node <= children; ++node) send_to(ranks[node - 1]);
   pending& p = requests_[h.request];
   p.waiting = static_cast<std::uint32_t>(mode == reply_mode::stream ? ranks.size() : children);
   p.mesh_id = mesh_id;
@@ -137,7 +163,68 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
     if (!positions.empty()) p.first_position = positions[0];
     if (positions.size() > 1) p.more_positions.assign(positions.begin() + 1, positions.end());
   }
+  if (bulk) { // the caller may change or free its arrays once this returns (as MPI_Send)
+    attachments_.clear();
+    backoff pause(wait_site{"sending a call's large arguments", relayed ? 0 : ranks[0]});
+    while (!channel_.sent(last_send))
+      if (!progress()) pause.pause();
+  }
   return h.request;
+}
+
+std::shared_ptr<bulk_in> control_core::receive_bulk(const command& c, int source,
+                                                    message_buffer message,
+                                                    std::vector<int> children) {
+  const int tag = channel_.next_bulk_tag();
+  set_bulk_tag(*message, tag);
+  for (const int child : children) channel_.send(message, child);
+  std::vector<std::uint64_t> sizes(c.attachment_bytes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) sizes[i] = c.attachment_bytes[i];
+  return channel_.receive_bulk(source, c.bulk_tag, sizes, c.piece_bytes, std::move(children), tag);
+}
+
+void control_core::begin_arrival(channel::incoming& m, message_kind kind) {
+  const auto c = decode_command(m.bytes, size_);
+  const std::int64_t at = c && rank_ != 0 ? c->index_of(rank_) : 0;
+  if (!c || at < 0 || (rank_ == 0 && (!c->relayed() || c->head.sequencer != 0)))
+    return dispatch_command(m, kind); // refused there, naming the cause
+  message_buffer message = channel_.acquire(m.bytes.size());
+  message->assign(m.bytes.begin(), m.bytes.end());
+  // Rank 0 relays it for an actor (node 0 of the tree), a serving rank is node at + 1.
+  if (rank_ == 0) sequence(*c, *message);
+  const auto [first, last] = children_of(rank_ == 0 ? 0 : static_cast<std::uint64_t>(at) + 1,
+                                         c->head.fanout, c->head.targets);
+  std::vector<int> children;
+  for (std::uint64_t node = first; node <= last; ++node) children.push_back(c->ranks[node - 1]);
+  auto bulk = receive_bulk(*c, m.source, std::move(message), std::move(children));
+  arrivals_.push_back(
+      {rank_ == 0 ? channel::incoming{} : std::move(m), kind, std::move(bulk), rank_ == 0});
+}
+
+void control_core::finish_arrivals() {
+  channel_.progress_bulk();
+  for (;;) { // an arrival's endpoint may drive progress and finish others: look again
+    const auto it = std::find_if(arrivals_.begin(), arrivals_.end(),
+                                 [](const arrival& a) { return a.bulk->complete(); });
+    if (it == arrivals_.end()) return;
+    arrival a = std::move(*it);
+    arrivals_.erase(it);
+    if (a.relayed) {
+      if (!a.bulk->failure().empty())
+        log(log_level::error, "controller: a relayed call's arguments: ", a.bulk->failure());
+      continue;
+    }
+    a.message.bulk = std::move(a.bulk);
+    dispatch_command(a.message, a.kind);
+    channel_.recycle(std::move(a.message.owned));
+  }
+}
+
+void control_core::dispatch_command(channel::incoming& m, message_kind kind) {
+  if (rank_ == 0) // the controller hosts no actors: a relayed command
+    relay(m);
+  else if (sink_)
+    sink_->accept(m, kind);
 }
 
 void control_core::relay(const channel::incoming& m) {
@@ -148,20 +235,24 @@ void control_core::relay(const channel::incoming& m) {
   }
   message_buffer message = channel_.acquire(m.bytes.size());
   message->assign(m.bytes.begin(), m.bytes.end());
+  sequence(*c, *message);
+  const auto children = std::min<std::size_t>(c->ranks.size(), c->head.fanout);
+  for (std::size_t node = 1; node <= children; ++node) channel_.send(message, c->ranks[node - 1]);
+}
+
+void control_core::sequence(const command& c, std::vector<std::byte>& message) {
   order_.clear();
-  for (std::size_t i = 0; i < c->ranks.size(); ++i)
-    order_.push_back(sent_to_[static_cast<std::size_t>(c->ranks[i])]++);
-  sequence_command(*message, ++seq_, order_);
-  if (c->head.kind == message_kind::spawn) { // the watchdog names the actors a rank hosts
+  for (std::size_t i = 0; i < c.ranks.size(); ++i)
+    order_.push_back(sent_to_[static_cast<std::size_t>(c.ranks[i])]++);
+  sequence_command(message, ++seq_, order_);
+  if (c.head.kind == message_kind::spawn) { // the watchdog names the actors a rank hosts
     try {
-      const auto spec = from_bytes<spawn_spec>(c->payload);
+      const auto spec = from_bytes<spawn_spec>(c.payload);
       for (int r : spec.ranks) hosted_[r].push_back(spec.name);
-      mesh_names_[c->head.mesh_id] = spec.name;
+      mesh_names_[c.head.mesh_id] = spec.name;
     } catch (const std::exception&) { // the targets refuse it, naming the cause
     }
   }
-  const auto children = std::min<std::size_t>(c->ranks.size(), c->head.fanout);
-  for (std::size_t node = 1; node <= children; ++node) channel_.send(message, c->ranks[node - 1]);
 }
 
 bool control_core::ready(std::uint64_t request) {
@@ -304,6 +395,7 @@ std::string control_core::outstanding() const {
 
 bool control_core::progress() {
   channel_.poll_sends();
+  if (!arrivals_.empty()) finish_arrivals();
   if (rank_ == 0 && (++ticks_ & 63) == 0) { // the clock is read every 64 polls, not on each
     check_watchdog();
     logs_.flush(false);
@@ -322,10 +414,11 @@ bool control_core::progress() {
     } else if (kind == message_kind::supervise || kind == message_kind::port ||
                kind == message_kind::port_closed) {
       accept_note(m, *kind);
-    } else if (kind && rank_ == 0) { // the controller hosts no actors: a relayed command
-      relay(m);
-    } else if (kind && sink_) {
-      sink_->accept(m, *kind);
+    } else if (kind && (rank_ == 0 || sink_)) { // a command
+      if (attachments_of(m.bytes) != 0)
+        begin_arrival(m, *kind);
+      else
+        dispatch_command(m, *kind);
     } else {
       log(log_level::error, "rank ", rank_, ": dropped a malformed message from rank ", m.source,
           " (", m.bytes.size(), " bytes)");
@@ -620,6 +713,7 @@ actor_failure control_core::failure_of(std::span<const std::byte> bytes, int fro
 bool request_ready(control_core& core, std::uint64_t request) { return core.ready(request); }
 call_result take_result(control_core& core, std::uint64_t request) { return core.take(request); }
 std::vector<std::byte>& begin_command(control_core& core) { return core.begin_command(); }
+attachment_list& command_attachments(control_core& core) { return core.attachments(); }
 std::uint64_t submit(control_core& core, message_kind kind, std::uint64_t mesh_id,
                      std::uint32_t endpoint, reply_mode mode, reduce_op op,
                      std::span<const int> ranks, std::span<const std::uint32_t> positions,

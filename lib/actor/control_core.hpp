@@ -51,6 +51,7 @@ public:
 
   // Calls made from this rank.
   std::vector<std::byte>& begin_command();
+  attachment_list& attachments() noexcept { return attachments_; }
   std::uint64_t submit(message_kind kind, std::uint64_t mesh_id, std::uint32_t endpoint,
                        reply_mode mode, reduce_op op, std::span<const int> ranks,
                        std::span<const std::uint32_t> positions, supervisor_ref supervisor);
@@ -130,8 +131,19 @@ private:
   };
 
   void accept_reply(const std::optional<reply_view>& reply, int source);
+  /// A command with attachments: forwarded down its tree at once (pieces too, as they
+  /// arrive), handled once they are all here (relayed by rank 0 then, else run).
+  void begin_arrival(channel::incoming& m, message_kind kind);
+  void finish_arrivals();
+  void dispatch_command(channel::incoming& m, message_kind kind);
+  /// Sends `message` (a copy of command `c` from `source`) to `children` on a tag of
+  /// this rank's, and receives its attachments, sending each piece on to them.
+  std::shared_ptr<bulk_in> receive_bulk(const command& c, int source, message_buffer message,
+                                        std::vector<int> children);
   void collect_log(std::span<const std::byte> bytes, int from);
   void relay(const channel::incoming& m);
+  /// Rank 0 gives a relayed command its place in its own stream (in `message`).
+  void sequence(const command& c, std::vector<std::byte>& message);
   void accept_note(const channel::incoming& m, message_kind kind);
   void deliver(int from, const note& n);
   /// Sends a port message without driving progress (safe inside message handling).
@@ -153,8 +165,16 @@ private:
   std::size_t last_bytes_ = 0; ///< of the last command
   std::uint32_t next_mesh_ = 0;
   std::size_t unfinished_ = 0; ///< requests still waiting for replies
-  std::vector<std::uint64_t> sent_to_, order_, origin_order_;
-  message_buffer next_; ///< the command being written (begin_command)
+  std::vector<std::uint64_t> sent_to_, order_, origin_order_, bulk_sizes_;
+  message_buffer next_;         ///< the command being written (begin_command)
+  attachment_list attachments_; ///< its large arguments, in the caller's memory
+  struct arrival {
+    channel::incoming message;
+    message_kind kind;
+    std::shared_ptr<bulk_in> bulk;
+    bool relayed; ///< rank 0 relayed it: nothing left to do once it is here
+  };
+  std::deque<arrival> arrivals_;
   pending_map requests_;
   std::vector<std::uint64_t> failing_;                       ///< incomplete requests with failures
   std::unordered_map<std::uint64_t, std::vector<int>> busy_; ///< calls in flight by mesh, point

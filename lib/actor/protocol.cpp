@@ -58,14 +58,25 @@ std::int64_t command::index_of(int rank) const noexcept {
 
 void finish_command(command_header head, std::span<const std::int32_t> ranks,
                     std::span<const std::uint32_t> positions, std::span<const std::uint64_t> order,
-                    std::span<const std::uint64_t> origin_order, std::vector<std::byte>& out) {
+                    std::span<const std::uint64_t> origin_order, std::vector<std::byte>& out,
+                    const bulk_layout& bulk) {
   head.targets = static_cast<std::uint32_t>(ranks.size());
+  head.attachments = static_cast<std::uint32_t>(bulk.sizes.size());
   head.payload_bytes = out.size() - header_space();
   std::memcpy(out.data(), &head, sizeof head);
   put(out, order.data(), order.size());
   if (head.origin != head.sequencer) put(out, origin_order.data(), origin_order.size());
   put(out, ranks.data(), ranks.size());
   put(out, positions.data(), positions.size());
+  if (bulk.sizes.empty()) return;
+  put(out, bulk.sizes.data(), bulk.sizes.size());
+  const std::uint32_t tail[2] = {static_cast<std::uint32_t>(bulk.tag), bulk.piece_bytes};
+  put(out, tail, 2);
+}
+
+void set_bulk_tag(std::vector<std::byte>& message, int tag) {
+  const auto t = static_cast<std::uint32_t>(tag);
+  std::memcpy(message.data() + message.size() - 2 * sizeof t, &t, sizeof t);
 }
 
 std::optional<command> decode_command(std::span<const std::byte> message, int world_size) {
@@ -77,19 +88,39 @@ std::optional<command> decode_command(std::span<const std::byte> message, int wo
   if (h.kind != message_kind::spawn && h.kind != message_kind::call &&
       h.kind != message_kind::stop && h.kind != message_kind::stop_mesh)
     return std::nullopt;
-  if (h.fanout == 0 || static_cast<std::uint8_t>(h.mode) > 3 || h.reserved != 0)
+  if (h.fanout == 0 || static_cast<std::uint8_t>(h.mode) > 3) return std::nullopt;
+  if (h.attachments > max_attachments || (h.attachments && h.kind != message_kind::call))
     return std::nullopt;
   if (h.origin < 0 || h.origin >= world_size || (h.sequencer != 0 && h.sequencer != h.origin))
     return std::nullopt;
   if (h.payload_bytes > in.left()) return std::nullopt;
   c.payload = in.take(h.payload_bytes);
   const std::size_t each = per_target + (c.relayed() ? sizeof(std::uint64_t) : 0);
-  if (h.targets == 0 || in.left() != std::size_t{h.targets} * each) return std::nullopt;
+  const std::size_t trailer =
+      h.attachments ? h.attachments * sizeof(std::uint64_t) + 2 * sizeof(std::uint32_t) : 0;
+  if (h.targets == 0 || in.left() != std::size_t{h.targets} * each + trailer) return std::nullopt;
   c.order = packed<std::uint64_t>(in.take(h.targets * sizeof(std::uint64_t)));
   if (c.relayed())
     c.origin_order = packed<std::uint64_t>(in.take(h.targets * sizeof(std::uint64_t)));
   c.ranks = packed<std::int32_t>(in.take(h.targets * sizeof(std::int32_t)));
   c.positions = packed<std::uint32_t>(in.take(h.targets * sizeof(std::uint32_t)));
+  if (h.attachments) {
+    c.attachment_bytes = packed<std::uint64_t>(in.take(h.attachments * sizeof(std::uint64_t)));
+    std::uint32_t tag = 0;
+    in.read(tag);
+    in.read(c.piece_bytes);
+    c.bulk_tag = static_cast<int>(tag);
+    if (tag < bulk_tag_first || tag >= bulk_tag_first + bulk_tags ||
+        c.piece_bytes < min_piece_bytes || c.piece_bytes > max_piece_bytes)
+      return std::nullopt;
+    std::uint64_t pieces = 0;
+    for (std::size_t i = 0; i < c.attachment_bytes.size(); ++i) {
+      const std::uint64_t bytes = c.attachment_bytes[i];
+      if (bytes == 0 || bytes > max_attachment_bytes) return std::nullopt;
+      pieces += (bytes + c.piece_bytes - 1) / c.piece_bytes;
+    }
+    if (pieces > max_pieces) return std::nullopt;
+  }
   // Every rank once: a hostile list must not make the tree forward in circles.
   std::vector<bool> seen(static_cast<std::size_t>(world_size > 0 ? world_size : 0));
   for (std::size_t i = 0; i < c.ranks.size(); ++i) {

@@ -2,6 +2,7 @@
 // tree, replies that come back along it. Decoding trusts nothing (fuzzed: tests/fuzz)
 // and allocates nothing: a decoded message is a set of views into its bytes.
 #pragma once
+#include <algorithm>
 #include <crown/actor/wire.hpp>
 #include <cstddef>
 #include <cstdint>
@@ -9,17 +10,21 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace crown::detail {
 
 inline constexpr std::uint32_t protocol_magic = 0x4e575243; // "CRWN"
-inline constexpr std::uint16_t protocol_version = 3;
+inline constexpr std::uint16_t protocol_version = 4;
 
 /// A command is this header, the payload, then per target its order (u64), for a relayed
 /// command its order in the origin's stream (u64), its world rank (i32) and point index
 /// (u32). The payload comes first so that the front end can serialise straight into the
-/// message (no copy of large payloads).
+/// message. A command with attachments (large arguments, which travel beside it from
+/// the caller's memory) ends with their sizes (u64 each), the tag its sender sends them
+/// on (u32: every hop down the tree picks its own) and their piece size (u32): each
+/// attachment goes in pieces, so that a rank forwards a piece while the next arrives.
 ///
 /// Node 0 of the tree is `origin`, the rank that called (the controller or an actor's
 /// rank): the top targets' replies go there. `order` counts the commands each target
@@ -40,7 +45,7 @@ struct command_header {
   std::uint32_t targets = 0;
   std::int32_t origin = 0;
   std::int32_t sequencer = 0;
-  std::uint32_t reserved = 0;
+  std::uint32_t attachments = 0; ///< large arguments that travel beside the command
   std::uint64_t payload_bytes = 0;
 };
 static_assert(sizeof(command_header) == 64, "no padding: the layout is the wire format");
@@ -69,10 +74,13 @@ private:
 struct command {
   command_header head;
   std::span<const std::byte> payload;
-  packed<std::uint64_t> order;        ///< each target's count of earlier commands to it
-  packed<std::uint64_t> origin_order; ///< the same in the origin's stream (relayed only)
-  packed<std::int32_t> ranks;         ///< world rank of each target
-  packed<std::uint32_t> positions;    ///< each target's point index in the actor mesh
+  packed<std::uint64_t> order;            ///< each target's count of earlier commands to it
+  packed<std::uint64_t> origin_order;     ///< the same in the origin's stream (relayed only)
+  packed<std::int32_t> ranks;             ///< world rank of each target
+  packed<std::uint32_t> positions;        ///< each target's point index in the actor mesh
+  packed<std::uint64_t> attachment_bytes; ///< each attachment's size
+  int bulk_tag = 0;                       ///< the sender's tag for the pieces
+  std::uint32_t piece_bytes = 0;
   /// The index of `rank` among the targets, or -1.
   [[nodiscard]] std::int64_t index_of(int rank) const noexcept;
   /// Sequenced by the controller for an actor: ordered in two streams.
@@ -82,13 +90,43 @@ struct command {
 /// Completes a command whose payload was written after header_space() bytes of `out`:
 /// writes the header in front and appends the per-target arrays (`origin_order` only
 /// when the header says the command is relayed).
+/// Attachments: their sizes, the sender's tag and the piece size (see command_header).
+struct bulk_layout {
+  std::span<const std::uint64_t> sizes;
+  int tag = 0;
+  std::uint32_t piece_bytes = 0;
+};
 void finish_command(command_header head, std::span<const std::int32_t> ranks,
                     std::span<const std::uint32_t> positions, std::span<const std::uint64_t> order,
-                    std::span<const std::uint64_t> origin_order, std::vector<std::byte>& out);
+                    std::span<const std::uint64_t> origin_order, std::vector<std::byte>& out,
+                    const bulk_layout& bulk = {});
+/// Tags of attachment pieces on the controller channel: the sender takes the next one
+/// for each command it sends or forwards with attachments (tags 1 and 2 are the
+/// channel's), so pieces of different commands never match each other's receives.
+inline constexpr int bulk_tag_first = 1024;
+inline constexpr int bulk_tags = 16384;
+/// Attachments per command, the largest one and the piece sizes that decoding accepts.
+inline constexpr std::uint32_t max_attachments = 1024;
+inline constexpr std::uint64_t max_attachment_bytes = std::uint64_t{1} << 40;
+inline constexpr std::uint32_t min_piece_bytes = 4096, max_piece_bytes = 64u << 20;
+/// Pieces per command: a receiver keeps a record of each (a command of 1 KiB cannot make
+/// it allocate gigabytes of records).
+inline constexpr std::uint64_t max_pieces = std::uint64_t{1} << 20;
+/// The attachments a command announces, read from its header alone (0 for a message
+/// too short to be a command).
+inline std::uint32_t attachments_of(std::span<const std::byte> message) {
+  command_header h;
+  if (message.size() < sizeof h) return 0;
+  std::memcpy(&h, message.data(), sizeof h);
+  return h.attachments;
+}
+/// Rewrites the tag of a command with attachments (a forwarding rank sends on its own).
+void set_bulk_tag(std::vector<std::byte>& message, int tag);
 inline constexpr std::size_t header_space() { return sizeof(command_header); }
 /// nullopt unless magic, version and kind are right, 1 <= fanout, origin lies in the job,
 /// the sequencer is the origin or the controller, every rank lies in [1, world_size) and
-/// appears once, and the lengths add up to exactly the message.
+/// appears once, attachments (calls only) keep the limits above, and the lengths add up
+/// to exactly the message.
 std::optional<command> decode_command(std::span<const std::byte> message, int world_size);
 /// The controller sequences a relayed command (a copy of it, `message`): its sequence
 /// number and each target's order in the controller's stream.
@@ -189,6 +227,13 @@ inline std::uint64_t parent_node(std::uint64_t node, std::uint64_t fanout) {
 }
 inline std::uint64_t first_child(std::uint64_t node, std::uint64_t fanout) {
   return node * fanout + 1;
+}
+/// The nodes [first, last] that `node` forwards a command of `targets` to (none when
+/// first > last).
+inline std::pair<std::uint64_t, std::uint64_t> children_of(std::uint64_t node, std::uint64_t fanout,
+                                                           std::uint64_t targets) {
+  const std::uint64_t first = first_child(node, fanout);
+  return {first, std::min<std::uint64_t>(first + fanout - 1, targets)};
 }
 
 } // namespace crown::detail

@@ -168,7 +168,12 @@ private:
     std::uint32_t position = 0;
     const std::string* label = nullptr;
   };
-  using command_queue = in_order_queue<message_buffer>;
+  /// A command waiting for its turn, with its attachments (if any).
+  struct held_command {
+    message_buffer bytes;
+    std::shared_ptr<const bulk_in> bulk;
+  };
+  using command_queue = in_order_queue<held_command>;
 
   void accept_command(channel::incoming& m) {
     const auto c = decode_command(m.bytes, size_);
@@ -189,11 +194,12 @@ private:
           " whose order was already run or is already waiting");
       return;
     }
-    const std::uint64_t first = first_child(node, fanout);
-    const std::uint64_t last = std::min<std::uint64_t>(first + fanout - 1, c->head.targets);
-    // Forward first: a child never waits for this rank's endpoint to finish.
-    for (std::uint64_t child = first; child <= last; ++child)
-      core_.channel().send(m.owned, c->ranks[child - 1]);
+    const auto [first, last] = children_of(node, fanout, c->head.targets);
+    // Forward first: a child never waits for this rank's endpoint to finish. (A command
+    // with attachments was forwarded as it arrived, its pieces too.)
+    if (!m.bulk)
+      for (std::uint64_t child = first; child <= last; ++child)
+        core_.channel().send(m.owned, c->ranks[child - 1]);
     const bool streamed = c->head.mode == reply_mode::stream; // straight to the caller
     const std::uint64_t parent = parent_node(node, fanout);
     open_request& o = open_[c->head.request];
@@ -206,25 +212,25 @@ private:
     o.reply = core_.channel().acquire();
     begin_reply(c->head.request, *o.reply);
     if (verdict == command_queue::verdict::hold) {
-      queue_.hold(key_span, std::move(m.owned));
+      queue_.hold(key_span, {std::move(m.owned), std::move(m.bulk)});
       return;
     }
     queue_.ran(key_span);
-    execute(*c, at); // m.owned, which `c` views, lives in the caller until it returns
+    execute(*c, at, m.bulk.get()); // m.owned, which `c` views, lives in the caller
     run_ready();
   }
 
   /// Commands that arrived early and whose turn has come.
   void run_ready() {
-    while (std::optional<message_buffer> next = queue_.take_ready()) {
-      const message_buffer bytes = std::move(*next);
-      const auto d = decode_command(*bytes, size_); // decoded once before: valid
-      execute(*d, static_cast<std::size_t>(d->index_of(rank_)));
-      core_.channel().recycle(bytes);
+    while (std::optional<held_command> next = queue_.take_ready()) {
+      const held_command held = std::move(*next);
+      const auto d = decode_command(*held.bytes, size_); // decoded once before: valid
+      execute(*d, static_cast<std::size_t>(d->index_of(rank_)), held.bulk.get());
+      core_.channel().recycle(held.bytes);
     }
   }
 
-  void execute(const command& c, std::size_t index) {
+  void execute(const command& c, std::size_t index, const bulk_in* bulk) {
     const std::uint32_t position = c.positions[index];
     const std::uint64_t request = c.head.request;
     std::vector<std::byte> value;
@@ -235,13 +241,16 @@ private:
       if (stopped_ || session_stop_)
         throw state_error(label_of(c.head.mesh_id, position),
                           "the control session is ending; the command was not run");
+      if (bulk && !bulk->failure().empty())
+        throw malformed_message("the call's arguments did not arrive whole: " + bulk->failure());
       switch (c.head.kind) {
       case message_kind::spawn:
         spawn(c.head.mesh_id, c.payload);
         break;
       case message_kind::call:
         fault_point_reached(fault_point::call);
-        call(c.head.mesh_id, c.head.endpoint, c.payload, value);
+        call(c.head.mesh_id, c.head.endpoint, c.payload,
+             bulk ? bulk->parts() : std::span<const std::span<const std::byte>>{}, value);
         break;
       case message_kind::stop_mesh:
         stop_mesh(c.head.mesh_id, request, position);
@@ -388,6 +397,7 @@ private:
   }
 
   void call(std::uint64_t mesh_id, std::uint32_t endpoint, std::span<const std::byte> payload,
+            std::span<const std::span<const std::byte>> attachments,
             std::vector<std::byte>& value) {
     hosted& h = find_actor(mesh_id, "call");
     if (endpoint >= h.type->endpoints.size())
@@ -395,7 +405,7 @@ private:
                            "unknown endpoint #" + std::to_string(endpoint) + " of " + h.type->name);
     try {
       as_actor(h, [&] {
-        byte_reader args(payload);
+        byte_reader args(payload, attachments);
         h.type->endpoints[endpoint](h.object, args, value);
         if (args.remaining() != 0)
           throw malformed_message("call on " + h.label + ": " + std::to_string(args.remaining()) +

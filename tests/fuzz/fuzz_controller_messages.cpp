@@ -58,14 +58,38 @@ void check_command(std::span<const std::byte> message) {
     if (first > targets) break; // later nodes have no children either
   }
   require(children == targets);
+  // Attachments (large arguments beside the command): within the limits, calls only.
+  std::vector<std::uint64_t> sizes;
+  for (std::size_t i = 0; i < c->attachment_bytes.size(); ++i) {
+    require(c->attachment_bytes[i] >= 1 && c->attachment_bytes[i] <= max_attachment_bytes);
+    sizes.push_back(c->attachment_bytes[i]);
+  }
+  require(
+      sizes.size() == c->head.attachments &&
+      (sizes.empty() || (c->head.kind == message_kind::call && c->piece_bytes >= min_piece_bytes &&
+                         c->piece_bytes <= max_piece_bytes && c->bulk_tag >= bulk_tag_first &&
+                         c->bulk_tag < bulk_tag_first + bulk_tags)));
   std::vector<std::byte> again(header_space());
   again.insert(again.end(), c->payload.begin(), c->payload.end());
-  finish_command(c->head, ranks, positions, order, origin_order, again);
+  finish_command(c->head, ranks, positions, order, origin_order, again,
+                 bulk_layout{sizes, c->bulk_tag, c->piece_bytes});
   require(again.size() == message.size() &&
           std::memcmp(again.data(), message.data(), again.size()) == 0);
   // Payloads are cereal data from another rank: the reader must refuse, not overrun.
   try {
     (void)from_bytes<spawn_spec>(c->payload);
+  } catch (const malformed_message&) {}
+  // ... and so are array parameters, inline or naming attachments (two small ones here).
+  alignas(64) static const std::byte first[16]{}, second[24]{};
+  const std::span<const std::byte> beside[] = {first, second};
+  try {
+    byte_reader in(c->payload, beside);
+    const auto a = load_param<std::vector<double>>(in);
+    const auto b = load_param<std::span<const std::int32_t>>(in);
+    (void)load_param<std::string>(in);
+    // Nothing larger than the message or an attachment (no allocation out of proportion).
+    const std::size_t most = std::max(c->payload.size(), sizeof second);
+    require(a.size() * sizeof(double) <= most && b.size_bytes() <= most);
   } catch (const malformed_message&) {}
 }
 

@@ -5,7 +5,10 @@
 #include <cereal/types/memory.hpp>
 #include <crown/detail/archive.hpp>
 #include <crown/mesh.hpp>
+#include <cstdint>
+#include <cstring>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -78,6 +81,97 @@ struct value_loader<mesh> {
 template <typename T, class Ar>
 T load_value(Ar& ar) {
   return value_loader<T>::load(ar);
+}
+
+/// Arrays of numbers as parameters: a std::vector<T>, or a std::span<const T> that
+/// views the arguments while the endpoint runs. From attach_threshold bytes up they
+/// travel beside the command, straight from the caller's memory (no copy into the
+/// message), and a span parameter views the received bytes (no copy out of it).
+inline constexpr std::size_t attach_threshold = 64 << 10;
+template <typename T>
+inline constexpr bool bulk_element = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+template <typename P>
+struct bulk_param {
+  static constexpr bool bulk = false, view = false;
+};
+template <typename T>
+requires bulk_element<T>
+struct bulk_param<std::vector<T>> {
+  static constexpr bool bulk = true, view = false;
+  using element = T;
+};
+template <typename T>
+requires bulk_element<T>
+struct bulk_param<std::span<const T>> {
+  static constexpr bool bulk = true, view = true;
+  using element = T;
+};
+
+/// Writes one parameter: an array as a marker byte (0 inline, 1 beside the message), its
+/// length and then its bytes or its attachment's index; any other value as save_value.
+/// `may_attach` is false for a converted temporary, which dies before the send.
+template <typename P>
+void save_param(byte_writer& ar, const P& value, bool may_attach = true) {
+  if constexpr (bulk_param<P>::bulk) {
+    using T = typename bulk_param<P>::element;
+    const auto bytes = std::as_bytes(std::span<const T>(value.data(), value.size()));
+    attachment_list* beside = may_attach ? ar.attachments() : nullptr;
+    const bool attach = beside && bytes.size() >= attach_threshold;
+    ar(std::uint8_t{attach}, static_cast<std::uint64_t>(value.size()));
+    if (!attach) return ar.saveBinary(bytes.data(), bytes.size());
+    ar(static_cast<std::uint32_t>(beside->size()));
+    beside->push_back(bytes);
+  } else {
+    save_value(ar, value);
+  }
+}
+
+/// Reads what save_param wrote (the attachments are the reader's).
+template <typename P>
+P load_param(byte_reader& ar) {
+  if constexpr (bulk_param<P>::bulk) {
+    using T = typename bulk_param<P>::element;
+    std::uint8_t attached = 0;
+    std::uint64_t count = 0;
+    ar(attached, count);
+    std::span<const std::byte> bytes;
+    if (attached == 1) {
+      std::uint32_t index = 0;
+      ar(index);
+      const auto list = ar.attachments();
+      if (index >= list.size())
+        throw malformed_message("an argument in attachment #" + std::to_string(index) + " of " +
+                                std::to_string(list.size()));
+      bytes = list[index];
+      if (bytes.size() % sizeof(T) != 0 || bytes.size() / sizeof(T) != count ||
+          reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(T) != 0)
+        throw malformed_message("attachment #" + std::to_string(index) + " of " +
+                                std::to_string(bytes.size()) + " bytes for " +
+                                std::to_string(count) + " elements of " +
+                                std::to_string(sizeof(T)) + " bytes");
+    } else if (attached == 0) {
+      if (count > ar.remaining() / sizeof(T))
+        throw malformed_message("an array of " + std::to_string(count) + " elements in the " +
+                                std::to_string(ar.remaining()) + " bytes left in the message");
+      bytes = ar.take(count * sizeof(T));
+    } else {
+      throw malformed_message("an array argument marked " + std::to_string(attached));
+    }
+    const auto* aligned = reinterpret_cast<const T*>(bytes.data()); // attachments only
+    if constexpr (bulk_param<P>::view) {
+      if (attached == 1) return P(aligned, count);
+      std::byte* copy = ar.keep(bytes.size()); // inline bytes are unaligned
+      if (!bytes.empty()) std::memcpy(copy, bytes.data(), bytes.size());
+      return P(reinterpret_cast<const T*>(copy), count);
+    } else {
+      if (attached == 1) return P(aligned, aligned + count); // one pass: no zero fill
+      P values(count);
+      if (!bytes.empty()) std::memcpy(values.data(), bytes.data(), bytes.size());
+      return values;
+    }
+  } else {
+    return load_value<P>(ar);
+  }
 }
 
 } // namespace detail

@@ -35,6 +35,9 @@ supervisor_ref current_supervisor() noexcept;
 
 /// The buffer to serialise a command's payload into (reused from command to command).
 std::vector<std::byte>& begin_command(control_core& core);
+/// The command's large arguments, which travel beside it (emptied by begin_command):
+/// submit sends them from the caller's memory and returns once they are sent.
+attachment_list& command_attachments(control_core& core);
 /// Sends the command begun with begin_command to `ranks` (each with its point index in
 /// the actor mesh); returns the request that its replies answer. On an actor's rank a
 /// spawn, or a command to several actors, goes through the controller, which orders it
@@ -120,22 +123,24 @@ std::vector<R> in_view_order(call_result& r, const actor_mesh_ref& target) {
 
 /// Serialises the arguments as the endpoint's parameter tuple, converting only those
 /// whose type differs (a large vector argument is written once, never copied).
+/// Large arrays go to `beside` (when given) as views of the caller's memory: a
+/// converted temporary is written inline, since it dies before the command is sent.
 template <typename... P, typename... Args>
-void write_params(std::vector<std::byte>& out, Args&&... args) {
-  byte_writer w(out);
+void write_params(std::vector<std::byte>& out, attachment_list* beside, Args&&... args) {
+  byte_writer w(out, beside);
   [[maybe_unused]] auto one = [&w]<typename Param, typename Arg>(std::type_identity<Param>,
                                                                  Arg&& a) {
     if constexpr (std::is_same_v<std::remove_cvref_t<Arg>, Param>)
-      save_value(w, a);
+      save_param<Param>(w, a);
     else
-      save_value(w, Param(std::forward<Arg>(a)));
+      save_param<Param>(w, Param(std::forward<Arg>(a)), bulk_param<Param>::view);
   };
   (one(std::type_identity<P>{}, std::forward<Args>(args)), ...);
 }
 template <typename... P, typename... Args>
 void write_param_tuple(std::type_identity<std::tuple<P...>>, std::vector<std::byte>& out,
-                       Args&&... args) {
-  write_params<P...>(out, std::forward<Args>(args)...);
+                       attachment_list* beside, Args&&... args) {
+  write_params<P...>(out, beside, std::forward<Args>(args)...);
 }
 
 } // namespace detail
@@ -314,8 +319,9 @@ private:
       throw argument_error(detail::call_site{adverb, ref_}.what(),
                            "this member function is not listed in " +
                                detail::demangle(typeid(A).name()) + "::endpoints");
-    detail::write_param_tuple(std::type_identity<typename traits::params>{},
-                              detail::begin_command(c), std::forward<Args>(args)...);
+    std::vector<std::byte>& out = detail::begin_command(c);
+    detail::write_param_tuple(std::type_identity<typename traits::params>{}, out,
+                              &detail::command_attachments(c), std::forward<Args>(args)...);
     const detail::actor_mesh_ref& r = ref();
     return detail::submit(c, detail::message_kind::call, r.id, static_cast<std::uint32_t>(index),
                           mode, op, ranks, positions, r.supervisor);
@@ -365,7 +371,7 @@ actor_mesh<A> spawn_on(control_core& core, const crown::mesh& on, std::string na
     spec.dim_names.push_back(d.name);
     spec.dim_sizes.push_back(d.size);
   }
-  write_params<std::decay_t<Args>...>(spec.args, std::forward<Args>(args)...);
+  write_params<std::decay_t<Args>...>(spec.args, nullptr, std::forward<Args>(args)...);
   to_bytes(spec, begin_command(core));
   const std::uint64_t id = new_mesh_id(core);
   auto ref =

@@ -81,8 +81,10 @@ inline constexpr bool travels =
       cereal::traits::is_input_serializable<T, byte_reader>::value));
 template <typename P>
 inline constexpr bool param_travels =
-    (!std::is_lvalue_reference_v<P> || std::is_const_v<std::remove_reference_t<P>>)&&travels<
-        std::decay_t<P>>&& std::is_move_constructible_v<std::decay_t<P>>;
+    (!std::is_lvalue_reference_v<P> ||
+     std::is_const_v<std::remove_reference_t<P>>)&&(travels<std::decay_t<P>> ||
+                                                    bulk_param<std::decay_t<P>>::view) &&
+    std::is_move_constructible_v<std::decay_t<P>>;
 template <typename T>
 struct all_params_travel;
 template <typename... P>
@@ -106,7 +108,7 @@ constexpr bool check_endpoint() {
                   "crown endpoint: every parameter is taken by value, const& or && (a "
                   "non-const reference cannot reach the caller's object), is no pointer, is "
                   "serialisable with cereal and movable, and default-constructible or built by "
-                  "load_and_construct");
+                  "load_and_construct (or is a std::span<const T> of numbers)");
     return std::is_void_v<R> || travels<R>;
   }
   return false;
@@ -130,7 +132,7 @@ T from_bytes(std::span<const std::byte> in) {
 /// order), so parameter types need no default constructor.
 template <typename... P>
 std::tuple<P...> load_params(std::type_identity<std::tuple<P...>>, byte_reader& in) {
-  return std::tuple<P...>{load_value<P>(in)...};
+  return std::tuple<P...>{load_param<P>(in)...};
 }
 
 /// Calls `m` with the arguments read from `in`: each parameter gets its value as it

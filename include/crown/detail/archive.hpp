@@ -13,6 +13,7 @@
 #include <cereal/types/vector.hpp>
 #include <cstddef>
 #include <cstring>
+#include <memory>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -27,24 +28,37 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// Bytes that travel beside a message instead of inside it (a large argument, sent
+/// from the caller's own memory: see save_param in crown/actor/arguments.hpp).
+using attachment_list = std::vector<std::span<const std::byte>>;
+
 class byte_writer : public cereal::OutputArchive<byte_writer, cereal::AllowEmptyClassElision> {
 public:
-  /// Appends to `out` (not cleared: the caller decides what the buffer already holds).
-  explicit byte_writer(std::vector<std::byte>& out)
-      : cereal::OutputArchive<byte_writer, cereal::AllowEmptyClassElision>(this), out_(out) {}
+  /// Appends to `out` (not cleared: the caller decides what the buffer already holds);
+  /// large arguments go to `attachments` when given.
+  explicit byte_writer(std::vector<std::byte>& out, attachment_list* attachments = nullptr)
+      : cereal::OutputArchive<byte_writer, cereal::AllowEmptyClassElision>(this), out_(out),
+        attachments_(attachments) {}
   void saveBinary(const void* data, std::size_t bytes) {
     const auto* from = static_cast<const std::byte*>(data);
     out_.insert(out_.end(), from, from + bytes); // no zero fill before the copy
   }
+  /// Where large arguments go, or null (they are written inline).
+  [[nodiscard]] attachment_list* attachments() const noexcept { return attachments_; }
 
 private:
   std::vector<std::byte>& out_;
+  attachment_list* attachments_;
 };
 
 class byte_reader : public cereal::InputArchive<byte_reader, cereal::AllowEmptyClassElision> {
 public:
-  explicit byte_reader(std::span<const std::byte> in)
-      : cereal::InputArchive<byte_reader, cereal::AllowEmptyClassElision>(this), in_(in) {}
+  /// Reads `in`; arguments that travelled beside it are `attachments` (aligned for any
+  /// arithmetic type, alive as long as this reader).
+  explicit byte_reader(std::span<const std::byte> in,
+                       std::span<const std::span<const std::byte>> attachments = {})
+      : cereal::InputArchive<byte_reader, cereal::AllowEmptyClassElision>(this), in_(in),
+        attachments_(attachments) {}
   void loadBinary(void* data, std::size_t bytes) {
     if (bytes > remaining())
       throw malformed_message("message truncated: " + std::to_string(bytes) + " bytes needed, " +
@@ -53,10 +67,30 @@ public:
     at_ += bytes;
   }
   [[nodiscard]] std::size_t remaining() const noexcept { return in_.size() - at_; }
+  /// The next `bytes` bytes, in place (unaligned).
+  std::span<const std::byte> take(std::size_t bytes) {
+    if (bytes > remaining())
+      throw malformed_message("message truncated: " + std::to_string(bytes) + " bytes needed, " +
+                              std::to_string(remaining()) + " left");
+    at_ += bytes;
+    return in_.subspan(at_ - bytes, bytes);
+  }
+  [[nodiscard]] std::span<const std::span<const std::byte>> attachments() const noexcept {
+    return attachments_;
+  }
+  /// Storage that lives as long as this reader (an aligned copy of a small array that a
+  /// std::span parameter views).
+  std::byte* keep(std::size_t bytes) {
+    kept_.push_back(
+        std::make_unique_for_overwrite<std::max_align_t[]>(bytes / sizeof(std::max_align_t) + 1));
+    return reinterpret_cast<std::byte*>(kept_.back().get());
+  }
 
 private:
   std::span<const std::byte> in_;
   std::size_t at_ = 0;
+  std::span<const std::span<const std::byte>> attachments_;
+  std::vector<std::unique_ptr<std::max_align_t[]>> kept_;
 };
 
 // Arithmetic values as raw bytes.

@@ -1,0 +1,155 @@
+// Large arguments (issue 19): arrays of numbers from 64 KiB up travel beside the
+// command, from the caller's memory, down a binary tree in pieces; a std::span<const T>
+// parameter views the received bytes. Every value is checked against a reference
+// computed on the caller; tree depths 1..3 (np 2..5, fan-out 2 and 16).
+#include <boost/test/unit_test.hpp>
+#include <crown/crown.hpp>
+#include <harness/crown_test.hpp>
+#include <numeric>
+#include <span>
+#include <string>
+#include <vector>
+
+using namespace crown_test; // n(), what_of()
+
+namespace {
+
+void control(const std::function<void(crown::controller&)>& fn) {
+  BOOST_TEST(crown::this_runtime().control(fn) == 0);
+}
+
+/// A fingerprint of an array that changes with any element and with its order.
+template <typename T>
+double fingerprint(std::span<const T> a) {
+  double f = 0;
+  for (std::size_t i = 0; i < a.size(); ++i)
+    f += static_cast<double>(a[i]) * static_cast<double>((i % 1013) + 1);
+  return f;
+}
+
+/// Integers as doubles: every partial sum is exact, so fingerprints compare exactly.
+std::vector<double> ramp(std::size_t count, double start) {
+  std::vector<double> a(count);
+  for (std::size_t i = 0; i < count; ++i) a[i] = start + static_cast<double>(i % 4096);
+  return a;
+}
+
+class holder {
+public:
+  double by_vector(const std::vector<double>& a) { return fingerprint<double>(a); }
+  double by_span(std::span<const double> a) { return fingerprint(a); }
+  /// Small and large, inline and beside, in one call; the name checks what came between.
+  double mixed(std::string name, std::span<const float> big, std::vector<int> small,
+               std::vector<double> large) {
+    if (name != "mixed") throw std::logic_error("the string arrived as '" + name + "'");
+    return fingerprint(big) + fingerprint<int>(small) + fingerprint<double>(large);
+  }
+  void keep(std::span<const double> a) { kept_.push_back(fingerprint(a)); }
+  std::vector<double> kept() const { return kept_; }
+  /// Sends `a` on to the actor at `to` (one target: straight there) and to every actor
+  /// (several targets: relayed by the controller); returns both answers.
+  std::vector<double> pass_on(crown::actor_mesh<holder> mesh, int to, std::span<const double> a) {
+    std::vector<double> out{mesh.call_one({to}, &holder::by_span, a).get()};
+    for (double v : mesh.call(&holder::by_vector, std::vector<double>(a.begin(), a.end())).get())
+      out.push_back(v);
+    return out;
+  }
+  static constexpr auto endpoints =
+      crown::endpoints(&holder::by_vector, &holder::by_span, &holder::mixed, &holder::keep,
+                       &holder::kept, &holder::pass_on);
+
+private:
+  std::vector<double> kept_;
+};
+
+/// Sizes around the attachment threshold and the piece sizes (256 KiB forwarded, 4 MiB
+/// sent straight), none a multiple of them.
+const std::vector<std::size_t> counts{
+    10, (64 << 10) / 8 - 1, (64 << 10) / 8, (256 << 10) / 8 + 3, (5 << 20) / 8 + 17};
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(arrays_reach_every_actor_whole) {
+  control([](crown::controller& c) {
+    auto m = c.workers().spawn<holder>("holders");
+    for (std::size_t count : counts) {
+      const auto a = ramp(count, 1.0);
+      const double expected = fingerprint<double>(a);
+      for (double v : m.call(&holder::by_vector, a).get()) BOOST_TEST(v == expected);
+      for (double v : m.call(&holder::by_span, a).get()) BOOST_TEST(v == expected);
+      BOOST_TEST(m.call_one({n() - 2}, &holder::by_span, std::span<const double>(a)).get() ==
+                 expected);
+      BOOST_TEST(m.reduce(crown::reduce_op::max, &holder::by_vector, a).get() == expected);
+    }
+  });
+}
+
+BOOST_AUTO_TEST_CASE(small_and_large_arguments_mix_in_one_call) {
+  control([](crown::controller& c) {
+    auto m = c.workers().spawn<holder>("holders");
+    std::vector<float> big((300 << 10) / 4);
+    std::iota(big.begin(), big.end(), 0.0f); // exact in float below 2^24
+    const std::vector<int> small{3, -1, 4};
+    const auto large = ramp((70 << 10) / 8, -100.0);
+    const double expected =
+        fingerprint<float>(big) + fingerprint<int>(small) + fingerprint<double>(large);
+    const auto got = m.call(&holder::mixed, std::string("mixed"), big, small, large).get();
+    for (double v : got) BOOST_TEST(v == expected);
+    // Empty arrays travel too.
+    for (double v : m.call(&holder::mixed, std::string("mixed"), std::vector<float>{},
+                           std::vector<int>{}, std::vector<double>{})
+                        .get())
+      BOOST_TEST(v == 0.0);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(the_caller_may_change_its_array_once_the_call_returns) {
+  control([](crown::controller& c) {
+    auto m = c.workers().spawn<holder>("holders");
+    auto a = ramp((1 << 20) / 8, 5.0);
+    const double first = fingerprint<double>(a);
+    m.broadcast(&holder::keep, a); // sent from `a` itself: it may change once this returns
+    std::fill(a.begin(), a.end(), -7.0);
+    const double second = fingerprint<double>(a);
+    m.broadcast(&holder::keep, a);
+    a.assign(a.size(), 0.0);
+    a.clear();
+    a.shrink_to_fit(); // freed
+    c.flush();
+    for (const auto& kept : m.call(&holder::kept).get()) {
+      BOOST_TEST(kept.size() == 2u);
+      if (kept.size() == 2) {
+        BOOST_TEST(kept[0] == first);
+        BOOST_TEST(kept[1] == second);
+      }
+    }
+  });
+}
+
+BOOST_AUTO_TEST_CASE(actors_pass_large_arrays_to_actors) {
+  control([](crown::controller& c) {
+    auto m = c.workers().spawn<holder>("holders");
+    const auto a = ramp((600 << 10) / 8 + 1, 2.0);
+    const double expected = fingerprint<double>(a);
+    // Each actor passes the array to the last actor (to itself, for the last one) and
+    // to every actor through the controller's relay.
+    const int last = n() - 2;
+    for (const auto& answers : m.call(&holder::pass_on, m, last, a).get()) {
+      BOOST_TEST(answers.size() == static_cast<std::size_t>(n()));
+      for (double v : answers) BOOST_TEST(v == expected);
+    }
+  });
+}
+
+BOOST_AUTO_TEST_CASE(many_large_calls_in_flight_keep_their_order_and_values) {
+  control([](crown::controller& c) {
+    auto m = c.workers().spawn<holder>("holders");
+    std::vector<double> expected;
+    for (int k = 0; k < 12; ++k) {
+      const auto a = ramp((100 << 10) / 8 + static_cast<std::size_t>(k), k);
+      expected.push_back(fingerprint<double>(a));
+      m.broadcast(&holder::keep, a);
+    }
+    for (const auto& kept : m.call(&holder::kept).get()) BOOST_TEST(kept == expected);
+  });
+}
