@@ -4,10 +4,13 @@
 // computed on the caller; tree depths 1..3 (np 2..5, fan-out 2 and 16).
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
+#include <fstream>
 #include <harness/crown_test.hpp>
 #include <numeric>
 #include <span>
 #include <string>
+#include <sys/resource.h>
+#include <unistd.h>
 #include <vector>
 
 using namespace crown_test; // n(), what_of()
@@ -45,6 +48,18 @@ public:
     return fingerprint(big) + fingerprint<int>(small) + fingerprint<double>(large);
   }
   void keep(std::span<const double> a) { kept_.push_back(fingerprint(a)); }
+  /// Limits this rank's address space to what it maps now plus `mib` MiB (0: no limit).
+  void limit_memory(int mib) {
+    rlimit l{RLIM_INFINITY, RLIM_INFINITY};
+    if (mib > 0) {
+      std::ifstream status("/proc/self/statm");
+      std::size_t pages = 0;
+      status >> pages;
+      l.rlim_cur = pages * static_cast<std::size_t>(sysconf(_SC_PAGESIZE)) +
+                   (static_cast<std::size_t>(mib) << 20);
+    }
+    if (setrlimit(RLIMIT_AS, &l) != 0) throw std::runtime_error("setrlimit failed");
+  }
   std::vector<double> kept() const { return kept_; }
   /// Sends `a` on to the actor at `to` (one target: straight there) and to every actor
   /// (several targets: relayed by the controller); returns both answers.
@@ -56,7 +71,7 @@ public:
   }
   static constexpr auto endpoints =
       crown::endpoints(&holder::by_vector, &holder::by_span, &holder::mixed, &holder::keep,
-                       &holder::kept, &holder::pass_on);
+                       &holder::kept, &holder::pass_on, &holder::limit_memory);
 
 private:
   std::vector<double> kept_;
@@ -64,8 +79,8 @@ private:
 
 /// Sizes around the attachment threshold and the piece sizes (256 KiB forwarded, 4 MiB
 /// sent straight), none a multiple of them.
-const std::vector<std::size_t> counts{
-    10, (64 << 10) / 8 - 1, (64 << 10) / 8, (256 << 10) / 8 + 3, (5 << 20) / 8 + 17};
+const std::vector<std::size_t> counts{10, (64 << 10) / 8 - 1, (64 << 10) / 8, (256 << 10) / 8 + 3,
+                                      (5 << 20) / 8 + 17};
 
 } // namespace
 
@@ -151,5 +166,27 @@ BOOST_AUTO_TEST_CASE(many_large_calls_in_flight_keep_their_order_and_values) {
       m.broadcast(&holder::keep, a);
     }
     for (const auto& kept : m.call(&holder::kept).get()) BOOST_TEST(kept == expected);
+  });
+}
+
+BOOST_AUTO_TEST_CASE(a_rank_without_memory_for_the_arguments_fails_the_call_and_serves_on) {
+  control([](crown::controller& c) {
+    auto m = c.workers().spawn<holder>("holders");
+    const int last = n() - 2;
+    m.call_one({last}, &holder::limit_memory, 64).get(); // 64 MiB more than it maps now
+    const std::vector<double> huge((256 << 20) / 8, 1.0);
+    // The caller is not left waiting: the rank takes the pieces and drops them.
+    const std::string why =
+        what_of<crown::actor_error>([&] { m.call(&holder::by_span, huge).get(); });
+    BOOST_TEST(why.find("holders{workers=" + std::to_string(last) + "} on rank " +
+                        std::to_string(last + 1)) != std::string::npos,
+               why);
+    BOOST_TEST(why.find("rank " + std::to_string(last + 1) +
+                        " has no memory for 268435456 bytes "
+                        "of arguments") != std::string::npos,
+               why);
+    m.call_one({last}, &holder::limit_memory, 0).get();
+    const auto a = ramp((300 << 10) / 8, 3.0);
+    for (double v : m.call(&holder::by_span, a).get()) BOOST_TEST(v == fingerprint<double>(a));
   });
 }
