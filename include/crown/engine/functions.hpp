@@ -59,8 +59,8 @@ F find_function(std::string_view name, const char* kind, const std::string& cont
     throw argument_error(context, "'" + std::string(name) + "' is registered " +
                                       std::to_string(it->second.registrations) + " times");
   if (*it->second.type != typeid(F))
-    throw argument_error(context, "'" + std::string(name) + "' is not a " + std::string(kind) +
-                                      " of this element type and rank");
+    throw argument_error(context, "the " + std::string(kind) + " '" + std::string(name) +
+                                      "' is registered for another element type or rank");
   return reinterpret_cast<F>(it->second.fn);
 }
 
