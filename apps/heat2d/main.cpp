@@ -36,8 +36,8 @@ std::size_t number(const char* program, const char* flag, const char* text) {
 
 void print_run(const heat2d::options& o, int ranks, const char* how) {
   const auto [rows, cols] = heat2d::decomposition(o, ranks);
-  std::printf("heat2d %zu x %zu, %d iterations on a %dx%d mesh%s%s\n", o.n, o.n, o.iterations,
-              rows, cols, how, o.overlap ? " (halo exchange overlapped)" : "");
+  std::printf("heat2d %zu x %zu, %d iterations on a %dx%d mesh%s%s\n", o.n, o.n, o.iterations, rows,
+              cols, how, o.overlap ? " (halo exchange overlapped)" : "");
 }
 
 double mlups(const heat2d::options& o, double seconds) {
@@ -54,6 +54,7 @@ void write_png(const std::string& png, const heat2d::options& o, const heat2d::r
 int from_controller(crown::runtime& rt, const heat2d::options& o, const std::string& png) {
   return rt.control([&](crown::controller& c) {
     const crown::proc_mesh workers = c.workers();
+    (void)heat2d::decomposition(o, workers.mesh().size()); // refused here, not by every worker
     const heat2d::result spmd = heat2d::solve_spmd_on(workers, o, false);
     const heat2d::result r = heat2d::solve_from_controller(workers, o, !png.empty());
     print_run(o, workers.mesh().size(), " of workers, driven from the controller");

@@ -68,8 +68,7 @@ inline constexpr crown::halo_spec<2> halo{{1, 1}, {false, false}};
 
 /// One iteration from u into v, collective over their mesh: the halo exchange
 /// (overlapped with the interior update when asked) and the update of every owned cell.
-inline void step(crown::dist_tensor<double, 2>& u, crown::dist_tensor<double, 2>& v,
-                 bool overlap) {
+inline void step(crown::dist_tensor<double, 2>& u, crown::dist_tensor<double, 2>& v, bool overlap) {
   const std::size_t pitch = u.padded().extent(1);
   const std::size_t r = u.own().extent(0), c = u.own().extent(1);
   if (overlap) {

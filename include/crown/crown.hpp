@@ -8,8 +8,8 @@
 #include <crown/collectives.hpp>
 #include <crown/completion.hpp>
 #include <crown/config.hpp>
-#include <crown/error.hpp>
 #include <crown/engine/remote_tensor.hpp>
+#include <crown/error.hpp>
 #include <crown/event.hpp>
 #include <crown/global_ptr.hpp>
 #include <crown/lock.hpp>

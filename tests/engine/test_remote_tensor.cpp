@@ -167,10 +167,12 @@ BOOST_AUTO_TEST_CASE(reduce_combines_the_copies_along_a_mesh_dimension) {
           }
       }
     }
-    BOOST_TEST(what_of<crown::argument_error>([&] { u.reduce("tp", crown::reduce_op::min); })
-                   .find("the tensor is sharded along 'tp', not replicated") != std::string::npos);
-    BOOST_TEST(what_of<crown::argument_error>([&] { u.reduce("pp"); })
-                   .find("no dimension 'pp' in mesh{dp=") != std::string::npos);
+    BOOST_TEST(what_of<crown::argument_error>([&] {
+                 u.reduce("tp", crown::reduce_op::min);
+               }).find("the tensor is sharded along 'tp', not replicated") != std::string::npos);
+    BOOST_TEST(what_of<crown::argument_error>([&] {
+                 u.reduce("pp");
+               }).find("no dimension 'pp' in mesh{dp=") != std::string::npos);
   });
 }
 
@@ -197,7 +199,8 @@ BOOST_AUTO_TEST_CASE(a_shard_that_does_not_exist_names_the_tensor_and_the_point)
   control([](crown::controller& c) {
     crown::tensor_engine e(c.workers());
     auto u = e.create<double, 2>("grid", {4, 4}, {crown::shard(0)});
-    const std::string beyond = what_of<crown::argument_error>([&] { (void)u.fetch_shard({workers()}); });
+    const std::string beyond =
+        what_of<crown::argument_error>([&] { (void)u.fetch_shard({workers()}); });
     BOOST_TEST(beyond.find("remote_tensor grid") != std::string::npos);
     BOOST_TEST(beyond.find("fetch_shard: point {" + std::to_string(workers()) +
                            "} is not in mesh{workers=" + std::to_string(workers()) +
@@ -215,20 +218,24 @@ BOOST_AUTO_TEST_CASE(bad_functions_and_mismatched_tensors_are_refused_on_the_con
     crown::tensor_engine e(c.workers());
     auto u = e.create<double, 2>("u", {4, 4}, {crown::shard(0)});
     auto small = e.create<double, 2>("small", {2, 4}, {crown::shard(1)});
-    BOOST_TEST(what_of<crown::argument_error>([&] { u.apply("nope"); })
-                   .find("no element function is registered as 'nope'") != std::string::npos);
+    BOOST_TEST(what_of<crown::argument_error>([&] {
+                 u.apply("nope");
+               }).find("no element function is registered as 'nope'") != std::string::npos);
     BOOST_TEST(what_of<crown::argument_error>([&] { u.apply("test.count"); })
                    .find("the element function 'test.count' is registered for another element "
                          "type or rank") != std::string::npos);
-    BOOST_TEST(what_of<crown::argument_error>([&] { e.run("test.neighbours", {}, u); })
-                   .find("registered for another element type or rank") != std::string::npos);
-    BOOST_TEST(what_of<crown::argument_error>([&] { u.axpy(1.0, small); })
-                   .find("remote_tensor small (#2, [2, 4]") != std::string::npos);
+    BOOST_TEST(what_of<crown::argument_error>([&] {
+                 e.run("test.neighbours", {}, u);
+               }).find("registered for another element type or rank") != std::string::npos);
+    BOOST_TEST(what_of<crown::argument_error>([&] {
+                 u.axpy(1.0, small);
+               }).find("remote_tensor small (#2, [2, 4]") != std::string::npos);
     BOOST_TEST(what_of<crown::argument_error>([&] {
                  (void)e.create<double, 2>("bad", {4, 4}, {crown::shard(0), crown::shard(1)});
                }).find("2 placements for 1 mesh dimensions") != std::string::npos);
-    BOOST_TEST(what_of<crown::state_error>([] { crown::remote_tensor<double, 1>().fill(0); })
-                   .find("an empty handle") != std::string::npos);
+    BOOST_TEST(what_of<crown::state_error>([] {
+                 crown::remote_tensor<double, 1>().fill(0);
+               }).find("an empty handle") != std::string::npos);
     // A halo wider than a block: every worker refuses it alike, before allocating.
     if (workers() > 1) {
       const std::string wide = what_of<crown::actor_error>([&] {

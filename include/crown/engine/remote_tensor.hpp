@@ -85,9 +85,8 @@ public:
   template <typename T, std::size_t N>
   remote_tensor<T, N> create(std::string name, const std::array<std::size_t, N>& shape,
                              std::vector<placement> placements, halo_spec<N> halo = {}) {
-    return remote_tensor<T, N>::create(state_, std::move(name),
-                                       tensor_layout<N>(mesh(), shape, std::move(placements)),
-                                       halo);
+    return remote_tensor<T, N>::create(
+        state_, std::move(name), tensor_layout<N>(mesh(), shape, std::move(placements)), halo);
   }
 
   /// Runs the kernel registered as `kernel` on every worker, with the workers' blocks
@@ -170,7 +169,9 @@ public:
     const std::shared_ptr<detail::engine_state>& e = engine();
     remote_tensor out(e, e->next_id++, std::move(name), std::move(to), halo);
     const detail::tensor_spec spec = out.spec();
-    guarded([&] { e->keep(e->workers.call(&detail::tensor_worker::redistribute, id(), out.id(), spec)); });
+    guarded([&] {
+      e->keep(e->workers.call(&detail::tensor_worker::redistribute, id(), out.id(), spec));
+    });
     return out;
   }
   void exchange_halos() { command(&detail::tensor_worker::exchange_halos, id()); }
@@ -181,8 +182,8 @@ public:
     std::size_t md = 0;
     while (md < dims.size() && dims[md].name != dim) ++md;
     if (md == dims.size())
-      throw argument_error(context() + ": reduce", "no dimension '" + std::string(dim) +
-                                                       "' in " + mesh().to_string());
+      throw argument_error(context() + ": reduce",
+                           "no dimension '" + std::string(dim) + "' in " + mesh().to_string());
     if (layout().placements()[md].is_shard())
       throw argument_error(context() + ": reduce",
                            "the tensor is sharded along '" + std::string(dim) +
@@ -193,7 +194,8 @@ public:
   [[nodiscard]] T sum() const { return value_of(&detail::tensor_worker::sum); }
   [[nodiscard]] T max() const { return value_of(&detail::tensor_worker::max); }
   [[nodiscard]] double norm2() const {
-    return guarded([&] { return engine()->workers.call(&detail::tensor_worker::norm2, id()).get()[0]; });
+    return guarded(
+        [&] { return engine()->workers.call(&detail::tensor_worker::norm2, id()).get()[0]; });
   }
 
   /// The block of the worker at `p` (a point of the engine's mesh), row-major.
@@ -203,8 +205,8 @@ public:
     for (std::size_t d = 0; inside && d < p.size(); ++d)
       inside = p[d] >= 0 && p[d] < m.dims()[d].size;
     if (!inside)
-      throw argument_error(context() + ": fetch_shard", "point " + text(p) + " is not in " +
-                                                            m.to_string() + ": no such shard");
+      throw argument_error(context() + ": fetch_shard",
+                           "point " + text(p) + " is not in " + m.to_string() + ": no such shard");
     return guarded([&] {
       return elements(
           engine()->workers.call_one(p, &detail::tensor_worker::block, id(), false).get());
@@ -246,8 +248,7 @@ private:
       if (engine->stopped) return;
       try { // after the control session, or while it fails, there is nothing to free
         engine->workers.broadcast(&detail::tensor_worker::drop, id);
-      } catch (...) {
-      }
+      } catch (...) {}
     }
   };
 
@@ -307,9 +308,7 @@ private:
   }
   template <typename M>
   T value_of(M m) const {
-    return guarded([&] {
-      return detail::from_raw<T>(engine()->workers.call(m, id()).get()[0]);
-    });
+    return guarded([&] { return detail::from_raw<T>(engine()->workers.call(m, id()).get()[0]); });
   }
   std::uint64_t same(const remote_tensor& x, const char* op) const {
     const tensor_ref &me = ref(), &other = x.ref();

@@ -89,11 +89,9 @@ protected:
   std::string name_;
 };
 
-template <std::size_t N>
-std::vector<placement> placements_of(const tensor_spec& s) {
+inline std::vector<placement> placements_of(const tensor_spec& s) {
   std::vector<placement> p;
-  for (int d : s.placements)
-    p.push_back(d < 0 ? replicate() : shard(static_cast<std::size_t>(d)));
+  for (int d : s.placements) p.push_back(d < 0 ? replicate() : shard(static_cast<std::size_t>(d)));
   return p;
 }
 template <std::size_t N>
@@ -115,7 +113,7 @@ public:
     std::array<std::size_t, N> shape{};
     for (std::size_t d = 0; d < N; ++d) shape[d] = s.shape.at(d);
     return std::make_unique<typed_slot>(
-        s.name, dist_tensor<T, N>(m, shape, placements_of<N>(s), halo_of<N>(s)));
+        s.name, dist_tensor<T, N>(m, shape, placements_of(s), halo_of<N>(s)));
   }
 
   void fill(const std::vector<std::uint8_t>& value) override { t_.fill(from_raw<T>(value)); }
@@ -128,7 +126,7 @@ public:
   void copy_from(tensor_slot& x) override { t_.copy_from(same_type(x).t_); }
   std::unique_ptr<tensor_slot> redistribute(const tensor_spec& to) override {
     return std::make_unique<typed_slot>(to.name,
-                                        t_.redistribute(placements_of<N>(to), halo_of<N>(to)));
+                                        t_.redistribute(placements_of(to), halo_of<N>(to)));
   }
   void exchange_halos() override { t_.exchange_halos(); }
   void reduce_along(const std::string& dim, int op) override {
@@ -183,8 +181,8 @@ private:
   typed_slot& same_type(tensor_slot& x) const {
     auto* t = dynamic_cast<typed_slot*>(&x);
     if (!t)
-      throw argument_error(context(), "remote_tensor " + x.name() +
-                                          " holds another element type or rank");
+      throw argument_error(context(),
+                           "remote_tensor " + x.name() + " holds another element type or rank");
     return *t;
   }
   dist_tensor<T, N> t_;
@@ -242,16 +240,11 @@ public:
   std::vector<std::uint8_t> max(std::uint64_t id) { return slot(id).max(); }
   double norm2(std::uint64_t id) { return slot(id).norm2(); }
   shard_data block(std::uint64_t id, bool primary_only) { return slot(id).block(primary_only); }
-  /// Answers once every earlier command to this worker has run.
-  void wait() {}
-
-  static constexpr auto endpoints =
-      crown::endpoints(&tensor_worker::create, &tensor_worker::drop, &tensor_worker::fill,
-                       &tensor_worker::apply, &tensor_worker::axpy, &tensor_worker::copy,
-                       &tensor_worker::redistribute, &tensor_worker::exchange_halos,
-                       &tensor_worker::reduce_along, &tensor_worker::run, &tensor_worker::sum,
-                       &tensor_worker::max, &tensor_worker::norm2, &tensor_worker::block,
-                       &tensor_worker::wait);
+  static constexpr auto endpoints = crown::endpoints(
+      &tensor_worker::create, &tensor_worker::drop, &tensor_worker::fill, &tensor_worker::apply,
+      &tensor_worker::axpy, &tensor_worker::copy, &tensor_worker::redistribute,
+      &tensor_worker::exchange_halos, &tensor_worker::reduce_along, &tensor_worker::run,
+      &tensor_worker::sum, &tensor_worker::max, &tensor_worker::norm2, &tensor_worker::block);
 
 private:
   tensor_slot& slot(std::uint64_t id) {
