@@ -8,6 +8,7 @@
 #include <functional>
 #include <harness/crown_test.hpp>
 #include <numeric>
+#include <stdexcept>
 #include <vector>
 
 using namespace crown_test; // n(), what_of()
@@ -34,11 +35,16 @@ void add_image(std::span<crown::dist_tensor<double, 2>* const> t, std::span<cons
   const double k = s[0] * t[0]->mesh().rank();
   t[0]->apply([k](const index2&, double& x) { x += k; });
 }
+/// Throws on every worker alike (no collective: nobody waits for another).
+void refuse(std::span<crown::dist_tensor<double, 2>* const>, std::span<const double>) {
+  throw std::runtime_error("refused by the kernel");
+}
 const bool registered = crown::register_element_function<double, 2>("test.ramp", &ramp) &&
                         crown::register_element_function<double, 2>("test.square", &square) &&
                         crown::register_element_function<std::int64_t, 1>("test.count", &count) &&
                         crown::register_kernel<std::int64_t, 1>("test.neighbours", &neighbours) &&
-                        crown::register_kernel<double, 2>("test.add_image", &add_image);
+                        crown::register_kernel<double, 2>("test.add_image", &add_image) &&
+                        crown::register_kernel<double, 2>("test.refuse", &refuse);
 
 void control(const std::function<void(crown::controller&)>& fn, int expected = 0) {
   BOOST_TEST(registered);
@@ -260,4 +266,24 @@ BOOST_AUTO_TEST_CASE(a_handle_after_its_control_session_names_the_tensor) {
     BOOST_TEST(what.find("remote_tensor kept") != std::string::npos);
     BOOST_TEST(what.find("control session has ended") != std::string::npos);
   }
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_command_is_reported_by_the_next_wait_naming_it) {
+  control([](crown::controller& c) {
+    crown::tensor_engine e(c.workers());
+    auto u = e.create<double, 2>("u", {4, 4}, {crown::shard(0)});
+    u.fill(1.0);
+    e.run("test.refuse", {}, u); // not waited for
+    const std::string what = what_of<crown::actor_error>([&] { (void)u.sum(); });
+    BOOST_TEST(what.find("tensor_engine::run(test.refuse)") != std::string::npos);
+    BOOST_TEST(what.find("on rank 1") != std::string::npos);
+    BOOST_TEST(what.find("refused by the kernel") != std::string::npos);
+    BOOST_TEST(u.sum() == 16.0); // reported once; the engine goes on
+    e.run("test.refuse", {}, u);
+    BOOST_TEST(what_of<crown::actor_error>([&] { e.stop(); }).find("refused by the kernel") !=
+               std::string::npos);
+    BOOST_TEST(what_of<crown::state_error>([&] {
+                 u.fill(0.0);
+               }).find("used after its mesh stopped") != std::string::npos);
+  });
 }

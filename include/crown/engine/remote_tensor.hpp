@@ -24,26 +24,49 @@ class remote_tensor;
 namespace detail {
 
 /// What a tensor engine and its tensors share: the workers, and the commands whose
-/// answers nobody has waited for yet (the oldest first).
+/// answers nobody has waited for yet (the oldest first), each with what it did.
 struct engine_state {
+  struct command {
+    future<void> answer;
+    std::string what; ///< "remote_tensor u (...): fill", for its failure
+  };
   actor_mesh<tensor_worker> workers;
   bool stopped = false;
   std::uint64_t next_id = 1;
-  std::deque<future<void>> pending;
+  std::deque<command> pending;
 
-  /// Keeps the answer of a command; answers already in are collected (a failure is
-  /// thrown here, by the command after it), and at most 256 stay in flight.
-  void keep(future<void>&& f) {
-    pending.push_back(std::move(f));
-    while (!pending.empty() && (pending.size() > 256 || pending.front().ready())) take_oldest();
+  /// Keeps the answer of a command; the answers of earlier ones that are in are
+  /// collected (a failure is thrown here, by a later command, never by the one that
+  /// failed), and at most 256 stay in flight.
+  void keep(future<void>&& answer, std::string what) {
+    pending.push_back({std::move(answer), std::move(what)});
+    while (pending.size() > 1 && (pending.size() > 256 || pending.front().answer.ready()))
+      take_oldest();
   }
+  /// Waits for every command kept; throws the first failure, naming its command.
   void wait() {
     while (!pending.empty()) take_oldest();
   }
   void take_oldest() {
-    future<void> f = std::move(pending.front());
+    command c = std::move(pending.front());
     pending.pop_front();
-    f.get();
+    try {
+      c.answer.get();
+    } catch (const actor_error& e) {
+      throw actor_error(c.what, e.failures());
+    }
+  }
+  /// Sends a call whose value the caller waits for, then collects the commands before
+  /// it (their failures first): no extra round trip.
+  template <typename F>
+  auto value(F&& send, const std::string& what) {
+    auto answer = send();
+    wait();
+    try {
+      return answer.get();
+    } catch (const actor_error& e) {
+      throw actor_error(what, e.failures());
+    }
   }
   [[nodiscard]] std::string ranks_text() const {
     std::string t;
@@ -95,12 +118,15 @@ public:
   requires(std::is_same_v<More, remote_tensor<T, N>>&&...) void run(
       std::string_view kernel, std::vector<double> scalars, const remote_tensor<T, N>& first,
       const More&... more) {
-    const std::string context = "tensor_engine::run(" + std::string(kernel) + ")";
+    std::string context =
+        "tensor_engine::run(" + std::string(kernel) + ") on " + name() + " tensors " + first.name();
+    ((context += ", " + more.name()), ...);
     (void)detail::find_function<kernel_function<T, N>>(kernel, "kernel", context);
     std::vector<std::uint64_t> ids{first.id_for(*this, context), more.id_for(*this, context)...};
     first.guarded([&] {
       state_->keep(state_->workers.call(&detail::tensor_worker::run, std::string(kernel), ids,
-                                        std::move(scalars)));
+                                        std::move(scalars)),
+                   context);
     });
   }
 
@@ -109,12 +135,13 @@ public:
     check("tensor_engine::wait");
     state_->wait();
   }
-  /// Frees every tensor and stops the workers; the handles then throw state_error.
+  /// Frees every tensor and stops the workers (after the commands sent before); the
+  /// handles then throw state_error. Throws the first failure of those commands.
   void stop() {
     check("tensor_engine::stop");
     state_->stopped = true;
-    state_->pending.clear(); // their failures still reach supervision
     state_->workers.stop();
+    state_->wait(); // all answered by now
   }
 
 private:
@@ -146,19 +173,19 @@ public:
   [[nodiscard]] const halo_spec<N>& halo() const { return ref().halo; }
 
   void fill(const T& value) {
-    command(&detail::tensor_worker::fill, id(), detail::raw_bytes(&value, 1));
+    command("fill", &detail::tensor_worker::fill, id(), detail::raw_bytes(&value, 1));
   }
   /// x = f(index, x) for every element, f registered as `function`.
   void apply(std::string_view function) {
     (void)detail::find_function<element_function<T, N>>(function, "element function", context());
-    command(&detail::tensor_worker::apply, id(), std::string(function));
+    command("apply", &detail::tensor_worker::apply, id(), std::string(function));
   }
   /// This += a * x (same engine, shape and placements).
   void axpy(const T& a, const remote_tensor& x) {
-    command(&detail::tensor_worker::axpy, id(), detail::raw_bytes(&a, 1), same(x, "axpy"));
+    command("axpy", &detail::tensor_worker::axpy, id(), detail::raw_bytes(&a, 1), same(x, "axpy"));
   }
   void copy_from(const remote_tensor& x) {
-    command(&detail::tensor_worker::copy, id(), same(x, "copy_from"));
+    command("copy_from", &detail::tensor_worker::copy, id(), same(x, "copy_from"));
   }
   /// The same array with other placements and halos, as a new tensor (default name:
   /// this one's).
@@ -170,11 +197,12 @@ public:
     remote_tensor out(e, e->next_id++, std::move(name), std::move(to), halo);
     const detail::tensor_spec spec = out.spec();
     guarded([&] {
-      e->keep(e->workers.call(&detail::tensor_worker::redistribute, id(), out.id(), spec));
+      e->keep(e->workers.call(&detail::tensor_worker::redistribute, id(), out.id(), spec),
+              context() + ": redistribute to " + out.context());
     });
     return out;
   }
-  void exchange_halos() { command(&detail::tensor_worker::exchange_halos, id()); }
+  void exchange_halos() { command("exchange_halos", &detail::tensor_worker::exchange_halos, id()); }
   /// Combines the copies along mesh dimension `dim` (where the tensor is replicated)
   /// element-wise, so each holds the sum (min, max) of them all.
   void reduce(std::string_view dim, reduce_op op = reduce_op::sum) {
@@ -188,14 +216,18 @@ public:
       throw argument_error(context() + ": reduce",
                            "the tensor is sharded along '" + std::string(dim) +
                                "', not replicated: its blocks there differ in place");
-    command(&detail::tensor_worker::reduce_along, id(), std::string(dim), static_cast<int>(op));
+    command("reduce", &detail::tensor_worker::reduce_along, id(), std::string(dim),
+            static_cast<int>(op));
   }
 
-  [[nodiscard]] T sum() const { return value_of(&detail::tensor_worker::sum); }
-  [[nodiscard]] T max() const { return value_of(&detail::tensor_worker::max); }
+  [[nodiscard]] T sum() const {
+    return detail::from_raw<T>(value("sum", &detail::tensor_worker::sum, id())[0]);
+  }
+  [[nodiscard]] T max() const {
+    return detail::from_raw<T>(value("max", &detail::tensor_worker::max, id())[0]);
+  }
   [[nodiscard]] double norm2() const {
-    return guarded(
-        [&] { return engine()->workers.call(&detail::tensor_worker::norm2, id()).get()[0]; });
+    return value("norm2", &detail::tensor_worker::norm2, id())[0];
   }
 
   /// The block of the worker at `p` (a point of the engine's mesh), row-major.
@@ -207,15 +239,16 @@ public:
     if (!inside)
       throw argument_error(context() + ": fetch_shard",
                            "point " + text(p) + " is not in " + m.to_string() + ": no such shard");
+    const auto& e = engine();
     return guarded([&] {
-      return elements(
-          engine()->workers.call_one(p, &detail::tensor_worker::block, id(), false).get());
+      return elements(e->value(
+          [&] { return e->workers.call_one(p, &detail::tensor_worker::block, id(), false); },
+          context() + ": fetch_shard " + text(p)));
     });
   }
   /// The whole array on the controller, row-major (one block from each primary copy).
   [[nodiscard]] std::vector<T> fetch() const {
-    const auto blocks = guarded(
-        [&] { return engine()->workers.call(&detail::tensor_worker::block, id(), true).get(); });
+    const auto blocks = value("fetch", &detail::tensor_worker::block, id(), true);
     std::vector<T> all(layout().elements());
     for (const detail::shard_data& b : blocks) {
       index_type lo, extent;
@@ -265,7 +298,10 @@ private:
     remote_tensor t(e, e->next_id++, std::move(name), std::move(layout), halo);
     const detail::tensor_spec spec = t.spec();
     // Waited for: a halo that does not fit is reported here, by every worker alike.
-    t.guarded([&] { e->workers.call(&detail::tensor_worker::create, t.id(), spec).get(); });
+    t.guarded([&] {
+      e->value([&] { return e->workers.call(&detail::tensor_worker::create, t.id(), spec); },
+               "tensor_engine::create(" + t.context() + ")");
+    });
     return t;
   }
 
@@ -301,14 +337,21 @@ private:
       throw state_error(context(), e.what());
     }
   }
+  /// One command to every worker, not waited for.
   template <typename M, typename... Args>
-  void command(M m, Args&&... args) {
+  void command(const char* op, M m, Args&&... args) {
     const auto& e = engine();
-    guarded([&] { e->keep(e->workers.call(m, std::forward<Args>(args)...)); });
+    guarded(
+        [&] { e->keep(e->workers.call(m, std::forward<Args>(args)...), context() + ": " + op); });
   }
-  template <typename M>
-  T value_of(M m) const {
-    return guarded([&] { return detail::from_raw<T>(engine()->workers.call(m, id()).get()[0]); });
+  /// One call to every worker whose values the caller waits for.
+  template <typename M, typename... Args>
+  auto value(const char* op, M m, Args&&... args) const {
+    const auto& e = engine();
+    return guarded([&] {
+      return e->value([&] { return e->workers.call(m, std::forward<Args>(args)...); },
+                      context() + ": " + op);
+    });
   }
   std::uint64_t same(const remote_tensor& x, const char* op) const {
     const tensor_ref &me = ref(), &other = x.ref();
