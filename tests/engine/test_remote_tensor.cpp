@@ -196,6 +196,10 @@ BOOST_AUTO_TEST_CASE(a_handle_after_its_mesh_stopped_names_the_tensor_and_the_ra
       BOOST_TEST(what.find("used after its mesh stopped") != std::string::npos);
       BOOST_TEST(what.find("blocks on ranks 1") != std::string::npos);
     }
+    BOOST_TEST(what_of<crown::state_error>([&] {
+                 (void)u.fetch_shard({0});
+               }).find("fetch_shard {0} (rank 1): used after its mesh stopped") !=
+               std::string::npos);
     BOOST_TEST(what_of<crown::state_error>([&] { e.wait(); }).find("the engine was stopped") !=
                std::string::npos);
   });

@@ -239,11 +239,13 @@ public:
     if (!inside)
       throw argument_error(context() + ": fetch_shard",
                            "point " + text(p) + " is not in " + m.to_string() + ": no such shard");
-    const auto& e = engine();
+    const std::string op =
+        ": fetch_shard " + text(p) + " (rank " + std::to_string(m.rank_at(p)) + ")";
+    const auto& e = engine(op);
     return guarded([&] {
       return elements(e->value(
           [&] { return e->workers.call_one(p, &detail::tensor_worker::block, id(), false); },
-          context() + ": fetch_shard " + text(p)));
+          context() + op));
     });
   }
   /// The whole array on the controller, row-major (one block from each primary copy).
@@ -310,13 +312,14 @@ private:
     return *ref_;
   }
   std::uint64_t id() const { return ref().id; }
-  /// Checked before any command: the engine must still run.
-  const std::shared_ptr<detail::engine_state>& engine() const {
+  /// Checked before any command: the engine must still run. `op` names the operation
+  /// in the error where it adds something (a point and its rank).
+  const std::shared_ptr<detail::engine_state>& engine(const std::string& op = {}) const {
     const tensor_ref& r = ref();
     if (r.engine->stopped)
-      throw state_error(context(), "used after its mesh stopped (tensor_engine::stop freed its "
-                                   "blocks on " +
-                                       r.engine->ranks_text() + ")");
+      throw state_error(context() + op, "used after its mesh stopped (tensor_engine::stop "
+                                        "freed its blocks on " +
+                                            r.engine->ranks_text() + ")");
     return r.engine;
   }
   std::string context() const {
