@@ -27,4 +27,8 @@ for case in "2" "3" "5" "3 --mesh 2x1" "5 --mesh 1x4 --no-overlap"; do
     failed=1
   fi
 done
+# Commands and replies through a tree of depth 2.
+spmd=$(run 4 | sed -n 's/^checksum //p')
+driven=$(CROWN_FANOUT=2 run 5 --controller | sed -n 's/^checksum //p')
+[ "$driven" = "$spmd" ] && echo "np=5, fan-out 2: same" || { echo "fan-out 2: '$driven'"; failed=1; }
 exit $failed

@@ -99,6 +99,7 @@ BOOST_AUTO_TEST_CASE(sum_max_and_norm2_return_one_value_each) {
     for (double x : ref) squares += x * x;
     BOOST_TEST(u.sum() == std::accumulate(ref.begin(), ref.end(), 0.0)); // each block once
     BOOST_TEST(u.max() == 810.0);
+    BOOST_TEST(u.fetch() == ref, boost::test_tools::per_element()); // one copy of each block
     BOOST_TEST(u.norm2() == std::sqrt(squares));
   });
 }
