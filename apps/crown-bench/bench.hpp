@@ -56,6 +56,7 @@ inline int ops_for(std::size_t bytes, bool smoke) {
 void onesided(const options& o);
 void actors(const options& o);
 void apps(const options& o);
+void engine(const options& o); ///< heat2d from the controller (engine.cpp)
 void fortran(const options& o);
 void progress(const options& o);
 void gpu(const options& o); ///< built with CUDA only (gpu.cpp)

@@ -2,6 +2,7 @@
 //   mpirun -np 2 crown-bench onesided [--smoke] [--shmem FILE]
 //   mpirun -np N crown-bench actors [--smoke]          (N >= 2: rank 0 controls)
 //   mpirun -np N crown-bench apps [--smoke]            (heat2d and transpose vs plain MPI)
+//   mpirun -np N crown-bench engine [--smoke]          (heat2d from the controller vs SPMD)
 //   mpirun -np 2 -x CROWN_FAKE_HOSTS=2 crown-bench progress [--smoke]
 //                                   (overlap, idle CPU, latency with the progress thread)
 //   crown-bench fortran --crown FILE --baseline FILE   (coarray Fortran: scripts/bench-fortran)
@@ -20,7 +21,7 @@ int main(int argc, char** argv) {
   crown_bench::options o;
   const std::string_view group = argc > 1 ? argv[1] : "";
   bool usage = group != "onesided" && group != "actors" && group != "apps" && group != "fortran" &&
-               group != "progress" && group != "gpu";
+               group != "progress" && group != "gpu" && group != "engine";
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--smoke" && group != "fortran") {
@@ -45,10 +46,11 @@ int main(int argc, char** argv) {
         "usage: mpirun -np 2 %s onesided [--smoke] [--shmem FILE]\n"
         "       mpirun -np N %s actors [--smoke]\n"
         "       mpirun -np N %s apps [--smoke]\n"
+        "       mpirun -np N %s engine [--smoke]\n"
         "       mpirun -np 2 -x CROWN_FAKE_HOSTS=2 %s progress [--smoke]\n"
         "       %s fortran --crown FILE --baseline FILE   (scripts/bench-fortran runs it)\n"
         "       mpirun -np 2 %s gpu [--smoke] [--nvshmem FILE]\n",
-        argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
+        argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
     return 2;
   }
   if (group == "fortran") { // reads two files: no MPI
@@ -66,6 +68,8 @@ int main(int argc, char** argv) {
       crown_bench::onesided(o);
     else if (group == "actors")
       crown_bench::actors(o);
+    else if (group == "engine")
+      crown_bench::engine(o);
     else if (group == "progress")
       crown_bench::progress(o);
     else if (group == "gpu")

@@ -1,9 +1,13 @@
 // heat2d: the 2-D heat equation (explicit 5-point update, fixed edges) on an n x n
 // grid, a dist_tensor with halos over a rows x cols mesh of all ranks.
 //   mpirun -np 4 crown-heat2d [--n 1024] [--iterations 100] [--mesh 2x2] [--no-overlap]
-//                             [--png heat2d.png]
+//                             [--png heat2d.png] [--controller]
 // Prints the throughput in million lattice updates per second and `checksum <sum>`,
 // the sum of all cells in global order: bitwise the same for any rank count and mesh.
+// With --controller, rank 0 drives the solver on the other ranks through a tensor
+// engine, and runs the SPMD solver on the same ranks for comparison: both checksums
+// (bitwise the same) and the ratio of their times.
+#include "controller_solver.hpp"
 #include "heatmap_png.hpp"
 #include "solver.hpp"
 #include <climits>
@@ -17,7 +21,7 @@ namespace {
 [[noreturn]] void usage(const char* program, const std::string& problem) {
   std::fprintf(stderr,
                "heat2d: %s\nusage: mpirun -np P %s [--n N] [--iterations K] [--mesh RxC] "
-               "[--no-overlap] [--png FILE]\n",
+               "[--no-overlap] [--png FILE] [--controller]\n",
                problem.c_str(), program);
   std::exit(2);
 }
@@ -30,12 +34,46 @@ std::size_t number(const char* program, const char* flag, const char* text) {
   return static_cast<std::size_t>(v);
 }
 
+void print_run(const heat2d::options& o, int ranks, const char* how) {
+  const auto [rows, cols] = heat2d::decomposition(o, ranks);
+  std::printf("heat2d %zu x %zu, %d iterations on a %dx%d mesh%s%s\n", o.n, o.n, o.iterations, rows,
+              cols, how, o.overlap ? " (halo exchange overlapped)" : "");
+}
+
+double mlups(const heat2d::options& o, double seconds) {
+  return static_cast<double>(o.n) * static_cast<double>(o.n) * o.iterations / seconds / 1e6;
+}
+
+void write_png(const std::string& png, const heat2d::options& o, const heat2d::result& r) {
+  if (png.empty()) return;
+  heat2d::write_heatmap_png(png, r.field, o.n, o.n, 0.0, 1.0);
+  std::printf("wrote %s\n", png.c_str());
+}
+
+/// Rank 0 drives the solver on the others; the SPMD solver runs there too, first.
+int from_controller(crown::runtime& rt, const heat2d::options& o, const std::string& png) {
+  return rt.control([&](crown::controller& c) {
+    const crown::proc_mesh workers = c.workers();
+    (void)heat2d::decomposition(o, workers.mesh().size()); // refused here, not by every worker
+    const heat2d::result spmd = heat2d::solve_spmd_on(workers, o, false);
+    const heat2d::result r = heat2d::solve_from_controller(workers, o, !png.empty());
+    print_run(o, workers.mesh().size(), " of workers, driven from the controller");
+    std::printf("time %.4f s, %.1f MLUP/s; SPMD on the same workers %.4f s, %.1f MLUP/s; "
+                "ratio %.2f\n",
+                r.seconds, mlups(o, r.seconds), spmd.seconds, mlups(o, spmd.seconds),
+                spmd.seconds / r.seconds);
+    std::printf("checksum %.17g\nspmd checksum %.17g\n", r.checksum, spmd.checksum);
+    write_png(png, o, r);
+  });
+}
+
 } // namespace
 
 int main(int argc, char** argv) {
   crown::runtime rt(argc, argv);
   heat2d::options o;
   std::string png;
+  bool controller = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     const char* next = i + 1 < argc ? argv[i + 1] : "";
@@ -49,6 +87,8 @@ int main(int argc, char** argv) {
       ++i;
     } else if (a == "--no-overlap") {
       o.overlap = false;
+    } else if (a == "--controller") {
+      controller = true;
     } else if (a == "--png") {
       png = next, ++i;
       if (png.empty()) usage(argv[0], "--png needs a file name");
@@ -56,20 +96,14 @@ int main(int argc, char** argv) {
       usage(argv[0], "unknown option " + std::string(a));
     }
   }
+  if (controller) return from_controller(rt, o, png); // failures are logged by control
   try {
     const heat2d::result r = heat2d::solve(crown::world(), o, !png.empty());
     if (crown::world().rank() == 0) {
-      const auto [rows, cols] =
-          o.rows > 0 ? std::pair{o.rows, o.cols} : heat2d::squarest(crown::world().size());
-      const double updates = static_cast<double>(o.n) * static_cast<double>(o.n) * o.iterations;
-      std::printf("heat2d %zu x %zu, %d iterations on a %dx%d mesh%s\n", o.n, o.n, o.iterations,
-                  rows, cols, o.overlap ? " (halo exchange overlapped)" : "");
-      std::printf("time %.4f s, %.1f MLUP/s\n", r.seconds, updates / r.seconds / 1e6);
+      print_run(o, crown::world().size(), "");
+      std::printf("time %.4f s, %.1f MLUP/s\n", r.seconds, mlups(o, r.seconds));
       std::printf("checksum %.17g\n", r.checksum);
-      if (!png.empty()) {
-        heat2d::write_heatmap_png(png, r.field, o.n, o.n, 0.0, 1.0);
-        std::printf("wrote %s\n", png.c_str());
-      }
+      write_png(png, o, r);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "heat2d: %s\n", e.what());

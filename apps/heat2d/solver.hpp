@@ -14,12 +14,20 @@ struct options {
   int rows = 0; ///< mesh shape; 0 x 0: the squarest factorisation of the rank count
   int cols = 0;
   bool overlap = true; ///< update the interior while the halos travel
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(n, iterations, rows, cols, overlap);
+  }
 };
 
 struct result {
   double seconds = 0;        ///< the slowest rank's time for the iterations
   double checksum = 0;       ///< on every rank
   std::vector<double> field; ///< the final field, row-major, on rank 0 (when asked for)
+  template <class Ar>
+  void serialize(Ar& ar) {
+    ar(seconds, checksum, field);
+  }
 };
 
 /// The squarest rows x cols with rows * cols = ranks (rows <= cols).
@@ -43,36 +51,52 @@ inline void set_edges(crown::dist_tensor<double, 2>& t) {
     }
 }
 
+/// The mesh shape for `ranks` ranks: the one asked for, or the squarest. Throws
+/// crown::argument_error for a shape that does not match the rank count.
+inline std::pair<int, int> decomposition(const options& o, int ranks) {
+  const auto [rows, cols] = o.rows > 0 ? std::pair{o.rows, o.cols} : squarest(ranks);
+  if (rows * cols != ranks)
+    throw crown::argument_error("heat2d", "mesh " + std::to_string(rows) + "x" +
+                                              std::to_string(cols) + " for " +
+                                              std::to_string(ranks) + " ranks");
+  return {rows, cols};
+}
+
+/// Both fields: blocks over rows x cols, halos of width 1 (edges not periodic).
+inline std::vector<crown::placement> placements() { return {crown::shard(0), crown::shard(1)}; }
+inline constexpr crown::halo_spec<2> halo{{1, 1}, {false, false}};
+
+/// One iteration from u into v, collective over their mesh: the halo exchange
+/// (overlapped with the interior update when asked) and the update of every owned cell.
+inline void step(crown::dist_tensor<double, 2>& u, crown::dist_tensor<double, 2>& v, bool overlap) {
+  const std::size_t pitch = u.padded().extent(1);
+  const std::size_t r = u.own().extent(0), c = u.own().extent(1);
+  if (overlap) {
+    u.exchange_halos_start();
+    update_block(u.padded().data(), v.padded().data(), pitch, r, c, cells::interior);
+    u.exchange_halos_finish();
+    update_block(u.padded().data(), v.padded().data(), pitch, r, c, cells::border);
+  } else {
+    u.exchange_halos();
+    update_block(u.padded().data(), v.padded().data(), pitch, r, c, cells::all);
+  }
+}
+
 /// Collective over `world`. Throws crown::argument_error for a mesh shape that does
 /// not match the rank count, or a grid too small for it.
 inline result solve(const crown::mesh& world, const options& o, bool keep_field) {
-  auto [rows, cols] = o.rows > 0 ? std::pair{o.rows, o.cols} : squarest(world.size());
-  if (rows * cols != world.size())
-    throw crown::argument_error("heat2d", "mesh " + std::to_string(rows) + "x" +
-                                              std::to_string(cols) + " for " +
-                                              std::to_string(world.size()) + " ranks");
+  const auto [rows, cols] = decomposition(o, world.size());
   const crown::mesh m = world.reshape({{"rows", rows}, {"cols", cols}});
-  const crown::halo_spec<2> halo{{1, 1}, {false, false}};
-  crown::dist_tensor<double, 2> a(m, {o.n, o.n}, {crown::shard(0), crown::shard(1)}, halo);
-  crown::dist_tensor<double, 2> b(m, {o.n, o.n}, {crown::shard(0), crown::shard(1)}, halo);
+  crown::dist_tensor<double, 2> a(m, {o.n, o.n}, placements(), halo);
+  crown::dist_tensor<double, 2> b(m, {o.n, o.n}, placements(), halo);
   set_edges(a);
   set_edges(b);
   auto* u = &a;
   auto* v = &b;
-  const std::size_t pitch = a.padded().extent(1);
-  const std::size_t r = a.own().extent(0), c = a.own().extent(1);
   crown::sync_all(m);
   const double start = MPI_Wtime();
   for (int it = 0; it < o.iterations; ++it) {
-    if (o.overlap) {
-      u->exchange_halos_start();
-      update_block(u->padded().data(), v->padded().data(), pitch, r, c, cells::interior);
-      u->exchange_halos_finish();
-      update_block(u->padded().data(), v->padded().data(), pitch, r, c, cells::border);
-    } else {
-      u->exchange_halos();
-      update_block(u->padded().data(), v->padded().data(), pitch, r, c, cells::all);
-    }
+    step(*u, *v, o.overlap);
     std::swap(u, v);
   }
   result out;
