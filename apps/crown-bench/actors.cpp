@@ -43,11 +43,45 @@ struct bench_actor {
     }
     return MPI_Wtime() - start;
   }
+  /// Median seconds per read_into (or write_from) of the whole of `b`, `batches` of `ops`.
+  double buffer_transfers(crown::remote_buffer<char> b, bool write, int ops, int batches) {
+    std::vector<char> local(b.size(), 'y');
+    return timed(ops, batches, [&] {
+      if (write)
+        b.write_from(std::span<const char>(local));
+      else
+        b.read_into(std::span<char>(local));
+    });
+  }
+  /// The same with the one-sided layer: get (or put) of `bytes` at `p` in rank 0's heap.
+  double heap_transfers(crown::global_ptr<char> p, std::size_t bytes, bool write, int ops,
+                        int batches) {
+    std::vector<char> local(bytes, 'y');
+    return timed(ops, batches, [&] {
+      if (write)
+        p.put(std::span<const char>(local));
+      else
+        p.get(std::span<char>(local));
+    });
+  }
   static constexpr auto endpoints = crown::endpoints(
       &bench_actor::noop, &bench_actor::sink, &bench_actor::sink_vector, &bench_actor::round_trips,
-      &bench_actor::send_many, &bench_actor::open_ring, &bench_actor::circulate);
+      &bench_actor::send_many, &bench_actor::open_ring, &bench_actor::circulate,
+      &bench_actor::buffer_transfers, &bench_actor::heap_transfers);
 
 private:
+  template <typename F>
+  static double timed(int ops, int batches, F&& f) {
+    std::vector<double> t;
+    f(); // warm-up
+    for (int b = 0; b < batches; ++b) {
+      const double start = MPI_Wtime();
+      for (int i = 0; i < ops; ++i) f();
+      t.push_back((MPI_Wtime() - start) / ops);
+    }
+    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
+    return t[t.size() / 2];
+  }
   std::optional<crown::receiver<int>> inbox_;
 };
 
@@ -285,6 +319,24 @@ void actors(const options& o) {
                  "mpi_bcast_gather", seconds * 1e6);
       print_line(group, "broadcast_vector", bytes, "us", broadcast(&bench_actor::sink_vector) * 1e6,
                  "mpi_bcast_gather", seconds * 1e6);
+    }
+    // remote_buffer over the controller's ordinary memory, read and written by the actor
+    // on rank 1, beside the one-sided layer's get and put of rank 0's heap (same ranks).
+    for (const std::size_t bytes :
+         {std::size_t{64} << 10, std::size_t{1} << 20, std::size_t{16} << 20}) {
+      std::vector<char> memory(bytes, 'x');
+      const crown::remote_buffer<char> buffer(std::span<char>(memory), "bench");
+      const auto heap = crown::allocate<char>(bytes);
+      const int ops = std::max(4, ops_for(bytes, o.smoke) / 8), batches = o.smoke ? 3 : o.batches;
+      for (const bool write : {false, true}) {
+        const double crown_s =
+            a.call_one({0}, &bench_actor::buffer_transfers, buffer, write, ops, batches).get();
+        const double heap_s =
+            a.call_one({0}, &bench_actor::heap_transfers, heap, bytes, write, ops, batches).get();
+        print_line(group, write ? "remote_buffer_write" : "remote_buffer_read", bytes, "GB/s",
+                   bytes / crown_s / 1e9, write ? "heap_put" : "heap_get", bytes / heap_s / 1e9);
+      }
+      crown::deallocate(heap);
     }
     const int calls = o.smoke ? 10000 : 1000000;
     const double before = rss_kib();

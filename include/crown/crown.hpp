@@ -15,6 +15,7 @@
 #include <crown/lock.hpp>
 #include <crown/log.hpp>
 #include <crown/mesh.hpp>
+#include <crown/remote_buffer.hpp>
 #include <crown/runtime.hpp>
 #include <crown/sync.hpp>
 #include <crown/tensor.hpp>

@@ -1,6 +1,7 @@
 // Active messages over MPI two-sided: request, execution at the target, reply.
 #include "active_messages.hpp"
 #include "am_codec.hpp"
+#include "buffer_registry.hpp"
 #include <chrono>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -86,10 +87,10 @@ public:
       throw argument_error(what(), "a piece above 2 GiB reached the transport unchunked");
     head.id = am_.next_id_++;
     if (counts) am_.note_sent(rank_);
-    encode_am_request(head, runs, {packed_, kind_ == am_kind::put ? bytes_ : std::size_t{0}},
-                      request_);
+    const bool inline_put = kind_ == am_kind::put || kind_ == am_kind::buffer_put;
+    encode_am_request(head, runs, {packed_, inline_put ? bytes_ : std::size_t{0}}, request_);
     // The reply: a get's data inline, or an atomic's old value, then the status word.
-    const std::size_t before = kind_ == am_kind::get      ? bytes_
+    const std::size_t before = inline_get()               ? bytes_
                                : kind_ == am_kind::atomic ? sizeof(std::uint64_t)
                                                           : 0;
     reply_.assign(before + sizeof(std::uint64_t), std::byte{0});
@@ -113,7 +114,8 @@ public:
 
   bool test_local() override {
     if (finished_) return true;
-    if (kind_ == am_kind::put || kind_ == am_kind::put_apart) return test_all(out_);
+    if (kind_ == am_kind::put || kind_ == am_kind::put_apart || kind_ == am_kind::buffer_put)
+      return test_all(out_);
     return test_remote();
   }
 
@@ -132,16 +134,15 @@ public:
       MPI_Get_count(&status, MPI_BYTE, &got);
       replied_ = static_cast<std::size_t>(got);
     }
-    std::uint64_t refused = 1;
-    if (replied_ >= sizeof refused)
-      std::memcpy(&refused, reply_.data() + replied_ - sizeof refused, sizeof refused);
-    if (refused != 0) {
+    auto status = am_status::refused;
+    if (replied_ >= sizeof status)
+      std::memcpy(&status, reply_.data() + replied_ - sizeof status, sizeof status);
+    if (status != am_status::ok) {
       finished_ = true; // the destructor cancels a get's data receive
-      throw argument_error(what(), "the target refused a request outside its heap of " +
-                                       std::to_string(am_.heap_size_) + " bytes");
+      throw_refusal(status);
     }
     if (!test_all(in_) || !test_all(out_)) return false;
-    if (kind_ == am_kind::get) std::memcpy(packed_, reply_.data(), bytes_);
+    if (inline_get()) std::memcpy(packed_, reply_.data(), bytes_);
     finished_ = true;
     return true;
   }
@@ -154,6 +155,17 @@ public:
   }
 
 private:
+  [[nodiscard]] bool inline_get() const noexcept {
+    return kind_ == am_kind::get || kind_ == am_kind::buffer_get;
+  }
+  [[noreturn]] void throw_refusal(am_status status) const {
+    if (status == am_status::buffer_freed)
+      throw state_error(what(), "the remote_buffer was freed by its owner");
+    if (status == am_status::outside_buffer)
+      throw argument_error(what(), "the target refused a request outside the remote_buffer");
+    throw argument_error(what(), "the target refused a request outside its heap of " +
+                                     std::to_string(am_.heap_size_) + " bytes");
+  }
   /// A refusal of a request too short to show its id names no operation: whichever of
   /// the target's origins finds it first fails (a real origin never sends one).
   void check_unreadable() {
@@ -252,6 +264,17 @@ async_handle active_messages::start(bool put, int rank, std::span<const run> run
   return handle;
 }
 
+async_handle active_messages::start_buffer(bool put, int rank, std::uint64_t id,
+                                           std::uint32_t generation, std::span<const run> runs,
+                                           std::byte* packed) {
+  const std::size_t bytes = total_bytes(runs);
+  const am_kind kind = put ? am_kind::buffer_put : am_kind::buffer_get;
+  auto* op = new am_op(*this, rank, kind, packed, bytes);
+  async_handle handle(op);
+  op->send(am_header{kind, 0, runs.size(), bytes, id, 0, generation, 0, 0, 0}, runs);
+  return handle;
+}
+
 std::uint64_t active_messages::atomic(int rank, std::uint64_t offset, atomic_op op, int width,
                                       bool floating, std::uint64_t operand, std::uint64_t compare) {
   am_op call(*this, rank, am_kind::atomic, nullptr, 0);
@@ -299,21 +322,20 @@ void active_messages::serve(const MPI_Status& arrived) {
   const am_header& h = prefix.head;
   reply_.clear();
   if (const auto r = decode_am_request(inbox_, heap_size_)) {
-    std::uint64_t refused = 0;
+    am_status status = am_status::refused;
     try {
-      execute(*r, source);
+      status = execute(*r, source);
     } catch (const std::exception& e) {
       log(log_level::error, "a one-sided request from rank ", source, " failed: ", e.what());
-      refused = 1;
-      reply_.assign(h.what == am_kind::get ? h.bytes : 0, std::byte{0});
     }
-    return send_reply(source, am_reply_tag(h.id), refused);
+    if (status != am_status::ok) reply_.assign(am_refusal_bytes(h) - sizeof status, std::byte{0});
+    return send_reply(source, am_reply_tag(h.id), status);
   }
   log(log_level::error, "refused a malformed one-sided request from rank ", source, " (",
       inbox_.size(), " bytes", prefix.id_known ? "" : ", too short to show its id", ")");
   if (prefix.id_known && h.what == am_kind::put_apart) drain_payload(source, am_data_tag(h.id));
   reply_.assign(am_refusal_bytes(h) - sizeof(std::uint64_t), std::byte{0});
-  send_reply(source, prefix.id_known ? am_reply_tag(h.id) : am_unreadable_tag, 1);
+  send_reply(source, prefix.id_known ? am_reply_tag(h.id) : am_unreadable_tag, am_status::refused);
 }
 
 void active_messages::drain_payload(int source, int tag) {
@@ -331,9 +353,16 @@ void active_messages::drain_payload(int source, int tag) {
   } while (std::chrono::steady_clock::now() < until);
 }
 
-void active_messages::execute(const am_request& r, int source) {
+am_status active_messages::execute(const am_request& r, int source) {
   const am_header& h = r.head;
   switch (h.what) {
+  case am_kind::buffer_put:
+    return serve_buffer_request(h.offset, static_cast<std::uint32_t>(h.compare), true, r.runs,
+                                const_cast<std::byte*>(r.payload.data()));
+  case am_kind::buffer_get:
+    reply_.resize(h.bytes);
+    return serve_buffer_request(h.offset, static_cast<std::uint32_t>(h.compare), false, r.runs,
+                                reply_.data());
   case am_kind::put: {
     const std::byte* payload = r.payload.data();
     for (const run& piece : r.runs) {
@@ -365,6 +394,7 @@ void active_messages::execute(const am_request& r, int source) {
     break;
   }
   }
+  return am_status::ok;
 }
 
 void active_messages::receive_into_heap(int source, int tag, std::span<const run> runs,
@@ -390,12 +420,12 @@ void active_messages::send_from_heap(int source, int tag, std::span<const run> r
             "MPI_Isend(active message data)");
 }
 
-void active_messages::send_reply(int source, int tag, std::uint64_t refused) {
+void active_messages::send_reply(int source, int tag, am_status status) {
   pending_send& s = sending_.emplace_back();
   s.bytes.swap(reply_);
   const std::size_t at = s.bytes.size();
-  s.bytes.resize(at + sizeof refused);
-  std::memcpy(s.bytes.data() + at, &refused, sizeof refused);
+  s.bytes.resize(at + sizeof status);
+  std::memcpy(s.bytes.data() + at, &status, sizeof status);
   check_mpi(MPI_Isend(s.bytes.data(), static_cast<int>(s.bytes.size()), MPI_BYTE, source, tag,
                       comm_, &s.request),
             "MPI_Isend(active message reply)");

@@ -29,6 +29,11 @@ public:
   async_handle start(bool put, int rank, std::span<const run> runs, std::byte* packed) override;
   std::uint64_t atomic(int rank, std::uint64_t offset, atomic_op op, int width, bool floating,
                        std::uint64_t operand, std::uint64_t compare) override;
+  /// A transfer to or from remote_buffer `id` (of `generation`) that `rank` owns: runs
+  /// are offsets inside it, the data travels inline, and the owner copies it under its
+  /// registry's lock, so a buffer freed meanwhile is refused, never touched.
+  async_handle start_buffer(bool put, int rank, std::uint64_t id, std::uint32_t generation,
+                            std::span<const run> runs, std::byte* packed);
   /// The put and the atomic go out back to back: the target serves one origin's
   /// requests in order, so one round trip does both.
   void put_notify(int rank, std::span<const run> runs, const std::byte* packed, std::uint64_t flag,
@@ -50,8 +55,9 @@ private:
     std::vector<std::byte> bytes;
   };
   void serve(const MPI_Status& arrived);
-  void execute(const am_request& r, int source); ///< fills reply_, or sends a get's data
-  void send_reply(int source, int tag, std::uint64_t refused);
+  /// Fills reply_, or sends a get's data; a buffer request may be refused.
+  am_status execute(const am_request& r, int source);
+  void send_reply(int source, int tag, am_status status);
   void send_from_heap(int source, int tag, std::span<const run> runs);
   void receive_into_heap(int source, int tag, std::span<const run> runs, std::size_t bytes);
   void drain_payload(int source, int tag);

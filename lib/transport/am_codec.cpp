@@ -50,9 +50,10 @@ am_request_prefix read_am_prefix(std::span<const std::byte> message) noexcept {
 }
 
 std::size_t am_refusal_bytes(const am_header& h) noexcept {
-  const std::size_t before = h.what == am_kind::get && h.bytes <= am_max_reply ? h.bytes
-                             : h.what == am_kind::atomic ? sizeof(std::uint64_t)
-                                                         : 0;
+  const bool get = h.what == am_kind::get || h.what == am_kind::buffer_get;
+  const std::size_t before = get && h.bytes <= am_max_reply ? h.bytes
+                             : h.what == am_kind::atomic    ? sizeof(std::uint64_t)
+                                                            : 0;
   return before + sizeof(std::uint64_t);
 }
 
@@ -67,8 +68,9 @@ std::optional<am_request> decode_am_request(std::span<const std::byte> message,
     return h.runs == 0 && h.bytes == 0 && after_header == 0 && valid_atomic(h, heap_size)
                ? std::optional(std::move(r))
                : std::nullopt;
-  const bool put = h.what == am_kind::put;
-  if (!put && h.what != am_kind::get && h.what != am_kind::put_apart &&
+  const bool put = h.what == am_kind::put || h.what == am_kind::buffer_put;
+  const bool buffer = h.what == am_kind::buffer_put || h.what == am_kind::buffer_get;
+  if (!put && !buffer && h.what != am_kind::get && h.what != am_kind::put_apart &&
       h.what != am_kind::get_apart)
     return std::nullopt;
   // The run count is checked against the bytes present before anything is allocated.
@@ -78,8 +80,10 @@ std::optional<am_request> decode_am_request(std::span<const std::byte> message,
   if (runs_bytes) std::memcpy(r.runs.data(), message.data() + sizeof h, runs_bytes);
   std::uint64_t total = 0;
   for (const run& piece : r.runs) {
-    if (!inside(piece.offset, piece.bytes, heap_size)) return std::nullopt;
-    total += piece.bytes; // no overflow: each term <= heap_size, and total is capped below
+    if (buffer ? piece.offset + piece.bytes < piece.offset || piece.bytes > am_max_reply
+               : !inside(piece.offset, piece.bytes, heap_size))
+      return std::nullopt;
+    total += piece.bytes; // no overflow: each term <= 2^31 or heap_size, total capped below
     if (total > am_max_reply) return std::nullopt;
   }
   if (total != h.bytes) return std::nullopt;

@@ -13,7 +13,25 @@ namespace crown::detail {
 
 /// put/get carry the payload or the data inside the request or reply; put_apart and
 /// get_apart send it as a message of its own (am_data_tag), for large transfers.
-enum class am_kind : std::uint32_t { put = 1, get = 2, atomic = 3, put_apart = 4, get_apart = 5 };
+/// buffer_put/buffer_get reach a remote_buffer's memory instead of the heap, inline:
+/// `offset` names the buffer, `compare` its generation, runs are offsets inside it.
+enum class am_kind : std::uint32_t {
+  put = 1,
+  get = 2,
+  atomic = 3,
+  put_apart = 4,
+  get_apart = 5,
+  buffer_put = 6,
+  buffer_get = 7,
+};
+
+/// The status word that ends every reply: why a target refused, or ok.
+enum class am_status : std::uint64_t {
+  ok = 0,
+  refused = 1,        ///< malformed, or outside the heap
+  buffer_freed = 2,   ///< no remote_buffer of that id and generation lives there
+  outside_buffer = 3, ///< a run falls outside the remote_buffer
+};
 
 /// The fixed part of every request. Runs (put/get) and the put payload follow it.
 struct am_header {
@@ -21,9 +39,9 @@ struct am_header {
   std::uint32_t id;      ///< the reply's tag, chosen by the origin
   std::uint64_t runs;    ///< put/get: number of runs after the header
   std::uint64_t bytes;   ///< put/get: the runs' total (the payload, or what goes back)
-  std::uint64_t offset;  ///< atomic: the word
+  std::uint64_t offset;  ///< atomic: the word; buffer_*: the buffer's id
   std::uint64_t operand; ///< atomic
-  std::uint64_t compare; ///< atomic: compare_swap's expected value
+  std::uint64_t compare; ///< atomic: compare_swap's expected value; buffer_*: generation
   std::uint32_t op;      ///< atomic: an atomic_op
   std::uint16_t width;   ///< atomic: 4 or 8
   std::uint16_t floating;
@@ -68,8 +86,9 @@ void encode_am_request(const am_header& head, std::span<const run> runs,
                        std::span<const std::byte> payload, std::vector<std::byte>& out);
 
 /// Checks a received request: the kind, that the lengths add up to exactly the
-/// message, that every run and atomic word lies inside `heap_size` bytes, the atomic's
-/// width, alignment and operation. nullopt for anything malformed; never reads outside
+/// message, that every run and atomic word lies inside `heap_size` bytes (a buffer
+/// request's runs only must not wrap: the buffer's owner checks them against it), the
+/// atomic's width, alignment and operation. nullopt for anything malformed; never reads outside
 /// `message`, never allocates more than the message's own size.
 std::optional<am_request> decode_am_request(std::span<const std::byte> message,
                                             std::size_t heap_size);

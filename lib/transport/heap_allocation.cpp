@@ -81,9 +81,9 @@ void install_heap(symmetric_heap* h, const config& cfg) noexcept {
   g_check_allocations = cfg.check != 0;
   g_check_collectives = cfg.check == 1;
   g_heap.store(h, std::memory_order_release);
-  set_progress_hook(!h                   ? nullptr
-                    : h->has_transport() ? &progress_transport_and_collectives
-                                         : &progress_collectives);
+  set_progress_hook(!h              ? nullptr
+                    : h->messages() ? &progress_transport_and_collectives
+                                    : &progress_collectives);
 }
 
 std::int64_t heap_offset_of(const void* p, std::size_t bytes) noexcept {

@@ -220,8 +220,8 @@ void probe_single_copy(scratch& s, int me) {
   s.single_copy = single_copy_state::unavailable;
   if (yama_ptrace_scope() != 1) return; // the same kernel, so the same answer everywhere
   const bool had_grant = g_ptracer_granted.load();
-  const bool granted = had_grant || prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0;
-  if (granted && !had_grant) g_ptracer_granted = true;
+  grant_process_access();
+  const bool granted = g_ptracer_granted.load();
   if (all_can_read(s, me, addresses, granted)) {
     s.single_copy = single_copy_state::in_use;
     return;
@@ -334,6 +334,16 @@ host_scratch_usage host_scratch_in_use() noexcept {
 
 bool host_ptracer_granted() noexcept { return g_ptracer_granted.load(); }
 
+bool single_copy_enabled() noexcept {
+  return g_single_copy_allowed.load(std::memory_order_relaxed) &&
+         g_single_copy_setting.load(std::memory_order_relaxed);
+}
+
+void grant_process_access() noexcept {
+  if (g_ptracer_granted.load() || yama_ptrace_scope() != 1) return;
+  if (prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0) == 0) g_ptracer_granted = true;
+}
+
 void forget_host_scratch() noexcept {
   const std::lock_guard lock(g_mutex);
   g_scratch.clear();
@@ -405,9 +415,7 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
   // Every image takes the same decision: the settings and arguments agree, and so does
   // the probe. `where` is read before the probe's barriers reuse the announcement slots.
   std::vector<announcement> where;
-  if (g_single_copy_allowed.load(std::memory_order_relaxed) &&
-      g_single_copy_setting.load(std::memory_order_relaxed) && result_image < 0 &&
-      total > single_copy_bytes) {
+  if (single_copy_enabled() && result_image < 0 && total > single_copy_bytes) {
     for (std::byte* b : s->image) where.push_back(announced(*s, b));
     if (s->single_copy == single_copy_state::unprobed) probe_single_copy(*s, me);
   }

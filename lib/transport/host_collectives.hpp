@@ -34,6 +34,14 @@ host_scratch_usage host_scratch_in_use() noexcept;
 /// takes back the ptrace grant, if the probe made one.
 void forget_host_scratch() noexcept;
 
+/// Whether kernel copies between processes (process_vm_*) may be tried at all:
+/// CROWN_SINGLE_COPY, and the tests' switch (set_host_single_copy).
+bool single_copy_enabled() noexcept;
+/// Lets any process of this user read and write this one (PR_SET_PTRACER_ANY) where
+/// Yama's scope 1 would refuse it, as Open MPI's vader and UCX's cma do; taken back by
+/// forget_host_scratch at the runtime's end. Nothing where Yama does not decide.
+void grant_process_access() noexcept;
+
 /// Applies CROWN_SINGLE_COPY (at runtime start, the same on every rank).
 void configure_host_collectives(const config& c) noexcept;
 

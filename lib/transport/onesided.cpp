@@ -214,8 +214,7 @@ std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, 
 }
 
 void progress() noexcept {
-  symmetric_heap* h = active_heap();
-  if (backend* b = h ? h->transport() : nullptr) b->progress(); // load/store needs none
+  if (symmetric_heap* h = active_heap()) h->progress(); // load/store needs none
 }
 
 const char* transport_name(int world_rank) noexcept {

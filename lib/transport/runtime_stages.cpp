@@ -102,7 +102,7 @@ const bool registered = [] {
       .finish =
           [](runtime_state& st) noexcept {
             const auto& heap = state_of(st).heap;
-            if (st.size <= 1 || !heap || !heap->has_transport()) return;
+            if (st.size <= 1 || !heap || !heap->messages()) return;
             try {
               crown_barrier(*st.world);
             } catch (const std::exception& e) {

@@ -2,6 +2,7 @@
 #include "symmetric_heap.hpp"
 #include "../runtime/runtime_state.hpp"
 #include "active_messages.hpp"
+#include "buffer_registry.hpp"
 #include "mpi_window.hpp"
 #include <crown/build_config.hpp>
 #if CROWN_HAVE_UCX
@@ -86,6 +87,26 @@ symmetric_heap::symmetric_heap(runtime_state& st)
 }
 
 void symmetric_heap::connect(runtime_state& st) {
+  choose_transport(st);
+  // The same choice on every rank, so this is collective too.
+  messages_ = dynamic_cast<active_messages*>(transport_.get());
+#if CROWN_HAVE_UCX
+  if (auto* ucx = dynamic_cast<ucx_transport*>(transport_.get())) messages_ = &ucx->messages();
+#endif
+  if (!messages_ && st.size > 1) {
+    own_messages_ = std::make_unique<active_messages>(st.world_comm.get(), mine_, size_);
+    messages_ = own_messages_.get();
+  }
+}
+
+bool symmetric_heap::progress() noexcept {
+  const bool moved = transport_ && transport_->progress();
+  // Without a transport of their own, only remote_buffer requests come this way: no
+  // MPI call in the waits of a rank that never registered one.
+  return (own_messages_ && buffers_registered() && own_messages_->progress()) || moved;
+}
+
+void symmetric_heap::choose_transport(runtime_state& st) {
   // Every rank must take the same decision: each transport's set-up is collective.
   int need_transport = std::count(peers_.begin(), peers_.end(), nullptr) > 0;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &need_transport, 1, MPI_INT, MPI_MAX, st.world_comm.get()),

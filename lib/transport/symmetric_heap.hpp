@@ -1,5 +1,6 @@
 // lib/transport/symmetric_heap.hpp — the host symmetric heap: shared segment + one backend.
 #pragma once
+#include "active_messages.hpp"
 #include "backend.hpp"
 #include "shm_segment.hpp"
 #include <cstdint>
@@ -66,6 +67,12 @@ public:
   /// The backend that reaches peers off this host, or nullptr when every peer shares memory.
   [[nodiscard]] backend* transport() const noexcept { return transport_.get(); }
   [[nodiscard]] bool has_transport() const noexcept { return transport_ != nullptr; }
+  /// Active messages to every rank, for what only the target can do (remote_buffer
+  /// requests): the transport's own when it is am or ucx, else a set of their own
+  /// made at connect(), which the target serves whenever Crown progresses there.
+  [[nodiscard]] active_messages* messages() const noexcept { return messages_; }
+  /// Progress of the transport and of the messages beside it; true when anything moved.
+  bool progress() noexcept;
   [[nodiscard]] bool all_peers_shared() const noexcept {
     for (std::byte* p : peers_)
       if (!p) return false;
@@ -76,6 +83,7 @@ public:
   std::mutex mutex; ///< guards `space` against concurrent local allocations
 
 private:
+  void choose_transport(runtime_state& st);
   void use_active_messages(runtime_state& st);
 
   std::size_t size_;
@@ -83,6 +91,8 @@ private:
   std::byte* mine_ = nullptr;
   std::vector<std::byte*> peers_; ///< per world rank: slice base, or nullptr if not shared
   std::unique_ptr<backend> transport_;
+  std::unique_ptr<active_messages> own_messages_; ///< without an am or ucx transport
+  active_messages* messages_ = nullptr;
   std::string no_transport_reason_;
 };
 

@@ -220,17 +220,33 @@ public:
     const auto serial = t_.worker_gate_.hold();
     for (ucs_status_ptr_t r : requests_) release(r);
     release(flush_);
+    if (own_rkey_) ucp_rkey_destroy(own_rkey_);
   }
 
-  /// Issues every run; stops at the first that fails to start (its error is kept).
-  void issue(std::span<const run> runs, std::byte* packed) {
+  /// Issues every run, at `base` + its offset under `rkey` (the peer's heap when
+  /// null); stops at the first that fails to start (its error is kept). `packed_rkey`:
+  /// memory the peer registered apart from its heap; the key unpacked here is the
+  /// operation's, destroyed with it.
+  void issue(std::span<const run> runs, std::byte* packed, std::uint64_t base = 0,
+             std::span<const std::byte> packed_rkey = {}) {
     ucx_transport::peer& p = t_.connect(rank_);
     ucp_request_param_t param{};
     const auto serial = t_.worker_gate_.hold();
+    ucp_rkey_h rkey = p.rkey;
+    if (packed_rkey.empty()) {
+      base = p.base;
+    } else {
+      if (const ucs_status_t s = ucp_ep_rkey_unpack(p.ep, packed_rkey.data(), &own_rkey_);
+          s != UCS_OK) {
+        own_rkey_ = nullptr;
+        throw error(what(), ucx_problem("ucp_ep_rkey_unpack(remote_buffer)", s));
+      }
+      rkey = own_rkey_;
+    }
     for (const run& r : runs) {
-      const std::uint64_t remote = p.base + r.offset;
-      ucs_status_ptr_t s = put_ ? ucp_put_nbx(p.ep, packed, r.bytes, remote, p.rkey, &param)
-                                : ucp_get_nbx(p.ep, packed, r.bytes, remote, p.rkey, &param);
+      const std::uint64_t remote = base + r.offset;
+      ucs_status_ptr_t s = put_ ? ucp_put_nbx(p.ep, packed, r.bytes, remote, rkey, &param)
+                                : ucp_get_nbx(p.ep, packed, r.bytes, remote, rkey, &param);
       if (s != nullptr) requests_.push_back(s);
       if (UCS_PTR_IS_ERR(s)) break;
       packed += r.bytes;
@@ -287,6 +303,7 @@ private:
   bool done_local_ = false, reported_ = false;
   std::vector<ucs_status_ptr_t> requests_;
   ucs_status_ptr_t flush_ = nullptr;
+  ucp_rkey_h own_rkey_ = nullptr;
 };
 
 async_handle ucx_transport::start(bool put, int rank, std::span<const run> runs,
@@ -296,6 +313,43 @@ async_handle ucx_transport::start(bool put, int rank, std::span<const run> runs,
   async_handle handle(op);
   op->issue(runs, packed);
   return handle;
+}
+
+async_handle ucx_transport::start_registered(bool put, int rank, std::uint64_t address,
+                                             std::span<const std::byte> rkey,
+                                             std::span<const run> runs, std::byte* packed) {
+  auto* op = new ucx_transfer(*this, rank, put);
+  async_handle handle(op);
+  op->issue(runs, packed, address, rkey);
+  return handle;
+}
+
+ucx_transport::registration ucx_transport::register_memory(void* address, std::size_t bytes) {
+  ucp_mem_map_params_t params{};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  params.address = address;
+  params.length = bytes;
+  registration r;
+  const auto serial = worker_gate_.hold();
+  if (const ucs_status_t s = ucp_mem_map(context_, &params, &r.memory); s != UCS_OK)
+    throw resource_error("remote_buffer of " + std::to_string(bytes) + " bytes",
+                         ucx_problem("ucp_mem_map", s));
+  void* packed = nullptr;
+  std::size_t packed_len = 0;
+  if (const ucs_status_t s = ucp_rkey_pack(context_, r.memory, &packed, &packed_len); s != UCS_OK) {
+    ucp_mem_unmap(context_, r.memory);
+    throw resource_error("remote_buffer of " + std::to_string(bytes) + " bytes",
+                         ucx_problem("ucp_rkey_pack", s));
+  }
+  const auto* at = static_cast<const std::byte*>(packed);
+  r.rkey.assign(at, at + packed_len);
+  ucp_rkey_buffer_release(packed);
+  return r;
+}
+
+void ucx_transport::unregister_memory(ucp_mem_h memory) noexcept {
+  const auto serial = worker_gate_.hold();
+  ucp_mem_unmap(context_, memory);
 }
 
 std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op, int width,

@@ -34,6 +34,23 @@ public:
   std::uint64_t atomic(int rank, std::uint64_t offset, atomic_op op, int width, bool floating,
                        std::uint64_t operand, std::uint64_t compare) override;
   void fence() override;
+
+  /// Memory outside the heap registered for remote access (remote_buffer): UCX's
+  /// handle and the key other ranks unpack to reach it.
+  struct registration {
+    ucp_mem_h memory = nullptr;
+    std::vector<std::byte> rkey;
+  };
+  /// ucp_mem_map + ucp_rkey_pack of [address, address + bytes); throws resource_error.
+  registration register_memory(void* address, std::size_t bytes);
+  void unregister_memory(ucp_mem_h memory) noexcept;
+  /// A transfer to or from memory `rank` registered: runs are offsets from `address`,
+  /// `rkey` the key it packed (unpacked for this operation, destroyed with it).
+  async_handle start_registered(bool put, int rank, std::uint64_t address,
+                                std::span<const std::byte> rkey, std::span<const run> runs,
+                                std::byte* packed);
+  /// The active messages beside UCX (many-run transfers, remote_buffer requests).
+  [[nodiscard]] active_messages& messages() noexcept { return *packed_; }
   void quiet() override;
   bool progress() noexcept override;
   /// Sleeps on the worker's event file descriptor (armed), so UCX traffic wakes it.

@@ -77,6 +77,30 @@ private:
   std::vector<double> kept_;
 };
 
+/// Exposes its own memory as a remote_buffer (issue 19, remote buffers).
+class keeper {
+public:
+  crown::remote_buffer<double> expose(std::size_t count) {
+    data_ = ramp(count, 100.0 * crown::this_actor().index);
+    buffer_ = crown::remote_buffer<double>(std::span<double>(data_), "kept");
+    return buffer_;
+  }
+  double total() const { return fingerprint<double>(data_); }
+  /// Reads another actor's buffer: actor to actor.
+  std::vector<double> read_other(crown::remote_buffer<double> b, std::size_t count) const {
+    std::vector<double> v(count);
+    b.read_into(v);
+    return v;
+  }
+  void forget() { buffer_.drop(); }
+  static constexpr auto endpoints =
+      crown::endpoints(&keeper::expose, &keeper::total, &keeper::read_other, &keeper::forget);
+
+private:
+  std::vector<double> data_;
+  crown::remote_buffer<double> buffer_;
+};
+
 /// Sizes around the attachment threshold and the piece sizes (256 KiB forwarded, 4 MiB
 /// sent straight), none a multiple of them.
 const std::vector<std::size_t> counts{10, (64 << 10) / 8 - 1, (64 << 10) / 8, (256 << 10) / 8 + 3,
@@ -188,5 +212,45 @@ BOOST_AUTO_TEST_CASE(a_rank_without_memory_for_the_arguments_fails_the_call_and_
     m.call_one({last}, &holder::limit_memory, 0).get();
     const auto a = ramp((300 << 10) / 8, 3.0);
     for (double v : m.call(&holder::by_span, a).get()) BOOST_TEST(v == fingerprint<double>(a));
+  });
+}
+
+BOOST_AUTO_TEST_CASE(remote_buffers_travel_between_the_controller_and_actors) {
+  control([](crown::controller& c) {
+    auto m = c.workers().spawn<keeper>("keepers");
+    const std::size_t count = 1000;
+    const auto handles = m.call(&keeper::expose, count).get();
+    BOOST_TEST(handles.size() == static_cast<std::size_t>(n() - 1));
+    for (std::size_t i = 0; i < handles.size(); ++i) { // the controller reads each actor's
+      BOOST_TEST(handles[i].rank() == static_cast<int>(i) + 1);
+      BOOST_TEST(!handles[i].owns());
+      std::vector<double> got(count);
+      handles[i].read_into(got);
+      BOOST_TEST(got == ramp(count, 100.0 * static_cast<double>(i)),
+                 boost::test_tools::per_element());
+    }
+    // The controller writes into actor 0's memory; the actor sees it, and so does the
+    // last actor reading it.
+    const std::vector<double> marks(10, -1.0);
+    handles[0].write_from(marks, 20);
+    auto expected = ramp(count, 0.0);
+    std::fill(expected.begin() + 20, expected.begin() + 30, -1.0);
+    BOOST_TEST(m.call_one({0}, &keeper::total).get() == fingerprint<double>(expected));
+    const auto seen = m.call_one({n() - 2}, &keeper::read_other, handles[0], count).get();
+    BOOST_TEST(seen == expected, boost::test_tools::per_element());
+    // The controller's own memory, read by every actor.
+    std::vector<double> mine = ramp(count, 7.0);
+    const crown::remote_buffer<double> from_controller(std::span<double>(mine), "controller's");
+    for (const auto& v : m.call(&keeper::read_other, from_controller, count).get())
+      BOOST_TEST(v == mine, boost::test_tools::per_element());
+    // Dropped by its owner: an error naming it and its rank, for the controller and actors.
+    m.call_one({0}, &keeper::forget).get();
+    std::vector<double> out(count);
+    const std::string why = what_of<crown::state_error>([&] { handles[0].read_into(out); });
+    BOOST_TEST(why.find("remote_buffer 'kept' of rank 1") != std::string::npos, why);
+    BOOST_TEST(why.find("its owner freed it") != std::string::npos, why);
+    const std::string relayed = what_of<crown::actor_error>(
+        [&] { (void)m.call_one({n() - 2}, &keeper::read_other, handles[0], count).get(); });
+    BOOST_TEST(relayed.find("remote_buffer 'kept' of rank 1") != std::string::npos, relayed);
   });
 }

@@ -29,15 +29,20 @@ void check(const crown::detail::am_request& r, std::span<const std::byte> messag
               (op == atomic_op::bit_and || op == atomic_op::bit_or || op == atomic_op::bit_xor)));
     return;
   }
-  require(h.what == am_kind::put || h.what == am_kind::get || h.what == am_kind::put_apart ||
-          h.what == am_kind::get_apart);
+  const bool buffer = h.what == am_kind::buffer_put || h.what == am_kind::buffer_get;
+  require(buffer || h.what == am_kind::put || h.what == am_kind::get ||
+          h.what == am_kind::put_apart || h.what == am_kind::get_apart);
   std::uint64_t total = 0;
   for (const auto& piece : r.runs) {
-    require(piece.offset <= heap && piece.bytes <= heap - piece.offset);
+    if (buffer) // the owner checks them against the buffer; they must not wrap
+      require(piece.offset + piece.bytes >= piece.offset);
+    else
+      require(piece.offset <= heap && piece.bytes <= heap - piece.offset);
     total += piece.bytes;
   }
   require(total == h.bytes && total <= crown::detail::am_max_reply);
-  require(r.payload.size() == (h.what == am_kind::put ? total : 0));
+  const bool inline_payload = h.what == am_kind::put || h.what == am_kind::buffer_put;
+  require(r.payload.size() == (inline_payload ? total : 0));
   std::vector<std::byte> again;
   crown::detail::encode_am_request(h, r.runs, r.payload, again);
   require(again.size() == message.size() &&

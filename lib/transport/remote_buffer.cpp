@@ -1,0 +1,425 @@
+// remote_buffer: registration of ordinary memory, the owner's liveness word, and the
+// three ways to reach the memory from another rank (kernel copy, UCX, requests).
+//
+// Liveness: every registration has an 8-byte word in its owner's heap,
+// [generation:32][dead:1][accesses in progress:31]. A rank that reaches the memory
+// directly (kernel copy, UCX) first adds one to the word and checks that it got the
+// generation it expects and no dead bit, and subtracts the one after the access; the
+// owner's drop sets the dead bit and waits until no access is in progress, so memory is
+// never touched after its owner freed it. A recycled word gets the next generation,
+// which no older handle matches (a stale increment there only delays that buffer's drop
+// by one round trip). All of them go through remote_atomic with the heap's CPU-or-
+// transport rule, also on the owner. Requests the owner serves check its registry
+// under the registry's lock instead.
+#include "../gpu/pointer_checks.hpp"
+#include "../runtime/layer_hooks.hpp"
+#include "buffer_registry.hpp"
+#include "heap_state.hpp"
+#include "host_collectives.hpp"
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <crown/build_config.hpp>
+#include <crown/detail/buffer.hpp>
+#include <crown/detail/checked.hpp>
+#include <crown/detail/heap.hpp>
+#include <crown/detail/wait.hpp>
+#include <crown/error.hpp>
+#include <crown/log.hpp>
+#include <crown/runtime.hpp>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <sys/uio.h>
+#include <unistd.h>
+#include <unordered_map>
+#if CROWN_HAVE_UCX
+#include "ucx_transport.hpp"
+#endif
+
+namespace crown::detail {
+namespace {
+
+constexpr std::uint64_t dead_bit = std::uint64_t{1} << 31;
+constexpr std::uint64_t count_mask = dead_bit - 1;
+constexpr std::size_t words_per_block = 512;
+/// Requests the owner serves carry the data inline: at most this much each.
+constexpr std::size_t request_bytes = std::size_t{4} << 20;
+
+struct entry {
+  std::byte* data = nullptr;
+  std::size_t bytes = 0;
+  std::uint32_t generation = 0;
+  std::uint64_t word = 0;
+  std::uint64_t epoch = 0;
+#if CROWN_HAVE_UCX
+  ucx_transport* ucx = nullptr;
+  ucp_mem_h memory = nullptr;
+#endif
+};
+
+/// This process's registrations. Never held across a call that may progress: the
+/// serving side of a request takes it too.
+struct registry {
+  std::mutex mutex;
+  std::unordered_map<std::uint64_t, entry> live;
+  std::vector<std::uint64_t> free_words; ///< liveness words to reuse (this runtime's heap)
+  std::uint64_t next_id = 1;             ///< never reused in the process
+  std::uint64_t epoch = 1;               ///< one per runtime: older handles are inert
+  std::vector<char> no_kernel_copy;      ///< per world rank: process_vm refused once
+};
+
+/// Some remote_buffer was registered in this runtime: requests for it, or for one
+/// since freed (they are refused), may come and need serving.
+std::atomic<bool> g_registered{false};
+
+registry& the_registry() {
+  static registry r;
+  return r;
+}
+
+std::string name_of(const buffer_descriptor& d) {
+  std::string s = "remote_buffer ";
+  s += d.label.empty() ? "#" + std::to_string(d.id) : "'" + d.label + "'";
+  s += " of rank " + std::to_string(d.rank) + " (" + std::to_string(d.bytes) + " bytes)";
+  return s;
+}
+
+[[noreturn]] void throw_freed(const buffer_descriptor& d) {
+  throw state_error(name_of(d), "its owner freed it (the remote_buffer's last owning handle "
+                                "went, or drop() was called)");
+}
+
+std::uint64_t word_op(int rank, std::uint64_t word, atomic_op op, std::uint64_t operand,
+                      std::uint64_t compare = 0) {
+  return remote_atomic(rank, word, op, 8, false, operand, compare, world_shares_memory());
+}
+
+/// Holds one access in progress on the owner's liveness word; throws when the buffer
+/// is gone.
+class access_guard {
+public:
+  explicit access_guard(const buffer_descriptor& d) : d_(d) {
+    const std::uint64_t old = word_op(d.rank, d.word, atomic_op::add, 1);
+    if ((old >> 32) != d.generation || (old & dead_bit) != 0) {
+      release();
+      throw_freed(d);
+    }
+  }
+  ~access_guard() {
+    try {
+      release();
+    } catch (const std::exception& e) {
+      log(log_level::error, name_of(d_), ": ending an access failed: ", e.what());
+    }
+  }
+  access_guard(const access_guard&) = delete;
+  access_guard& operator=(const access_guard&) = delete;
+
+private:
+  void release() {
+    if (held_) (void)word_op(d_.rank, d_.word, atomic_op::add, ~std::uint64_t{0}); // minus one
+    held_ = false;
+  }
+  const buffer_descriptor& d_;
+  bool held_ = true;
+};
+
+/// A liveness word of the next generation, not dead (a stale handle's increment in
+/// progress is kept, and leaves again by itself).
+std::pair<std::uint64_t, std::uint32_t> take_word(int me) {
+  registry& reg = the_registry();
+  std::optional<std::uint64_t> reused;
+  {
+    const std::lock_guard lock(reg.mutex);
+    if (!reg.free_words.empty()) {
+      reused = reg.free_words.back();
+      reg.free_words.pop_back();
+    }
+  }
+  std::uint64_t word = reused.value_or(0);
+  if (!reused) {
+    const std::uint64_t block = heap_allocate_local(words_per_block * sizeof(std::uint64_t),
+                                                    "remote_buffer liveness words");
+    std::memset(heap_address(block), 0, words_per_block * sizeof(std::uint64_t));
+    heap_sync_local();
+    const std::lock_guard lock(reg.mutex);
+    for (std::size_t i = words_per_block; i-- > 1;)
+      reg.free_words.push_back(block + i * sizeof(std::uint64_t));
+    word = block;
+  }
+  std::uint64_t seen = word_op(me, word, atomic_op::load, 0);
+  for (;;) {
+    const std::uint64_t next = (((seen >> 32) + 1) << 32) | (seen & count_mask);
+    const std::uint64_t was = word_op(me, word, atomic_op::compare_swap, next, seen);
+    if (was == seen) return {word, static_cast<std::uint32_t>(next >> 32)};
+    seen = was;
+  }
+}
+
+void check_pieces(const buffer_descriptor& d, std::span<const buffer_piece> pieces) {
+  for (const buffer_piece& p : pieces) {
+    const char* op = p.write ? "write_from" : "read_into";
+    if (p.offset > d.bytes || p.bytes > d.bytes - p.offset)
+      throw argument_error(name_of(d) + ": " + op,
+                           "bytes [" + std::to_string(p.offset) + ", " +
+                               std::to_string(saturating_add(p.offset, p.bytes)) +
+                               ") fall outside the buffer");
+    if (p.bytes) check_host_buffer(p.local, p.bytes, op);
+  }
+}
+
+/// Runs `pieces` as operations in flight together, waiting for those in flight before
+/// the direction changes (so a read after a write sees it on every path).
+template <typename Start>
+void run_in_flight(std::span<const buffer_piece> pieces, Start&& start) {
+  std::vector<async_handle> flying;
+  bool writing = false;
+  for (const buffer_piece& p : pieces) {
+    if (!flying.empty() && p.write != writing) wait_remote(flying);
+    writing = p.write;
+    for (std::size_t at = 0; at < p.bytes; at += request_bytes) {
+      const run r{p.offset + at, std::min(request_bytes, p.bytes - at)};
+      if (async_handle op = start(p.write, r, p.local + at)) flying.push_back(std::move(op));
+    }
+  }
+  wait_remote(flying);
+}
+
+/// The owner itself: a copy under the registry's lock.
+void transfer_here(const buffer_descriptor& d, std::span<const buffer_piece> pieces) {
+  registry& reg = the_registry();
+  const std::lock_guard lock(reg.mutex);
+  const auto it = reg.live.find(d.id);
+  if (it == reg.live.end() || it->second.epoch != reg.epoch) throw_freed(d);
+  for (const buffer_piece& p : pieces) {
+    std::byte* at = it->second.data + p.offset;
+    if (p.write)
+      std::memmove(at, p.local, p.bytes);
+    else
+      std::memmove(p.local, at, p.bytes);
+  }
+}
+
+/// One kernel copy per call (up to IOV_MAX pieces); false when the ptrace rules refuse
+/// before anything moved.
+bool transfer_kernel(const buffer_descriptor& d, std::span<const buffer_piece> pieces) {
+  const access_guard held(d);
+  for (const buffer_piece& p : pieces) {
+    iovec here{p.local, p.bytes};
+    iovec there{reinterpret_cast<void*>(d.address + p.offset), p.bytes};
+    if (p.bytes == 0) continue;
+    const ssize_t moved = p.write ? process_vm_writev(d.pid, &here, 1, &there, 1, 0)
+                                  : process_vm_readv(d.pid, &here, 1, &there, 1, 0);
+    if (moved == static_cast<ssize_t>(p.bytes)) continue;
+    if (moved < 0 && (errno == EPERM || errno == ESRCH || errno == ENOSYS) && &p == pieces.data())
+      return false;
+    throw error(name_of(d), std::string(p.write ? "process_vm_writev" : "process_vm_readv") +
+                                " moved " + std::to_string(moved) + " of " +
+                                std::to_string(p.bytes) + " bytes: " + std::strerror(errno));
+  }
+  return true;
+}
+
+bool kernel_copy_possible(const buffer_descriptor& d) {
+  if (!single_copy_enabled() || d.pid == 0 || !heap_peer_address(d.rank, 0)) return false;
+  registry& reg = the_registry();
+  const std::lock_guard lock(reg.mutex);
+  const auto r = static_cast<std::size_t>(d.rank);
+  return r >= reg.no_kernel_copy.size() || !reg.no_kernel_copy[r];
+}
+
+void refuse_kernel_copy(const buffer_descriptor& d) {
+  registry& reg = the_registry();
+  const std::lock_guard lock(reg.mutex);
+  const auto r = static_cast<std::size_t>(d.rank);
+  if (reg.no_kernel_copy.size() <= r) reg.no_kernel_copy.resize(r + 1, 0);
+  reg.no_kernel_copy[r] = 1;
+  log(log_level::info, "remote_buffer: the ptrace rules refuse kernel copies from rank ", d.rank,
+      "'s process; requests it serves instead");
+}
+
+#if CROWN_HAVE_UCX
+ucx_transport* ucx_of(symmetric_heap* h) {
+  return h ? dynamic_cast<ucx_transport*>(h->transport()) : nullptr;
+}
+#endif
+
+/// Requests the owner serves, with their refusals named after the buffer.
+void transfer_requests(const buffer_descriptor& d, std::span<const buffer_piece> pieces,
+                       active_messages& am) {
+  try {
+    run_in_flight(pieces, [&](bool write, const run& r, std::byte* local) {
+      return am.start_buffer(write, d.rank, d.id, d.generation, {&r, 1}, local);
+    });
+  } catch (const state_error&) {
+    throw_freed(d);
+  } catch (const argument_error& e) {
+    throw argument_error(name_of(d), e.what());
+  }
+}
+
+} // namespace
+
+bool buffers_registered() noexcept { return g_registered.load(std::memory_order_relaxed); }
+
+am_status serve_buffer_request(std::uint64_t id, std::uint32_t generation, bool write,
+                               std::span<const run> runs, std::byte* data) {
+  registry& reg = the_registry();
+  const std::lock_guard lock(reg.mutex);
+  const auto it = reg.live.find(id);
+  if (it == reg.live.end() || it->second.epoch != reg.epoch || it->second.generation != generation)
+    return am_status::buffer_freed;
+  const entry& e = it->second;
+  for (const run& r : runs)
+    if (r.offset > e.bytes || r.bytes > e.bytes - r.offset) return am_status::outside_buffer;
+  for (const run& r : runs) {
+    if (write)
+      std::memcpy(e.data + r.offset, data, r.bytes);
+    else
+      std::memcpy(data, e.data + r.offset, r.bytes);
+    data += r.bytes;
+  }
+  return am_status::ok;
+}
+
+buffer_descriptor buffer_register(void* data, std::size_t bytes, std::size_t elem,
+                                  std::string label) {
+  symmetric_heap& h = active_heap("remote_buffer");
+  if (bytes && !data)
+    throw argument_error("remote_buffer '" + label + "'",
+                         "a null span of " + std::to_string(bytes) + " bytes");
+  if (bytes)
+    refuse_device_buffer(data, bytes,
+                         "remote_buffer (device memory is not supported "
+                         "yet)");
+  const int me = this_runtime().rank();
+  buffer_descriptor d;
+  d.rank = me;
+  d.pid = static_cast<int>(getpid());
+  d.address = reinterpret_cast<std::uint64_t>(data);
+  d.bytes = bytes;
+  d.elem = static_cast<std::uint32_t>(elem);
+  d.label = std::move(label);
+  entry e{static_cast<std::byte*>(data), bytes};
+#if CROWN_HAVE_UCX
+  if (ucx_transport* ucx = ucx_of(&h); ucx && bytes) {
+    auto reg = ucx->register_memory(data, bytes);
+    e.ucx = ucx;
+    e.memory = reg.memory;
+    d.rkey = std::move(reg.rkey);
+  }
+#else
+  (void)h;
+#endif
+  try {
+    std::tie(d.word, d.generation) = take_word(me);
+  } catch (...) {
+#if CROWN_HAVE_UCX
+    if (e.memory) e.ucx->unregister_memory(e.memory);
+#endif
+    throw;
+  }
+  grant_process_access(); // other processes of this host may copy in and out
+  e.generation = d.generation;
+  e.word = d.word;
+  registry& reg = the_registry();
+  const std::lock_guard lock(reg.mutex);
+  e.epoch = reg.epoch;
+  d.id = reg.next_id++;
+  reg.live.emplace(d.id, e);
+  g_registered = true;
+  return d;
+}
+
+void buffer_unregister(const buffer_descriptor& d) noexcept {
+  registry& reg = the_registry();
+  entry e;
+  {
+    const std::lock_guard lock(reg.mutex);
+    const auto it = reg.live.find(d.id);
+    if (it == reg.live.end()) return;
+    e = it->second;
+    reg.live.erase(it);
+    if (e.epoch != reg.epoch) return; // its runtime has ended, and the heap with it
+  }
+  try {
+    (void)word_op(d.rank, e.word, atomic_op::bit_or, dead_bit);
+    backoff pause(wait_site{"remote_buffer drop: waiting for accesses in progress"});
+    while ((word_op(d.rank, e.word, atomic_op::load, 0) & count_mask) != 0) pause.pause();
+  } catch (const std::exception& ex) {
+    log(log_level::error, name_of(d), ": drop failed: ", ex.what());
+    return; // the word is not reused
+  }
+#if CROWN_HAVE_UCX
+  if (e.memory) e.ucx->unregister_memory(e.memory);
+#endif
+  const std::lock_guard lock(reg.mutex);
+  if (e.epoch == reg.epoch) reg.free_words.push_back(e.word);
+}
+
+const char* buffer_path(const buffer_descriptor& d) {
+  if (d.rank < 0) throw state_error("remote_buffer", "an empty handle reaches no memory");
+  symmetric_heap& h = active_heap("remote_buffer");
+  if (d.rank >= h.world_size())
+    throw argument_error(name_of(d), "rank " + std::to_string(d.rank) +
+                                         " is not in this job's world of " +
+                                         std::to_string(h.world_size()));
+  if (d.rank == this_runtime().rank()) return "local";
+  if (kernel_copy_possible(d)) return "process_vm";
+#if CROWN_HAVE_UCX
+  if (!d.rkey.empty() && ucx_of(&h)) return "ucx";
+#endif
+  if (h.messages()) return "am";
+  throw state_error(name_of(d),
+                    "no way to reach its owner from rank " + std::to_string(this_runtime().rank()));
+}
+
+void buffer_transfer(const buffer_descriptor& d, std::span<const buffer_piece> pieces) {
+  const char* path = buffer_path(d);
+  check_pieces(d, pieces);
+  if (std::strcmp(path, "local") == 0) return transfer_here(d, pieces);
+  if (std::strcmp(path, "process_vm") == 0) {
+    if (transfer_kernel(d, pieces)) return;
+    refuse_kernel_copy(d);
+    return buffer_transfer(d, pieces);
+  }
+  symmetric_heap& h = active_heap("remote_buffer");
+#if CROWN_HAVE_UCX
+  if (std::strcmp(path, "ucx") == 0) {
+    ucx_transport& ucx = *ucx_of(&h);
+    const access_guard held(d);
+    return run_in_flight(pieces, [&](bool write, const run& r, std::byte* local) {
+      return ucx.start_registered(write, d.rank, d.address, d.rkey, {&r, 1}, local);
+    });
+  }
+#endif
+  transfer_requests(d, pieces, *h.messages());
+}
+
+namespace {
+/// At the runtime's end: registrations still alive become inert (their heap words and
+/// UCX go with the runtime) before the transport stops.
+const bool registered = register_layer_stage({
+    .order = 260,
+    .name = "remote buffers",
+    .agreed = false,
+    .start = [](runtime_state&) {},
+    .stop =
+        [](runtime_state&) noexcept {
+          registry& reg = the_registry();
+          const std::lock_guard lock(reg.mutex);
+#if CROWN_HAVE_UCX
+          for (auto& [id, e] : reg.live)
+            if (e.memory && e.epoch == reg.epoch) e.ucx->unregister_memory(e.memory);
+#endif
+          ++reg.epoch;
+          g_registered = false;
+          reg.free_words.clear();
+          reg.no_kernel_copy.clear();
+        },
+});
+} // namespace
+
+} // namespace crown::detail

@@ -1,0 +1,286 @@
+// remote_buffer (issue 19): ordinary memory of one rank read and written by the others.
+// Every rank registers a vector, the handles travel through MPI as cereal bytes, and
+// each rank reads and writes its neighbours' memory; values checked against what the
+// owner put there. CROWNTEST_BUFFER_PATHS lists the paths a variant must use towards
+// other ranks (process_vm, ucx, am), and every listed one must be seen by some rank.
+#include <boost/test/unit_test.hpp>
+#include <cereal/archives/binary.hpp>
+#include <crown/crown.hpp>
+#include <crown/remote_buffer.hpp>
+#include <cstdlib>
+#include <harness/crown_test.hpp>
+#include <mpi.h>
+#include <numeric>
+#include <set>
+#include <sstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+using namespace crown_test; // w(), me(), n(), left(), right(), what_of()
+
+namespace {
+
+constexpr std::size_t count = 10000;
+
+double value_of(int rank, std::size_t i) { return rank * 1e6 + static_cast<double>(i); }
+
+std::vector<double> owned_values(int rank, std::size_t elements = count) {
+  std::vector<double> v(elements);
+  for (std::size_t i = 0; i < elements; ++i) v[i] = value_of(rank, i);
+  return v;
+}
+
+/// Every rank's handle, as every rank received it: serialised, sent through MPI,
+/// read back (so none of them owns, except the caller's own original).
+template <typename T, typename U = T>
+std::vector<crown::remote_buffer<U>> exchange(const crown::remote_buffer<T>& mine) {
+  std::ostringstream out;
+  {
+    cereal::BinaryOutputArchive ar(out);
+    ar(mine);
+  }
+  const std::string bytes = out.str();
+  int len = static_cast<int>(bytes.size());
+  std::vector<int> lens(static_cast<std::size_t>(n())), at(static_cast<std::size_t>(n()));
+  MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, w().comm());
+  int total = 0;
+  for (int r = 0; r < n(); ++r) {
+    at[static_cast<std::size_t>(r)] = total;
+    total += lens[static_cast<std::size_t>(r)];
+  }
+  std::string all(static_cast<std::size_t>(total), '\0');
+  MPI_Allgatherv(bytes.data(), len, MPI_BYTE, all.data(), lens.data(), at.data(), MPI_BYTE,
+                 w().comm());
+  std::vector<crown::remote_buffer<U>> handles(static_cast<std::size_t>(n()));
+  for (int r = 0; r < n(); ++r) {
+    std::istringstream in(all.substr(static_cast<std::size_t>(at[static_cast<std::size_t>(r)]),
+                                     static_cast<std::size_t>(lens[static_cast<std::size_t>(r)])));
+    cereal::BinaryInputArchive ar(in);
+    ar(handles[static_cast<std::size_t>(r)]);
+  }
+  return handles;
+}
+
+std::set<std::string> expected_paths() {
+  std::set<std::string> paths;
+  if (const char* env = std::getenv("CROWNTEST_BUFFER_PATHS")) {
+    std::stringstream list(env);
+    for (std::string p; std::getline(list, p, ',');) paths.insert(p);
+  }
+  return paths;
+}
+
+/// `f` must throw E (what_of returns "no exception" otherwise).
+template <typename E, typename F>
+void expect_throw(F&& f) {
+  BOOST_TEST(what_of<E>(std::forward<F>(f)) != "no exception");
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(every_rank_reads_every_buffer_whole_and_in_part) {
+  auto data = owned_values(me());
+  const crown::remote_buffer<double> mine(std::span<double>(data), "values");
+  BOOST_TEST(mine.owns());
+  BOOST_TEST(mine.size() == count);
+  BOOST_TEST(mine.rank() == me());
+  const auto handles = exchange(mine);
+  for (int r = 0; r < n(); ++r) {
+    const auto& b = handles[static_cast<std::size_t>(r)];
+    BOOST_TEST(!b.owns());
+    BOOST_TEST(b.rank() == r);
+    BOOST_TEST(b.label() == "values");
+    std::vector<double> whole(count, -1.0);
+    b.read_into(whole);
+    BOOST_TEST(whole == owned_values(r), boost::test_tools::per_element());
+    std::vector<double> part(7, -1.0);
+    b.read_into(part, count - 7); // the last seven
+    for (std::size_t i = 0; i < part.size(); ++i) BOOST_TEST(part[i] == value_of(r, count - 7 + i));
+  }
+  crown::sync_all(w()); // nobody drops its buffer while another still reads it
+}
+
+BOOST_AUTO_TEST_CASE(writes_land_in_the_owners_memory) {
+  auto data = owned_values(me());
+  const crown::remote_buffer<double> mine(std::span<double>(data), "target");
+  const auto handles = exchange(mine);
+  // Each rank writes [100 * (me + 1), +50) of its right neighbour's buffer.
+  std::vector<double> mark(50);
+  std::iota(mark.begin(), mark.end(), -1000.0 * (me() + 1));
+  handles[static_cast<std::size_t>(right())].write_from(std::span<const double>(mark),
+                                                        100 * static_cast<std::size_t>(me() + 1));
+  crown::sync_all(w());
+  const std::size_t from = 100 * static_cast<std::size_t>(left() + 1);
+  for (std::size_t i = 0; i < count; ++i) {
+    const bool marked = i >= from && i < from + 50;
+    const double expected =
+        marked ? -1000.0 * (left() + 1) + static_cast<double>(i - from) : value_of(me(), i);
+    if (data[i] != expected) {
+      BOOST_TEST(data[i] == expected, "element " << i);
+      break;
+    }
+  }
+  crown::sync_all(w());
+}
+
+BOOST_AUTO_TEST_CASE(each_path_is_the_one_the_configuration_asks_for) {
+  std::vector<double> data(16);
+  const crown::remote_buffer<double> mine{std::span<double>(data)};
+  const auto handles = exchange(mine);
+  BOOST_TEST(std::string(handles[static_cast<std::size_t>(me())].path()) == "local");
+  const std::set<std::string> allowed = expected_paths();
+  int seen[3] = {0, 0, 0};
+  const std::string names[3] = {"process_vm", "ucx", "am"};
+  for (int r = 0; r < n(); ++r) {
+    if (r == me()) continue;
+    const std::string path = handles[static_cast<std::size_t>(r)].path();
+    BOOST_TEST(allowed.count(path) == 1u,
+               "rank " << me() << " reaches rank " << r << " by " << path);
+    for (int k = 0; k < 3; ++k) seen[k] += path == names[k];
+  }
+  MPI_Allreduce(MPI_IN_PLACE, seen, 3, MPI_INT, MPI_SUM, w().comm());
+  if (n() > 1)
+    for (int k = 0; k < 3; ++k)
+      BOOST_TEST((seen[k] > 0) == (allowed.count(names[k]) == 1), names[k] << " seen " << seen[k]);
+  crown::sync_all(w());
+}
+
+BOOST_AUTO_TEST_CASE(a_batch_runs_in_order_across_buffers) {
+  auto a = owned_values(me(), 64);
+  std::vector<double> b(32, 0.0);
+  const crown::remote_buffer<double> ra(std::span<double>(a), "a");
+  const crown::remote_buffer<double> rb(std::span<double>(b), "b");
+  const auto as = exchange(ra);
+  const auto bs = exchange(rb);
+  crown::sync_all(w());
+  if (me() == 0) {
+    const int t = n() - 1; // the last rank's buffers
+    const auto& ta = as[static_cast<std::size_t>(t)];
+    const auto& tb = bs[static_cast<std::size_t>(t)];
+    const std::vector<double> ones(8, 1.5), twos(4, 2.5);
+    std::vector<double> first(8), again(8), head(4), tail(16);
+    crown::buffer_batch batch;
+    batch
+        .read_into(ta, std::span<double>(first), 0) // before the write: the owner's values
+        .write_from(ta, std::span<const double>(ones), 0)
+        .read_into(ta, std::span<double>(again), 0) // after it: the write's
+        .write_from(tb, std::span<const double>(twos), 28)
+        .read_into(tb, std::span<double>(head), 28)
+        .read_into(ta, std::span<double>(tail), 48);
+    BOOST_TEST(batch.size() == 6u);
+    batch.run();
+    BOOST_TEST(batch.size() == 0u);
+    for (std::size_t i = 0; i < 8; ++i) BOOST_TEST(first[i] == value_of(t, i));
+    BOOST_TEST(again == ones, boost::test_tools::per_element());
+    BOOST_TEST(head == twos, boost::test_tools::per_element());
+    for (std::size_t i = 0; i < 16; ++i) BOOST_TEST(tail[i] == value_of(t, 48 + i));
+  }
+  crown::sync_all(w());
+  if (me() == n() - 1) {
+    for (std::size_t i = 0; i < 8; ++i) BOOST_TEST(a[i] == 1.5);
+    for (std::size_t i = 28; i < 32; ++i) BOOST_TEST(b[i] == 2.5);
+    BOOST_TEST(b[27] == 0.0);
+  }
+  crown::sync_all(w());
+}
+
+BOOST_AUTO_TEST_CASE(large_transfers_arrive_whole) {
+  const std::size_t big = (17 << 20) / sizeof(double) + 3; // several 4 MiB requests
+  std::vector<double> data(big);
+  for (std::size_t i = 0; i < big; ++i)
+    data[i] = static_cast<double>(me()) + 1e-7 * double(i % 997);
+  const crown::remote_buffer<double> mine(std::span<double>(data), "big");
+  const auto handles = exchange(mine);
+  const auto& theirs = handles[static_cast<std::size_t>(right())];
+  std::vector<double> got(big, -1.0);
+  theirs.read_into(got);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < big; ++i)
+    wrong += got[i] != static_cast<double>(right()) + 1e-7 * double(i % 997);
+  BOOST_TEST(wrong == 0u);
+  crown::sync_all(w());
+  // Written back negated, then checked by the owner.
+  for (double& x : got) x = -x;
+  theirs.write_from(std::span<const double>(got));
+  crown::sync_all(w());
+  wrong = 0;
+  for (std::size_t i = 0; i < big; ++i)
+    wrong += data[i] != -(static_cast<double>(me()) + 1e-7 * double(i % 997));
+  BOOST_TEST(wrong == 0u);
+  crown::sync_all(w());
+}
+
+BOOST_AUTO_TEST_CASE(an_access_outside_the_buffer_names_it_and_moves_nothing) {
+  auto data = owned_values(me(), 100);
+  const crown::remote_buffer<double> mine(std::span<double>(data), "small");
+  const auto handles = exchange(mine);
+  const auto& theirs = handles[static_cast<std::size_t>(right())];
+  std::vector<double> out(10, -1.0);
+  const std::string why = what_of<crown::argument_error>([&] { theirs.read_into(out, 95); });
+  BOOST_TEST(why.find("remote_buffer 'small' of rank " + std::to_string(right())) !=
+                 std::string::npos,
+             why);
+  BOOST_TEST(why.find("[760, 840) fall outside the buffer") != std::string::npos, why);
+  BOOST_TEST(out == std::vector<double>(10, -1.0), boost::test_tools::per_element());
+  expect_throw<crown::argument_error>(
+      [&] { theirs.write_from(std::span<const double>(out), std::size_t{1} << 61); });
+  crown::sync_all(w());
+  BOOST_TEST(data == owned_values(me(), 100), boost::test_tools::per_element());
+  // An empty handle reaches nothing.
+  const crown::remote_buffer<double> none;
+  BOOST_TEST(!none.valid());
+  expect_throw<crown::state_error>([&] { none.read_into(out); });
+  crown::sync_all(w());
+}
+
+BOOST_AUTO_TEST_CASE(a_buffer_used_after_its_owner_dropped_it_fails_naming_it) {
+  auto data = owned_values(me(), 100);
+  crown::remote_buffer<double> mine(std::span<double>(data), "dropped");
+  const auto handles = exchange(mine);
+  {
+    const crown::remote_buffer<double> copy = mine; // the owner's copies share it
+    BOOST_TEST(copy.owns());
+    mine = crown::remote_buffer<double>();
+    std::vector<double> x(1);
+    copy.read_into(x, 3);
+    BOOST_TEST(x[0] == value_of(me(), 3));
+  } // the last owning copy: freed
+  crown::sync_all(w());
+  std::vector<double> out(4, -1.0);
+  for (int r = 0; r < n(); ++r) {
+    const auto& b = handles[static_cast<std::size_t>(r)];
+    const std::string why = what_of<crown::state_error>([&] { b.read_into(out); });
+    BOOST_TEST(
+        why.find("remote_buffer 'dropped' of rank " + std::to_string(r)) != std::string::npos, why);
+    BOOST_TEST(why.find("its owner freed it") != std::string::npos, why);
+    expect_throw<crown::state_error>([&] { b.write_from(std::span<const double>(out)); });
+  }
+  BOOST_TEST(data == owned_values(me(), 100), boost::test_tools::per_element());
+  BOOST_TEST(out == std::vector<double>(4, -1.0), boost::test_tools::per_element());
+  crown::sync_all(w());
+  // A new buffer reuses the liveness word with the next generation: the old handles stay
+  // refused, the new one works.
+  std::vector<double> fresh(4, 42.0);
+  crown::remote_buffer<double> again(std::span<double>(fresh), "again");
+  const auto new_handles = exchange(again);
+  for (int r = 0; r < n(); ++r) {
+    expect_throw<crown::state_error>([&] { handles[static_cast<std::size_t>(r)].read_into(out); });
+    new_handles[static_cast<std::size_t>(r)].read_into(out);
+    BOOST_TEST(out == std::vector<double>(4, 42.0), boost::test_tools::per_element());
+  }
+  crown::sync_all(w());
+  again.drop();
+  BOOST_TEST(!again.owns());
+  expect_throw<crown::state_error>([&] { again.read_into(out); });
+  crown::sync_all(w());
+}
+
+BOOST_AUTO_TEST_CASE(a_handle_read_back_as_another_type_is_refused) {
+  std::vector<double> data(8);
+  const crown::remote_buffer<double> mine(std::span<double>(data), "typed");
+  const std::string why =
+      what_of<crown::argument_error>([&] { (void)exchange<double, float>(mine); });
+  BOOST_TEST(why.find("elements of 8 bytes") != std::string::npos, why);
+  crown::sync_all(w());
+}
