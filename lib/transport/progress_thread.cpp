@@ -27,8 +27,8 @@ constexpr auto long_nap = std::chrono::milliseconds(5);
 bool progress_thread_running() noexcept { return g_running.load(std::memory_order_relaxed) > 0; }
 bool on_progress_thread() noexcept { return g_on_progress_thread; }
 
-std::jthread launch_progress_thread(backend& b) {
-  return std::jthread([&b](std::stop_token stop) {
+std::jthread launch_progress_thread(symmetric_heap& h) {
+  return std::jthread([&h](std::stop_token stop) {
     ++g_running;
     g_on_progress_thread = true;
     // Without this the kernel's default 50 us timer slack stretches every nap.
@@ -39,7 +39,7 @@ std::jthread launch_progress_thread(backend& b) {
         std::this_thread::sleep_for(nap);
         continue;
       }
-      if (b.progress()) {
+      if (h.progress()) {
         last_moved = std::chrono::steady_clock::now();
         continue;
       }
@@ -47,7 +47,7 @@ std::jthread launch_progress_thread(backend& b) {
       if (idle < busy_for)
         std::this_thread::yield();
       else
-        b.idle_wait(idle < long_idle ? nap : long_nap);
+        h.transport()->idle_wait(idle < long_idle ? nap : long_nap);
     }
     --g_running;
   });

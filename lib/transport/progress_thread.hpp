@@ -1,16 +1,17 @@
 // lib/transport/progress_thread.hpp — Crown's background progress (CROWN_PROGRESS_THREAD).
 #pragma once
-#include "backend.hpp"
+#include "symmetric_heap.hpp"
 #include <thread>
 
 namespace crown::detail {
 
-/// Drives `b`'s progress until stopped, so that a rank computing or sitting in its own
+/// Drives the progress of `h`'s transport (and of the active messages beside it, for
+/// remote_buffer requests) until stopped, so that a rank computing or sitting in its own
 /// MPI calls still serves other ranks' one-sided requests. It steps aside (naps) while
 /// a thread of the process polls inside a Crown wait, which progresses anyway. Busy while
 /// traffic moves; after 1 ms without any it naps for 100 us at a time, after 100 ms
 /// for 1 ms (UCX: asleep on the worker's event fd, woken by traffic at once).
-std::jthread launch_progress_thread(backend& b);
+std::jthread launch_progress_thread(symmetric_heap& h);
 
 /// Whether a progress thread serves this rank (the stall reports depend on it).
 bool progress_thread_running() noexcept;

@@ -321,7 +321,7 @@ buffer_descriptor buffer_register(void* data, std::size_t bytes, std::size_t ele
 #endif
     throw;
   }
-  grant_process_access(); // other processes of this host may copy in and out
+  if (single_copy_enabled()) grant_process_access(); // this host's processes copy in and out
   e.generation = d.generation;
   e.word = d.word;
   registry& reg = the_registry();

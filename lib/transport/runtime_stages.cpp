@@ -78,7 +78,7 @@ void start_progress_thread(runtime_state& st) {
     return;
   }
   if (!mine.heap->has_transport()) return; // load/store needs no progress
-  mine.progress_thread = launch_progress_thread(*mine.heap->transport());
+  mine.progress_thread = launch_progress_thread(*mine.heap);
   st.transports.progress_thread = true;
 }
 
@@ -159,7 +159,7 @@ bool set_progress_thread(bool on) {
   if (!on) stop_progress_thread(*st);
   if (on && !mine.progress_thread.joinable() && st->level == thread_level::multiple &&
       mine.heap->has_transport())
-    mine.progress_thread = launch_progress_thread(*mine.heap->transport());
+    mine.progress_thread = launch_progress_thread(*mine.heap);
   st->transports.progress_thread = mine.progress_thread.joinable();
   return st->transports.progress_thread;
 }

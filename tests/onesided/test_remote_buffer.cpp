@@ -284,3 +284,33 @@ BOOST_AUTO_TEST_CASE(a_handle_read_back_as_another_type_is_refused) {
   BOOST_TEST(why.find("elements of 8 bytes") != std::string::npos, why);
   crown::sync_all(w());
 }
+
+// The owners sit in their own MPI call (not Crown's) while rank 0 reads and writes their
+// memory: kernel copies and UCX need nothing from them, requests need their progress
+// thread. Skipped where neither is the case (one host, CROWN_SINGLE_COPY=0: no thread).
+BOOST_AUTO_TEST_CASE(owners_blocked_in_their_own_mpi_calls_are_still_reached) {
+  auto data = owned_values(me(), 512);
+  const crown::remote_buffer<double> mine(std::span<double>(data), "busy");
+  const auto handles = exchange(mine);
+  int reachable = 1;
+  if (me() == 0)
+    for (int r = 1; r < n(); ++r)
+      if (std::string(handles[static_cast<std::size_t>(r)].path()) == "am" &&
+          !crown::this_runtime().transports().progress_thread)
+        reachable = 0;
+  MPI_Bcast(&reachable, 1, MPI_INT, 0, w().comm());
+  if (!reachable) return;
+  if (me() == 0) {
+    for (int r = 1; r < n(); ++r) {
+      const auto& b = handles[static_cast<std::size_t>(r)];
+      std::vector<double> got(512);
+      b.read_into(got);
+      BOOST_TEST(got == owned_values(r, 512), boost::test_tools::per_element());
+      const std::vector<double> mark(1, -5.0);
+      b.write_from(mark, 511);
+    }
+  }
+  MPI_Barrier(w().comm()); // the application's own MPI: no Crown call on the owners
+  if (me() != 0) BOOST_TEST(data[511] == -5.0);
+  crown::sync_all(w());
+}
