@@ -99,14 +99,14 @@ public:
     check_mpi(MPI_Irecv(reply_.data(), static_cast<int>(reply_.size()), MPI_BYTE, rank_, reply_tag,
                         comm, &in_[0]),
               "active message: MPI_Irecv(reply)");
-    if (kind_ == am_kind::get_apart)
+    if (am_get_apart(kind_))
       check_mpi(
           MPI_Irecv(packed_, static_cast<int>(bytes_), MPI_BYTE, rank_, data_tag, comm, &in_[1]),
           "active message: MPI_Irecv(data)");
     check_mpi(MPI_Isend(request_.data(), static_cast<int>(request_.size()), MPI_BYTE, rank_,
                         am_request_tag, comm, &out_[0]),
               "active message: MPI_Isend(request)");
-    if (kind_ == am_kind::put_apart)
+    if (am_put_apart(kind_))
       check_mpi(
           MPI_Isend(packed_, static_cast<int>(bytes_), MPI_BYTE, rank_, data_tag, comm, &out_[1]),
           "active message: MPI_Isend(payload)");
@@ -114,7 +114,7 @@ public:
 
   bool test_local() override {
     if (finished_) return true;
-    if (kind_ == am_kind::put || kind_ == am_kind::put_apart || kind_ == am_kind::buffer_put)
+    if (kind_ == am_kind::put || kind_ == am_kind::buffer_put || am_put_apart(kind_))
       return test_all(out_);
     return test_remote();
   }
@@ -268,7 +268,9 @@ async_handle active_messages::start_buffer(bool put, int rank, std::uint64_t id,
                                            std::uint32_t generation, std::span<const run> runs,
                                            std::byte* packed) {
   const std::size_t bytes = total_bytes(runs);
-  const am_kind kind = put ? am_kind::buffer_put : am_kind::buffer_get;
+  const bool apart = bytes >= apart_bytes;
+  const am_kind kind = put ? (apart ? am_kind::buffer_put_apart : am_kind::buffer_put)
+                           : (apart ? am_kind::buffer_get_apart : am_kind::buffer_get);
   auto* op = new am_op(*this, rank, kind, packed, bytes);
   async_handle handle(op);
   op->send(am_header{kind, 0, runs.size(), bytes, id, 0, generation, 0, 0, 0}, runs);
@@ -333,7 +335,7 @@ void active_messages::serve(const MPI_Status& arrived) {
   }
   log(log_level::error, "refused a malformed one-sided request from rank ", source, " (",
       inbox_.size(), " bytes", prefix.id_known ? "" : ", too short to show its id", ")");
-  if (prefix.id_known && h.what == am_kind::put_apart) drain_payload(source, am_data_tag(h.id));
+  if (prefix.id_known && am_put_apart(h.what)) drain_payload(source, am_data_tag(h.id));
   reply_.assign(am_refusal_bytes(h) - sizeof(std::uint64_t), std::byte{0});
   send_reply(source, prefix.id_known ? am_reply_tag(h.id) : am_unreadable_tag, am_status::refused);
 }
@@ -357,32 +359,20 @@ am_status active_messages::execute(const am_request& r, int source) {
   const am_header& h = r.head;
   switch (h.what) {
   case am_kind::buffer_put:
-    return serve_buffer_request(h.offset, static_cast<std::uint32_t>(h.compare), true, r.runs,
-                                const_cast<std::byte*>(r.payload.data()));
   case am_kind::buffer_get:
-    reply_.resize(h.bytes);
-    return serve_buffer_request(h.offset, static_cast<std::uint32_t>(h.compare), false, r.runs,
-                                reply_.data());
-  case am_kind::put: {
-    const std::byte* payload = r.payload.data();
-    for (const run& piece : r.runs) {
-      std::memcpy(heap_ + piece.offset, payload, piece.bytes);
-      payload += piece.bytes;
-    }
+  case am_kind::buffer_put_apart:
+  case am_kind::buffer_get_apart:
+    return execute_on_buffer(r, source);
+  case am_kind::put:
+    copy_runs(true, heap_, r.runs, const_cast<std::byte*>(r.payload.data()));
     break;
-  }
   case am_kind::put_apart:
-    receive_into_heap(source, am_data_tag(h.id), r.runs, h.bytes);
+    receive_into(heap_, source, am_data_tag(h.id), r.runs, h.bytes);
     break;
-  case am_kind::get: {
+  case am_kind::get:
     reply_.resize(h.bytes);
-    std::byte* out = reply_.data();
-    for (const run& piece : r.runs) {
-      std::memcpy(out, heap_ + piece.offset, piece.bytes);
-      out += piece.bytes;
-    }
+    copy_runs(false, heap_, r.runs, reply_.data());
     break;
-  }
   case am_kind::get_apart:
     send_from_heap(source, am_data_tag(h.id), r.runs);
     break;
@@ -397,11 +387,50 @@ am_status active_messages::execute(const am_request& r, int source) {
   return am_status::ok;
 }
 
-void active_messages::receive_into_heap(int source, int tag, std::span<const run> runs,
-                                        std::size_t bytes) {
+am_status active_messages::execute_on_buffer(const am_request& r, int source) {
+  const am_header& h = r.head;
+  const int tag = am_data_tag(h.id);
+  if (h.what == am_kind::buffer_get) reply_.resize(h.bytes);
+  // Under the owner's registry lock: the data moves straight between the buffer and
+  // MPI, and the apart ones block until their message is through (the origin posted
+  // its receive, or sent the payload, before the request), so that nothing reads or
+  // writes the buffer once the lock is released and its owner may free it.
+  const am_status status = serve_buffer_request(
+      h.offset, static_cast<std::uint32_t>(h.compare), r.runs, [&](std::byte* base) {
+        switch (h.what) {
+        case am_kind::buffer_put:
+          return copy_runs(true, base, r.runs, const_cast<std::byte*>(r.payload.data()));
+        case am_kind::buffer_get:
+          return copy_runs(false, base, r.runs, reply_.data());
+        case am_kind::buffer_put_apart:
+          return receive_into(base, source, tag, r.runs, h.bytes);
+        default: {
+          const heap_runs_type from(base, r.runs);
+          check_mpi(MPI_Send(from.buffer(), from.count(), from.type(), source, tag, comm_),
+                    "MPI_Send(remote_buffer data)");
+        }
+        }
+      });
+  if (status != am_status::ok && h.what == am_kind::buffer_put_apart) drain_payload(source, tag);
+  return status;
+}
+
+void active_messages::copy_runs(bool into_runs, std::byte* base, std::span<const run> runs,
+                                std::byte* packed) noexcept {
+  for (const run& piece : runs) {
+    if (into_runs)
+      std::memcpy(base + piece.offset, packed, piece.bytes);
+    else
+      std::memcpy(packed, base + piece.offset, piece.bytes);
+    packed += piece.bytes;
+  }
+}
+
+void active_messages::receive_into(std::byte* base, int source, int tag, std::span<const run> runs,
+                                   std::size_t bytes) {
   // The origin sent the payload with the request, so this receive does not wait on it
-  // (and a shared-memory MPI copies it once, straight into the heap).
-  const heap_runs_type into(heap_, runs);
+  // (and a shared-memory MPI copies it once, straight into place).
+  const heap_runs_type into(base, runs);
   MPI_Status status;
   check_mpi(MPI_Recv(into.buffer(), into.count(), into.type(), source, tag, comm_, &status),
             "MPI_Recv(active message payload)");

@@ -58,8 +58,14 @@ private:
   /// Fills reply_, or sends a get's data; a buffer request may be refused.
   am_status execute(const am_request& r, int source);
   void send_reply(int source, int tag, am_status status);
+  /// A remote_buffer request, under its owner's registry lock.
+  am_status execute_on_buffer(const am_request& r, int source);
+  /// Between `runs` from `base` and consecutive bytes at `packed`.
+  static void copy_runs(bool into_runs, std::byte* base, std::span<const run> runs,
+                        std::byte* packed) noexcept;
   void send_from_heap(int source, int tag, std::span<const run> runs);
-  void receive_into_heap(int source, int tag, std::span<const run> runs, std::size_t bytes);
+  void receive_into(std::byte* base, int source, int tag, std::span<const run> runs,
+                    std::size_t bytes);
   void drain_payload(int source, int tag);
   bool complete_sends() noexcept; ///< true when one finished
   void note_sent(int rank);

@@ -69,9 +69,8 @@ std::optional<am_request> decode_am_request(std::span<const std::byte> message,
                ? std::optional(std::move(r))
                : std::nullopt;
   const bool put = h.what == am_kind::put || h.what == am_kind::buffer_put;
-  const bool buffer = h.what == am_kind::buffer_put || h.what == am_kind::buffer_get;
-  if (!put && !buffer && h.what != am_kind::get && h.what != am_kind::put_apart &&
-      h.what != am_kind::get_apart)
+  const bool buffer = am_buffer_kind(h.what);
+  if (!put && !buffer && h.what != am_kind::get && !am_put_apart(h.what) && !am_get_apart(h.what))
     return std::nullopt;
   // The run count is checked against the bytes present before anything is allocated.
   if (h.runs > after_header / sizeof(run)) return std::nullopt;

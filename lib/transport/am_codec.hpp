@@ -13,8 +13,9 @@ namespace crown::detail {
 
 /// put/get carry the payload or the data inside the request or reply; put_apart and
 /// get_apart send it as a message of its own (am_data_tag), for large transfers.
-/// buffer_put/buffer_get reach a remote_buffer's memory instead of the heap, inline:
-/// `offset` names the buffer, `compare` its generation, runs are offsets inside it.
+/// buffer_* reach a remote_buffer's memory instead of the heap (inline, or apart like
+/// put_apart/get_apart): `offset` names the buffer, `compare` its generation, runs are
+/// offsets inside it.
 enum class am_kind : std::uint32_t {
   put = 1,
   get = 2,
@@ -23,7 +24,21 @@ enum class am_kind : std::uint32_t {
   get_apart = 5,
   buffer_put = 6,
   buffer_get = 7,
+  buffer_put_apart = 8,
+  buffer_get_apart = 9,
 };
+
+/// Kinds whose payload (put) or data (get) travels apart from the request.
+[[nodiscard]] constexpr bool am_put_apart(am_kind k) noexcept {
+  return k == am_kind::put_apart || k == am_kind::buffer_put_apart;
+}
+[[nodiscard]] constexpr bool am_get_apart(am_kind k) noexcept {
+  return k == am_kind::get_apart || k == am_kind::buffer_get_apart;
+}
+[[nodiscard]] constexpr bool am_buffer_kind(am_kind k) noexcept {
+  return k == am_kind::buffer_put || k == am_kind::buffer_get || k == am_kind::buffer_put_apart ||
+         k == am_kind::buffer_get_apart;
+}
 
 /// The status word that ends every reply: why a target refused, or ok.
 enum class am_status : std::uint64_t {

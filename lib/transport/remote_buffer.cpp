@@ -264,8 +264,9 @@ void transfer_requests(const buffer_descriptor& d, std::span<const buffer_piece>
 
 bool buffers_registered() noexcept { return g_registered.load(std::memory_order_relaxed); }
 
-am_status serve_buffer_request(std::uint64_t id, std::uint32_t generation, bool write,
-                               std::span<const run> runs, std::byte* data) {
+am_status serve_buffer_request(std::uint64_t id, std::uint32_t generation,
+                               std::span<const run> runs,
+                               const std::function<void(std::byte* base)>& access) {
   registry& reg = the_registry();
   const std::lock_guard lock(reg.mutex);
   const auto it = reg.live.find(id);
@@ -274,13 +275,7 @@ am_status serve_buffer_request(std::uint64_t id, std::uint32_t generation, bool 
   const entry& e = it->second;
   for (const run& r : runs)
     if (r.offset > e.bytes || r.bytes > e.bytes - r.offset) return am_status::outside_buffer;
-  for (const run& r : runs) {
-    if (write)
-      std::memcpy(e.data + r.offset, data, r.bytes);
-    else
-      std::memcpy(data, e.data + r.offset, r.bytes);
-    data += r.bytes;
-  }
+  access(e.data);
   return am_status::ok;
 }
 

@@ -29,7 +29,8 @@ void check(const crown::detail::am_request& r, std::span<const std::byte> messag
               (op == atomic_op::bit_and || op == atomic_op::bit_or || op == atomic_op::bit_xor)));
     return;
   }
-  const bool buffer = h.what == am_kind::buffer_put || h.what == am_kind::buffer_get;
+  const bool buffer = h.what == am_kind::buffer_put || h.what == am_kind::buffer_get ||
+                      h.what == am_kind::buffer_put_apart || h.what == am_kind::buffer_get_apart;
   require(buffer || h.what == am_kind::put || h.what == am_kind::get ||
           h.what == am_kind::put_apart || h.what == am_kind::get_apart);
   std::uint64_t total = 0;
