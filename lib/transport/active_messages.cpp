@@ -2,6 +2,7 @@
 #include "active_messages.hpp"
 #include "am_codec.hpp"
 #include "buffer_registry.hpp"
+#include "shm_backend.hpp"
 #include <chrono>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -254,26 +255,29 @@ active_messages::~active_messages() {
 
 async_handle active_messages::start(bool put, int rank, std::span<const run> runs,
                                     std::byte* packed) {
-  const std::size_t bytes = total_bytes(runs);
-  const bool apart = bytes >= apart_bytes;
-  const am_kind kind = put ? (apart ? am_kind::put_apart : am_kind::put)
-                           : (apart ? am_kind::get_apart : am_kind::get);
-  auto* op = new am_op(*this, rank, kind, packed, bytes);
-  async_handle handle(op);
-  op->send(am_header{kind, 0, runs.size(), bytes, 0, 0, 0, 0, 0, 0}, runs);
-  return handle;
+  return start_transfer(put, rank, runs, packed, nullptr);
 }
 
 async_handle active_messages::start_buffer(bool put, int rank, std::uint64_t id,
                                            std::uint32_t generation, std::span<const run> runs,
                                            std::byte* packed) {
+  const buffer_name buffer{id, generation};
+  return start_transfer(put, rank, runs, packed, &buffer);
+}
+
+async_handle active_messages::start_transfer(bool put, int rank, std::span<const run> runs,
+                                             std::byte* packed, const buffer_name* buffer) {
   const std::size_t bytes = total_bytes(runs);
   const bool apart = bytes >= apart_bytes;
-  const am_kind kind = put ? (apart ? am_kind::buffer_put_apart : am_kind::buffer_put)
-                           : (apart ? am_kind::buffer_get_apart : am_kind::buffer_get);
+  const am_kind kind = buffer ? (put ? (apart ? am_kind::buffer_put_apart : am_kind::buffer_put)
+                                     : (apart ? am_kind::buffer_get_apart : am_kind::buffer_get))
+                              : (put ? (apart ? am_kind::put_apart : am_kind::put)
+                                     : (apart ? am_kind::get_apart : am_kind::get));
   auto* op = new am_op(*this, rank, kind, packed, bytes);
   async_handle handle(op);
-  op->send(am_header{kind, 0, runs.size(), bytes, id, 0, generation, 0, 0, 0}, runs);
+  op->send(am_header{kind, 0, runs.size(), bytes, buffer ? buffer->id : 0, 0,
+                     buffer ? buffer->generation : 0, 0, 0, 0},
+           runs);
   return handle;
 }
 
@@ -364,14 +368,14 @@ am_status active_messages::execute(const am_request& r, int source) {
   case am_kind::buffer_get_apart:
     return execute_on_buffer(r, source);
   case am_kind::put:
-    copy_runs(true, heap_, r.runs, const_cast<std::byte*>(r.payload.data()));
+    shm_backend::transfer(true, heap_, r.runs, const_cast<std::byte*>(r.payload.data()));
     break;
   case am_kind::put_apart:
     receive_into(heap_, source, am_data_tag(h.id), r.runs, h.bytes);
     break;
   case am_kind::get:
     reply_.resize(h.bytes);
-    copy_runs(false, heap_, r.runs, reply_.data());
+    shm_backend::transfer(false, heap_, r.runs, reply_.data());
     break;
   case am_kind::get_apart:
     send_from_heap(source, am_data_tag(h.id), r.runs);
@@ -399,9 +403,10 @@ am_status active_messages::execute_on_buffer(const am_request& r, int source) {
       h.offset, static_cast<std::uint32_t>(h.compare), r.runs, [&](std::byte* base) {
         switch (h.what) {
         case am_kind::buffer_put:
-          return copy_runs(true, base, r.runs, const_cast<std::byte*>(r.payload.data()));
+          return shm_backend::transfer(true, base, r.runs,
+                                       const_cast<std::byte*>(r.payload.data()));
         case am_kind::buffer_get:
-          return copy_runs(false, base, r.runs, reply_.data());
+          return shm_backend::transfer(false, base, r.runs, reply_.data());
         case am_kind::buffer_put_apart:
           return receive_into(base, source, tag, r.runs, h.bytes);
         default: {
@@ -413,17 +418,6 @@ am_status active_messages::execute_on_buffer(const am_request& r, int source) {
       });
   if (status != am_status::ok && h.what == am_kind::buffer_put_apart) drain_payload(source, tag);
   return status;
-}
-
-void active_messages::copy_runs(bool into_runs, std::byte* base, std::span<const run> runs,
-                                std::byte* packed) noexcept {
-  for (const run& piece : runs) {
-    if (into_runs)
-      std::memcpy(base + piece.offset, packed, piece.bytes);
-    else
-      std::memcpy(packed, base + piece.offset, piece.bytes);
-    packed += piece.bytes;
-  }
 }
 
 void active_messages::receive_into(std::byte* base, int source, int tag, std::span<const run> runs,

@@ -58,11 +58,15 @@ private:
   /// Fills reply_, or sends a get's data; a buffer request may be refused.
   am_status execute(const am_request& r, int source);
   void send_reply(int source, int tag, am_status status);
+  struct buffer_name {
+    std::uint64_t id;
+    std::uint32_t generation;
+  };
+  /// A heap transfer, or one to the remote_buffer `buffer` names.
+  async_handle start_transfer(bool put, int rank, std::span<const run> runs, std::byte* packed,
+                              const buffer_name* buffer);
   /// A remote_buffer request, under its owner's registry lock.
   am_status execute_on_buffer(const am_request& r, int source);
-  /// Between `runs` from `base` and consecutive bytes at `packed`.
-  static void copy_runs(bool into_runs, std::byte* base, std::span<const run> runs,
-                        std::byte* packed) noexcept;
   void send_from_heap(int source, int tag, std::span<const run> runs);
   void receive_into(std::byte* base, int source, int tag, std::span<const run> runs,
                     std::size_t bytes);
