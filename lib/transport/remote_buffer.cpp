@@ -3,14 +3,15 @@
 //
 // Liveness: every registration has an 8-byte word in its owner's heap,
 // [generation:32][dead:1][accesses in progress:31]. A rank that reaches the memory
-// directly (kernel copy, UCX) first adds one to the word and checks that it got the
-// generation it expects and no dead bit, and subtracts the one after the access; the
-// owner's drop sets the dead bit and waits until no access is in progress, so memory is
-// never touched after its owner freed it. A recycled word gets the next generation,
-// which no older handle matches (a stale increment there only delays that buffer's drop
-// by one round trip). All of them go through remote_atomic with the heap's CPU-or-
-// transport rule, also on the owner. Requests the owner serves check its registry
-// under the registry's lock instead.
+// directly (kernel copy, UCX) first counts itself in, with a compare-and-swap from a
+// value of the generation it expects without the dead bit, and out after the access
+// with an add of minus one; the owner's drop sets the dead bit and waits until no
+// access is in progress, so memory is never touched after its owner freed it. A
+// recycled word gets the next generation, which no older handle matches; a word is
+// written only where it holds that handle's generation, so a stale handle (from an
+// earlier runtime of the process, say) never changes a heap word it does not own.
+// All of them go through remote_atomic with the heap's CPU-or-transport rule, also on
+// the owner. Requests the owner serves check its registry under its lock instead.
 #include "../gpu/pointer_checks.hpp"
 #include "../runtime/layer_hooks.hpp"
 #include "buffer_registry.hpp"
@@ -44,7 +45,7 @@ namespace {
 constexpr std::uint64_t dead_bit = std::uint64_t{1} << 31;
 constexpr std::uint64_t count_mask = dead_bit - 1;
 constexpr std::size_t words_per_block = 512;
-/// Requests the owner serves carry the data inline: at most this much each.
+/// Requests the owner serves move at most this much each (it blocks while one moves).
 constexpr std::size_t request_bytes = std::size_t{4} << 20;
 
 struct entry {
@@ -101,10 +102,12 @@ std::uint64_t word_op(int rank, std::uint64_t word, atomic_op op, std::uint64_t 
 class access_guard {
 public:
   explicit access_guard(const buffer_descriptor& d) : d_(d) {
-    const std::uint64_t old = word_op(d.rank, d.word, atomic_op::add, 1);
-    if ((old >> 32) != d.generation || (old & dead_bit) != 0) {
-      release();
-      throw_freed(d);
+    std::uint64_t seen = word_op(d.rank, d.word, atomic_op::load, 0);
+    for (;;) {
+      if ((seen >> 32) != d.generation || (seen & dead_bit) != 0) throw_freed(d);
+      const std::uint64_t was = word_op(d.rank, d.word, atomic_op::compare_swap, seen + 1, seen);
+      if (was == seen) return;
+      seen = was; // another access came or went, or the owner dropped it: look again
     }
   }
   ~access_guard() {
@@ -118,16 +121,12 @@ public:
   access_guard& operator=(const access_guard&) = delete;
 
 private:
-  void release() {
-    if (held_) (void)word_op(d_.rank, d_.word, atomic_op::add, ~std::uint64_t{0}); // minus one
-    held_ = false;
-  }
+  void release() { (void)word_op(d_.rank, d_.word, atomic_op::add, ~std::uint64_t{0}); } // -1
   const buffer_descriptor& d_;
-  bool held_ = true;
 };
 
-/// A liveness word of the next generation, not dead (a stale handle's increment in
-/// progress is kept, and leaves again by itself).
+/// A liveness word of the next generation, not dead, no access in progress (the last
+/// drop waited for them).
 std::pair<std::uint64_t, std::uint32_t> take_word(int me) {
   registry& reg = the_registry();
   std::optional<std::uint64_t> reused;
@@ -149,13 +148,11 @@ std::pair<std::uint64_t, std::uint32_t> take_word(int me) {
       reg.free_words.push_back(block + i * sizeof(std::uint64_t));
     word = block;
   }
-  std::uint64_t seen = word_op(me, word, atomic_op::load, 0);
-  for (;;) {
-    const std::uint64_t next = (((seen >> 32) + 1) << 32) | (seen & count_mask);
-    const std::uint64_t was = word_op(me, word, atomic_op::compare_swap, next, seen);
-    if (was == seen) return {word, static_cast<std::uint32_t>(next >> 32)};
-    seen = was;
-  }
+  // Stale handles only compare-and-swap from their own generation: nothing else writes.
+  const auto generation =
+      static_cast<std::uint32_t>((word_op(me, word, atomic_op::load, 0) >> 32) + 1);
+  (void)word_op(me, word, atomic_op::store, std::uint64_t{generation} << 32);
+  return {word, generation};
 }
 
 void check_pieces(const buffer_descriptor& d, std::span<const buffer_piece> pieces) {

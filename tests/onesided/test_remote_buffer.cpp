@@ -3,8 +3,10 @@
 // each rank reads and writes its neighbours' memory; values checked against what the
 // owner put there. CROWNTEST_BUFFER_PATHS lists the paths a variant must use towards
 // other ranks (process_vm, ucx, am), and every listed one must be seen by some rank.
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cereal/archives/binary.hpp>
+#include <chrono>
 #include <crown/crown.hpp>
 #include <crown/remote_buffer.hpp>
 #include <cstdlib>
@@ -312,5 +314,46 @@ BOOST_AUTO_TEST_CASE(owners_blocked_in_their_own_mpi_calls_are_still_reached) {
   }
   MPI_Barrier(w().comm()); // the application's own MPI: no Crown call on the owners
   if (me() != 0) BOOST_TEST(data[511] == -5.0);
+  crown::sync_all(w());
+}
+
+// Rank 0 drops its buffer while every other rank writes and reads it as fast as it can:
+// each access either completes whole or fails naming the buffer, and no write lands
+// after the drop (the owner overwrites the memory then and checks it stayed so).
+BOOST_AUTO_TEST_CASE(a_drop_during_accesses_loses_no_write_and_takes_none_after) {
+  std::vector<double> data(4096, 0.0);
+  crown::remote_buffer<double> mine(std::span<double>(data), "contended");
+  const auto handles = exchange(mine);
+  crown::sync_all(w());
+  if (me() == 0) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(50);
+    while (std::chrono::steady_clock::now() < until) crown::progress(); // serve meanwhile
+    mine.drop(); // waits for the accesses in progress
+    std::fill(data.begin(), data.end(), 777.0);
+  } else {
+    const auto& b = handles[0];
+    const std::vector<double> mark(4096, static_cast<double>(me()));
+    std::vector<double> back(4096);
+    bool freed = false;
+    const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+    long accesses = 0;
+    while (!freed && std::chrono::steady_clock::now() < give_up) {
+      try {
+        b.write_from(mark);
+        b.read_into(back);
+        accesses += 2;
+      } catch (const crown::state_error& e) {
+        freed =
+            std::string(e.what()).find("remote_buffer 'contended' of rank 0") != std::string::npos;
+        BOOST_TEST(freed, e.what());
+        break;
+      }
+    }
+    BOOST_TEST(freed);
+    BOOST_TEST_MESSAGE("rank " << me() << ": " << accesses << " accesses before the drop");
+  }
+  crown::sync_all(w());
+  if (me() == 0)
+    BOOST_TEST(std::count(data.begin(), data.end(), 777.0) == 4096, "a write after the drop");
   crown::sync_all(w());
 }
