@@ -20,7 +20,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
-#include <climits>
 #include <crown/build_config.hpp>
 #include <crown/detail/buffer.hpp>
 #include <crown/detail/checked.hpp>
@@ -199,8 +198,7 @@ void transfer_here(const buffer_descriptor& d, std::span<const buffer_piece> pie
   }
 }
 
-/// One kernel copy per call (up to IOV_MAX pieces); false when the ptrace rules refuse
-/// before anything moved.
+/// One kernel copy per piece; false when the ptrace rules refuse before anything moved.
 bool transfer_kernel(const buffer_descriptor& d, std::span<const buffer_piece> pieces) {
   const access_guard held(d);
   for (const buffer_piece& p : pieces) {
