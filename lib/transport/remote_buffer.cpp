@@ -349,43 +349,57 @@ void buffer_unregister(const buffer_descriptor& d) noexcept {
   if (e.epoch == reg.epoch) reg.free_words.push_back(e.word);
 }
 
-const char* buffer_path(const buffer_descriptor& d) {
+namespace {
+
+/// How this rank reaches a buffer; the names are what buffer_path() reports.
+enum class route { local, kernel_copy, ucx, requests };
+constexpr const char* route_names[] = {"local", "process_vm", "ucx", "am"};
+
+route route_to(const buffer_descriptor& d, symmetric_heap& h) {
   if (d.rank < 0) throw state_error("remote_buffer", "an empty handle reaches no memory");
-  symmetric_heap& h = active_heap("remote_buffer");
   if (d.rank >= h.world_size())
     throw argument_error(name_of(d), "rank " + std::to_string(d.rank) +
                                          " is not in this job's world of " +
                                          std::to_string(h.world_size()));
-  if (d.rank == this_runtime().rank()) return "local";
-  if (kernel_copy_possible(d)) return "process_vm";
+  if (d.rank == this_runtime().rank()) return route::local;
+  if (kernel_copy_possible(d)) return route::kernel_copy;
 #if CROWN_HAVE_UCX
-  if (!d.rkey.empty() && ucx_of(&h)) return "ucx";
+  if (!d.rkey.empty() && ucx_of(&h)) return route::ucx;
 #endif
-  if (h.messages()) return "am";
+  if (h.messages()) return route::requests;
   throw state_error(name_of(d),
                     "no way to reach its owner from rank " + std::to_string(this_runtime().rank()));
 }
 
+} // namespace
+
+const char* buffer_path(const buffer_descriptor& d) {
+  return route_names[static_cast<int>(route_to(d, active_heap("remote_buffer")))];
+}
+
 void buffer_transfer(const buffer_descriptor& d, std::span<const buffer_piece> pieces) {
-  const char* path = buffer_path(d);
+  symmetric_heap& h = active_heap("remote_buffer");
+  const route r = route_to(d, h);
   check_pieces(d, pieces);
-  if (std::strcmp(path, "local") == 0) return transfer_here(d, pieces);
-  if (std::strcmp(path, "process_vm") == 0) {
+  switch (r) {
+  case route::local:
+    return transfer_here(d, pieces);
+  case route::kernel_copy:
     if (transfer_kernel(d, pieces)) return;
     refuse_kernel_copy(d);
     return buffer_transfer(d, pieces);
-  }
-  symmetric_heap& h = active_heap("remote_buffer");
 #if CROWN_HAVE_UCX
-  if (std::strcmp(path, "ucx") == 0) {
+  case route::ucx: {
     ucx_transport& ucx = *ucx_of(&h);
     const access_guard held(d);
-    return run_in_flight(pieces, [&](bool write, const run& r, std::byte* local) {
-      return ucx.start_registered(write, d.rank, d.address, d.rkey, {&r, 1}, local);
+    return run_in_flight(pieces, [&](bool write, const run& piece, std::byte* local) {
+      return ucx.start_registered(write, d.rank, d.address, d.rkey, {&piece, 1}, local);
     });
   }
 #endif
-  transfer_requests(d, pieces, *h.messages());
+  default: // route::requests (route::ucx needs a UCX build)
+    return transfer_requests(d, pieces, *h.messages());
+  }
 }
 
 namespace {
