@@ -8,9 +8,8 @@
 namespace crown::detail {
 namespace {
 
-/// One MPI_Rput/MPI_Rget of a group of runs: contiguous, or through an hindexed type.
-void rma_transfer(bool put, MPI_Win win, int rank, std::span<const run> runs, std::byte* packed,
-                  std::vector<MPI_Request>& requests) {
+/// One MPI_Put/MPI_Get of a group of runs: contiguous, or through an hindexed type.
+void rma_transfer(bool put, MPI_Win win, int rank, std::span<const run> runs, std::byte* packed) {
   std::size_t total = 0;
   for (const run& r : runs) total += r.bytes;
   const int count = static_cast<int>(total);
@@ -31,10 +30,8 @@ void rma_transfer(bool put, MPI_Win win, int rank, std::span<const run> runs, st
     target_count = 1;
     disp = 0;
   }
-  MPI_Request r = MPI_REQUEST_NULL;
-  const int rc = put ? MPI_Rput(packed, count, MPI_BYTE, rank, disp, target_count, target, win, &r)
-                     : MPI_Rget(packed, count, MPI_BYTE, rank, disp, target_count, target, win, &r);
-  if (rc == MPI_SUCCESS) requests.push_back(r);
+  const int rc = put ? MPI_Put(packed, count, MPI_BYTE, rank, disp, target_count, target, win)
+                     : MPI_Get(packed, count, MPI_BYTE, rank, disp, target_count, target, win);
   if (target != MPI_BYTE) MPI_Type_free(&target); // pending operations keep their copy
   check_mpi(rc, put ? "MPI_Put" : "MPI_Get");
 }
@@ -114,27 +111,27 @@ mpi_window::~mpi_window() {
 
 namespace {
 
-/// MPI_Rput/MPI_Rget requests of one transfer. MPI has no nonblocking flush, so remote
-/// completion is a blocking MPI_Win_flush, made once the requests are done: over the
-/// window a test of remote completion may block until the target has progressed.
+/// One transfer's MPI_Put/MPI_Get, completed by a blocking MPI_Win_flush_local (local)
+/// or MPI_Win_flush (remote) of its target: MPI has no nonblocking flush. Not
+/// MPI_Rput/MPI_Rget: Open MPI 4.1's osc/ucx ties an Rput/Rget request to the
+/// operation's completion callback only after starting it, so when another thread's
+/// progress (Crown's progress thread, a heartbeat, the application's) runs that callback
+/// in between, the request never completes. Seen as a put or get unanswered for ever, 1
+/// run in tens under load (coarray.fake2.np3, differential.fake2.np4, netns.two_hosts).
 class window_op final : public async_op {
 public:
   window_op(MPI_Win win, int rank) : async_op(rank), win_(win), rank_(rank) {}
-  std::vector<MPI_Request> requests;
 
   bool test_local() override {
-    if (requests.empty()) return true;
-    int done = 0;
-    check_mpi(
-        MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE),
-        "MPI_Testall");
-    if (done) requests.clear();
-    return done != 0;
+    if (!local_) {
+      local_ = true; // also after an error: the operation is over either way
+      check_mpi(MPI_Win_flush_local(rank_, win_), "MPI_Win_flush_local");
+    }
+    return true;
   }
   bool test_remote() override {
-    if (!test_local()) return false;
-    if (!flushed_) {
-      flushed_ = true; // also after an error: the operation is over either way
+    if (!remote_) {
+      remote_ = local_ = true;
       check_mpi(MPI_Win_flush(rank_, win_), "MPI_Win_flush");
     }
     return true;
@@ -143,14 +140,14 @@ public:
 private:
   MPI_Win win_;
   int rank_;
-  bool flushed_ = false;
+  bool local_ = false, remote_ = false;
 };
 
 } // namespace
 
 async_handle mpi_window::start(bool put, int rank, std::span<const run> runs, std::byte* packed) {
   async_handle op(new window_op(win_, rank));
-  rma_transfer(put, win_, rank, runs, packed, static_cast<window_op&>(*op).requests);
+  rma_transfer(put, win_, rank, runs, packed);
   return op;
 }
 
@@ -173,11 +170,10 @@ void mpi_window::sync_local() { check_mpi(MPI_Win_sync(win_), "MPI_Win_sync"); }
 bool mpi_window::progress() noexcept {
   // MPI's progress engine for two-sided traffic, and the window's own: osc/ucx advances
   // incoming emulated RMA (UCX over TCP) only inside calls on the window. Neither says
-  // whether anything moved. The progress thread makes no call on the window: in Open
-  // MPI 4.1 a second thread's window call gives osc/ucx a second worker context, and
-  // with it a get or put of the main thread was seen never to complete (1 run in ~10
-  // under load: differential.fake2.np4, netns.two_hosts); its MPI_Iprobe still runs
-  // MPI's progress, osc/ucx's included.
+  // whether anything moved. The progress thread's MPI_Iprobe runs MPI's progress,
+  // osc/ucx's included. It makes no call on the window: a flush there waits for every
+  // operation in flight (the main thread's too) and updates osc/ucx's unguarded
+  // operation counters from a second thread.
   int flag = 0;
   MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
   if (!on_progress_thread()) MPI_Win_flush_local_all(win_);

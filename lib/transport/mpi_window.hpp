@@ -8,8 +8,9 @@
 namespace crown::detail {
 
 /// MPI RMA on one window created over the heap (never a dynamic window), held in one
-/// lock_all epoch for its whole life. Transfers are request-based (local completion)
-/// and complete remotely with MPI_Win_flush of their target.
+/// lock_all epoch for its whole life. Transfers are MPI_Put/MPI_Get, completed by
+/// MPI_Win_flush_local or MPI_Win_flush of their target (never MPI_Rput/MPI_Rget: see
+/// window_op in mpi_window.cpp).
 class mpi_window final : public backend {
 public:
   /// Collective over `world`. nullptr on every rank, with `reason` set, when MPI could
@@ -22,7 +23,7 @@ public:
   mpi_window& operator=(const mpi_window&) = delete;
 
   [[nodiscard]] const char* name() const noexcept override { return "mpi"; }
-  /// Request-based (MPI_Rput/MPI_Rget); remote completion flushes the target.
+  /// MPI_Put/MPI_Get; a test of the operation flushes its target (blocking).
   async_handle start(bool put, int rank, std::span<const run> runs, std::byte* packed) override;
   std::uint64_t atomic(int rank, std::uint64_t offset, atomic_op op, int width, bool floating,
                        std::uint64_t operand, std::uint64_t compare) override;

@@ -122,3 +122,21 @@ BOOST_AUTO_TEST_CASE(an_unserved_wait_names_its_target_and_the_rule) {
     BOOST_TEST(named, "no stall report named rank 1");
   }
 }
+
+BOOST_AUTO_TEST_CASE(transfers_complete_while_another_thread_drives_progress,
+                     *utf::precondition(progress_thread_on)) {
+  // Blocking puts and gets to the right neighbour while this rank's progress thread
+  // runs MPI's progress beside them. Under the window with osc/ucx (and the preemption
+  // shim of progress.window.preempted) this lost a request of MPI_Rput/MPI_Rget and hung.
+  crown::coarray<std::int64_t> a(w(), 4);
+  const auto right_block = a.on(right());
+  for (int round = 0; round < 300; ++round) {
+    const std::int64_t v = me() * 100000 + round;
+    right_block.put({static_cast<std::size_t>(round % 4)}, v);
+    BOOST_TEST_REQUIRE(right_block.get({static_cast<std::size_t>(round % 4)}) == v);
+  }
+  crown::sync_all();
+  for (std::size_t k = 0; k < 4; ++k)
+    BOOST_TEST(a(k) == left() * 100000 + 296 + static_cast<std::int64_t>(k));
+  crown::sync_all();
+}
