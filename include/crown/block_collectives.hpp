@@ -1,6 +1,7 @@
 // include/crown/block_collectives.hpp — all_gather and reduce_scatter: one block per image.
 #pragma once
 #include <crown/coarray.hpp>
+#include <crown/detail/copy.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/mesh.hpp>
 #include <cstddef>
@@ -50,7 +51,7 @@ void fold_in_image_order(const T* const* blocks, int n, std::span<T> out, Op& op
   std::vector<T> acc(blocks[0], blocks[0] + out.size());
   for (int j = 1; j < n; ++j)
     for (std::size_t k = 0; k < out.size(); ++k) acc[k] = op(acc[k], blocks[j][k]);
-  std::memcpy(out.data(), acc.data(), out.size_bytes());
+  detail::copy_bytes(out.data(), acc.data(), out.size_bytes());
 }
 
 } // namespace detail
@@ -88,8 +89,8 @@ void all_gather(const coarray<T, N, K>& a, std::span<T> all) {
       m, a.block().offset, c * sizeof(T),
       [](void* ctx, int image, const std::byte* data) {
         auto* t = static_cast<target*>(ctx);
-        std::memcpy(t->all + static_cast<std::size_t>(image) * t->count, data,
-                    t->count * sizeof(T));
+        detail::copy_bytes(t->all + static_cast<std::size_t>(image) * t->count, data,
+                           t->count * sizeof(T));
       },
       &t);
 }

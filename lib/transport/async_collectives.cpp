@@ -7,6 +7,7 @@
 #include <atomic>
 #include <climits>
 #include <crown/async_collectives.hpp>
+#include <crown/detail/copy.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
@@ -103,7 +104,7 @@ public:
     int finished = 0;
     check_mpi(MPI_Test(&request_, &finished, MPI_STATUS_IGNORE), what_ + ": MPI_Test");
     if (!finished) return false;
-    std::memcpy(data_, all_.data(), bytes_);
+    copy_bytes(data_, all_.data(), bytes_);
     for (int j = 1; j < images_; ++j)
       fold_(data_, all_.data() + static_cast<std::size_t>(j) * bytes_, count_);
     done_ = true;

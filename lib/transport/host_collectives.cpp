@@ -2,6 +2,7 @@
 #include "host_collectives.hpp"
 #include <algorithm>
 #include <atomic>
+#include <crown/detail/copy.hpp>
 #include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
@@ -244,7 +245,7 @@ void combine(const std::vector<const std::byte*>& inputs, const std::vector<std:
   T acc[block];
   for (std::size_t b = begin; b < end; b += block) {
     const std::size_t len = std::min(block, end - b);
-    std::memcpy(acc, inputs[0] + b * sizeof(T), len * sizeof(T));
+    copy_bytes(acc, inputs[0] + b * sizeof(T), len * sizeof(T));
     for (std::size_t j = 1; j < inputs.size(); ++j) {
       const T* in = reinterpret_cast<const T*>(inputs[j]) + b;
       if (op == reduction::sum)
@@ -254,7 +255,7 @@ void combine(const std::vector<const std::byte*>& inputs, const std::vector<std:
       else
         for (std::size_t i = 0; i < len; ++i) acc[i] = std::max(acc[i], in[i]);
     }
-    for (std::byte* out : outputs) std::memcpy(out + b * sizeof(T), acc, len * sizeof(T));
+    for (std::byte* out : outputs) copy_bytes(out + b * sizeof(T), acc, len * sizeof(T));
   }
 }
 
@@ -375,7 +376,7 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
   }
   if (total <= small_bytes) { // one barrier; everyone combines everything
     const std::uint64_t round = s->rounds++;
-    std::memcpy(in_slot(s->image[static_cast<std::size_t>(me)], round), bytes, total);
+    copy_bytes(in_slot(s->image[static_cast<std::size_t>(me)], round), bytes, total);
     flag_barrier(*s, me);
     if (receives) {
       pointer_lists& l = lists();
@@ -470,8 +471,8 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
   for (std::size_t at = 0; at < count; at += per_chunk) {
     const std::size_t len = std::min(per_chunk, count - at);
     const std::uint64_t round = s->rounds++;
-    std::memcpy(in_slot(s->image[static_cast<std::size_t>(me)], round), bytes + at * elem_size,
-                len * elem_size);
+    copy_bytes(in_slot(s->image[static_cast<std::size_t>(me)], round), bytes + at * elem_size,
+               len * elem_size);
     flag_barrier(*s, me);
     pointer_lists& l = lists();
     for (std::byte* b : s->image) l.inputs.push_back(in_slot(b, round));
@@ -482,8 +483,8 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
     if (!receives) continue;
     for (std::size_t j = 0; j < n; ++j) {
       const auto [b, e] = share(len, n, j);
-      std::memcpy(bytes + (at + b) * elem_size, out_slot(s->image[j], round) + b * elem_size,
-                  (e - b) * elem_size);
+      copy_bytes(bytes + (at + b) * elem_size, out_slot(s->image[j], round) + b * elem_size,
+                 (e - b) * elem_size);
     }
   }
   return true;

@@ -2,7 +2,7 @@
 // a peer's slice of the shared segment. Inline, so the fast path has no virtual call.
 #pragma once
 #include "transfer.hpp"
-#include <cstring>
+#include <crown/detail/copy.hpp>
 #include <span>
 
 namespace crown::detail::shm_backend {
@@ -11,9 +11,9 @@ namespace crown::detail::shm_backend {
 inline void transfer(bool put, std::byte* base, std::span<const run> runs, std::byte* packed) {
   for (const run& r : runs) {
     if (put)
-      std::memcpy(base + r.offset, packed, r.bytes);
+      copy_bytes(base + r.offset, packed, r.bytes);
     else
-      std::memcpy(packed, base + r.offset, r.bytes);
+      copy_bytes(packed, base + r.offset, r.bytes);
     packed += r.bytes;
   }
 }
@@ -33,9 +33,9 @@ void copy_strided(std::byte* base, const strided& s, std::byte* packed) {
   }
   auto move = [&](std::byte* heap, std::size_t bytes) {
     if (Put)
-      std::memcpy(heap, packed, bytes);
+      copy_bytes(heap, packed, bytes);
     else
-      std::memcpy(packed, heap, bytes);
+      copy_bytes(packed, heap, bytes);
     packed += bytes;
   };
   for (std::size_t i = 0; i < outer[0]; ++i)

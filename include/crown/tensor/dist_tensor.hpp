@@ -7,6 +7,7 @@
 #include <cmath>
 #include <crown/coarray.hpp>
 #include <crown/collectives.hpp>
+#include <crown/detail/copy.hpp>
 #include <crown/sync.hpp>
 #include <crown/tensor/layout.hpp>
 #include <cstddef>
@@ -63,8 +64,8 @@ void copy_box(const T* from, const std::array<std::size_t, N>& from_ext,
     return o;
   };
   for_each_index(rows, [&](const std::array<std::size_t, N>& i) {
-    std::memcpy(to + offset(to_ext, to_at, i), from + offset(from_ext, from_at, i),
-                extent[N - 1] * sizeof(T));
+    detail::copy_bytes(to + offset(to_ext, to_at, i), from + offset(from_ext, from_at, i),
+                       extent[N - 1] * sizeof(T));
   });
 }
 

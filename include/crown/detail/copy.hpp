@@ -1,0 +1,39 @@
+// include/crown/detail/copy.hpp — memcpy, minus one pathology of glibc's memcpy.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+
+namespace crown::detail {
+
+/// std::memcpy of `bytes` from `src` to `dst` (not overlapping). On CPUs with fast
+/// `rep movsb` glibc copies blocks from a few KiB to about the L2 size with it, and on
+/// AMD Zen that runs at 1.5 GB/s instead of 40 when the destination lies 1-31 bytes
+/// past the source modulo 4096 (measured here for 4 KiB..256 KiB, glibc 2.36). A heap
+/// block starts on a page and a malloc'd buffer 16 bytes past one, so a get into a
+/// std::vector hit it every time. Copied in 2 KiB pieces, below every rep movsb
+/// threshold, glibc stays on its vector loop (52-55 GB/s at 4-8 KiB, 25-39 above).
+inline void copy_bytes(void* dst, const void* src, std::size_t bytes) noexcept {
+  constexpr std::size_t piece = 2048;
+  const std::uintptr_t skew =
+      (reinterpret_cast<std::uintptr_t>(dst) - reinterpret_cast<std::uintptr_t>(src)) & 4095;
+  // From 2 MiB up glibc streams with non-temporal stores, which the skew does not slow.
+  if (bytes <= piece || skew == 0 || skew >= 64 || bytes >= (std::size_t{2} << 20)) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  auto* d = static_cast<std::byte*>(dst);
+  const auto* s = static_cast<const std::byte*>(src);
+  while (bytes > 0) {
+    std::size_t n = bytes < piece ? bytes : piece;
+    // A size the compiler cannot see: a known 2048 it inlines as `rep movsq`, which is
+    // as slow as rep movsb here.
+    asm("" : "+r"(n));
+    std::memcpy(d, s, n);
+    d += n;
+    s += n;
+    bytes -= n;
+  }
+}
+
+} // namespace crown::detail
