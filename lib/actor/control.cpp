@@ -4,9 +4,9 @@
 #include "control.hpp"
 #include "../runtime/runtime_state.hpp"
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <crown/completion.hpp>
 #include <crown/detail/heap.hpp>
 #include <crown/detail/types.hpp>
 #include <crown/log.hpp>
@@ -17,34 +17,40 @@
 namespace crown {
 namespace {
 
-/// A serving rank's view of the controller's heartbeat word (rank 0's word 0): read
-/// with loads on one host, else with asynchronous gets, so that a controller that no
-/// longer serves (stopped) leaves the read pending rather than this thread blocked.
+/// A serving rank's view of the controller's heartbeat word (rank 0's word 0): loads on
+/// one host; across hosts read() runs on a thread of its own, because a read from a
+/// controller that no longer serves (stopped) may block for ever (over the MPI window
+/// every test of a transfer is a blocking flush), and check() must still see the word
+/// stand still.
 class controller_watch {
 public:
   controller_watch(const detail::heap_block& beats, double timeout)
       : beats_(beats), timeout_(timeout), changed_(std::chrono::steady_clock::now()) {}
 
+  /// Reads the word through the transport (blocking); not needed on one host.
+  void read() {
+    std::uint64_t value = 0;
+    try {
+      detail::remote_get(0, beats_.offset, &value, sizeof value);
+      read_.store(value, std::memory_order_relaxed);
+      has_read_.store(true, std::memory_order_release);
+    } catch (const std::exception& e) { // a failed read is silence too
+      log(log_level::debug, "reading the controller's heartbeat: ", e.what());
+    }
+  }
+
   /// Called every heartbeat period; ends the job once the word stood still too long.
   void check() {
     std::uint64_t now_value = last_;
     bool fresh = false;
-    try {
-      if (beats_.cpu_atomics) {
-        now_value = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(
-                                                       detail::heap_peer_address(0, beats_.offset)))
-                        .load();
-        fresh = true;
-      } else if (reading_.done() || reading_.test()) {
-        if (started_) {
-          now_value = buffer_;
-          fresh = true;
-        }
-        detail::start_transfer(false, 0, beats_.offset, &buffer_, sizeof buffer_, reading_);
-        started_ = true;
-      }
-    } catch (const std::exception& e) { // a failed read is silence too
-      log(log_level::debug, "reading the controller's heartbeat: ", e.what());
+    if (beats_.cpu_atomics) {
+      now_value = std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(
+                                                     detail::heap_peer_address(0, beats_.offset)))
+                      .load();
+      fresh = true;
+    } else if (has_read_.load(std::memory_order_acquire)) {
+      now_value = read_.load(std::memory_order_relaxed);
+      fresh = true;
     }
     const auto now = std::chrono::steady_clock::now();
     if (fresh && now_value != last_) {
@@ -64,9 +70,9 @@ private:
   detail::heap_block beats_;
   double timeout_;
   std::chrono::steady_clock::time_point changed_;
-  std::uint64_t last_ = 0, buffer_ = 0;
-  bool started_ = false;
-  completion reading_;
+  std::uint64_t last_ = 0;
+  std::atomic<std::uint64_t> read_{0};
+  std::atomic<bool> has_read_{false};
 };
 
 /// Runs `f` every `period` seconds until stopped.
@@ -123,10 +129,11 @@ int runtime::control(const std::function<void(controller&)>& fn) {
   } else {
     // The watch has a thread of its own: across hosts a beat to a stopped controller
     // blocks in its atomic, and must not keep the watch from seeing that.
-    controller_watch watch(beats, timeout); // outlives the thread that uses it
-    std::jthread heartbeat, watching;
+    controller_watch watch(beats, timeout); // outlives the threads that use it
+    std::jthread heartbeat, watching, reading;
     if (watched) {
       heartbeat = beat(beats, state_->rank, period);
+      if (!beats.cpu_atomics) reading = every(period, [&watch] { watch.read(); });
       watching = every(period, [&watch] { watch.check(); });
     }
     try {
@@ -136,8 +143,10 @@ int runtime::control(const std::function<void(controller&)>& fn) {
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     until_all_done(heartbeat);
-    watching.request_stop();
-    if (watching.joinable()) watching.join();
+    for (std::jthread* t : {&watching, &reading}) {
+      t->request_stop();
+      if (t->joinable()) t->join();
+    }
   }
   detail::heap_release(*state_->world, beats); // a barrier: the heartbeat threads are gone
   MPI_Comm_free(&comm);

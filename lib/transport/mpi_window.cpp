@@ -1,7 +1,6 @@
 // The MPI-window backend: one window over the heap, MPI RMA, atomics as compare-and-swap.
 #include "mpi_window.hpp"
 #include "atomic_bits.hpp"
-#include "progress_thread.hpp"
 #include <type_traits>
 #include <vector>
 
@@ -168,15 +167,15 @@ void mpi_window::quiet() {
 void mpi_window::sync_local() { check_mpi(MPI_Win_sync(win_), "MPI_Win_sync"); }
 
 bool mpi_window::progress() noexcept {
-  // MPI's progress engine for two-sided traffic, and the window's own: osc/ucx advances
-  // incoming emulated RMA (UCX over TCP) only inside calls on the window. Neither says
-  // whether anything moved. The progress thread's MPI_Iprobe runs MPI's progress,
-  // osc/ucx's included. It makes no call on the window: a flush there waits for every
-  // operation in flight (the main thread's too) and updates osc/ucx's unguarded
-  // operation counters from a second thread.
+  // MPI's progress engine, osc/ucx's included (it registers with opal_progress while a
+  // window exists), so incoming emulated RMA (UCX over TCP, and its shared-memory atomics)
+  // is served. It says nothing of whether anything moved. No call on the window: a flush
+  // there blocks until every operation in flight completes, and one aimed at a rank
+  // that stopped never does, which held a serving rank's polls and the watchdog thread
+  // that should report that rank (actor.stopped_controller_window.np2). Before
+  // 2026-12-02 the main thread's polls also called MPI_Win_flush_local_all.
   int flag = 0;
   MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-  if (!on_progress_thread()) MPI_Win_flush_local_all(win_);
   return false;
 }
 
