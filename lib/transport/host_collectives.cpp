@@ -115,16 +115,25 @@ std::uint64_t flag_word(std::uint64_t generation, std::uint64_t signature) {
 /// generation, checking that it got there with the same signature and by the same path.
 void wait_for_image(const scratch& s, std::size_t i, std::size_t offset) {
   std::byte* block = s.image[i];
-  wait_until(wait_site{"co_* among the ranks of one host", s.ranks[i]}, [&] {
+  const auto arrived = [&] {
     const std::uint64_t v = flag_of(block + offset).load(std::memory_order_acquire);
     const std::uint64_t generation = v & generation_mask;
     if (generation == s.generation && v >> generation_bits != s.signature)
       mismatch(s, i, v >> generation_bits);
-    if (generation >= s.generation) return true;
+    return generation >= s.generation;
+  };
+  wait_until(wait_site{"co_* among the ranks of one host", s.ranks[i]}, [&] {
+    if (arrived()) return true;
     for (std::size_t other : {std::size_t{0}, line_bytes, 2 * line_bytes})
       if (other != offset) {
         const std::uint64_t w = flag_of(block + other).load(std::memory_order_acquire);
-        if ((w & generation_mask) >= s.generation) mismatch(s, i, w >> generation_bits);
+        // Image i may have written our word, seen ours, and already written the next
+        // reduction's word between our two loads: it wrote ours first, so a second
+        // look finds it. Only a word still behind means another path.
+        if ((w & generation_mask) >= s.generation) {
+          if (arrived()) return true;
+          mismatch(s, i, w >> generation_bits);
+        }
       }
     return false;
   });
