@@ -68,7 +68,7 @@ void progress_transport_and_collectives() noexcept {
 
 symmetric_heap* active_heap() noexcept { return g_heap.load(std::memory_order_acquire); }
 
-symmetric_heap& active_heap(std::string_view op) {
+symmetric_heap& active_heap(const char* op) {
   symmetric_heap* h = active_heap();
   if (!h)
     throw state_error(std::string(op), "no crown::runtime is active (not yet, or already "
@@ -112,7 +112,7 @@ heap_block heap_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_ta
   const std::string op = std::string(what) + " on " + m.to_string();
   if (kind != memory_kind::host)
     throw argument_error(op, "only host memory has a symmetric heap in this build");
-  symmetric_heap& h = active_heap(op);
+  symmetric_heap& h = active_heap(op.c_str());
   MPI_Comm comm = crown_comm(m); // throws for non-members
   // Agreement first: a size refused on some members only would leave the others waiting.
   if (g_check_allocations)
@@ -147,13 +147,14 @@ void heap_release(const mesh& m, const heap_block& b) noexcept {
 }
 
 std::uint64_t heap_allocate_local(std::size_t bytes, std::string_view what) {
-  symmetric_heap& h = active_heap(what);
-  const std::size_t rounded = checked_rounded(h, bytes, std::string(what));
+  const std::string op(what);
+  symmetric_heap& h = active_heap(op.c_str());
+  const std::size_t rounded = checked_rounded(h, bytes, op);
   const std::lock_guard lock(h.mutex);
   const std::uint64_t offset = h.space.last_fit(rounded);
   if (offset >= h.space.capacity())
-    throw resource_error(std::string(what), "symmetric heap full: " + std::to_string(rounded) +
-                                                " bytes needed, " + heap_usage(h, ""));
+    throw resource_error(op, "symmetric heap full: " + std::to_string(rounded) + " bytes needed, " +
+                                 heap_usage(h, ""));
   h.space.take(offset, rounded);
   return offset;
 }

@@ -2,7 +2,6 @@
 #pragma once
 #include "symmetric_heap.hpp"
 #include <crown/config.hpp>
-#include <string_view>
 
 namespace crown::detail {
 
@@ -10,7 +9,8 @@ namespace crown::detail {
 void install_heap(symmetric_heap* h, const config& cfg) noexcept;
 /// The heap installed by the running crown::runtime, or nullptr.
 symmetric_heap* active_heap() noexcept;
-/// The active heap; throws state_error naming `op` when no runtime is active.
-symmetric_heap& active_heap(std::string_view op);
+/// The active heap; throws state_error naming `op` when no runtime is active. A C
+/// string, measured only for the error: every put and get passes through here.
+symmetric_heap& active_heap(const char* op);
 
 } // namespace crown::detail
