@@ -333,6 +333,7 @@ bool channel::receive(incoming& m) {
     }
     slot& s = ring_[head_];
     if (!s.arrived) {
+      repost();
       // After a message, one MPI_Testsome finds the rest of a burst; when idle, the
       // head alone is tested (cheaper per call: a round trip waits in this loop).
       if (sweep_) {
@@ -351,11 +352,12 @@ bool channel::receive(incoming& m) {
     int count = 0;
     MPI_Get_count(&status, MPI_BYTE, &count);
     // The message gets a pooled buffer of its own (a copy of its bytes only) and the
-    // slot is posted again at once: a message outlives later receives (a command's
-    // endpoint may wait in get() and receive more), and no slot is ever held.
+    // slot is posted again before MPI is next asked (repost()): a message outlives later
+    // receives (a command's endpoint may wait in get() and receive more), and no slot is
+    // held for long.
     message_buffer bytes = acquire(static_cast<std::size_t>(count));
     bytes->assign(s.bytes.begin(), s.bytes.begin() + count);
-    post(s);
+    ++unposted_;
     head_ = (head_ + 1) % slots;
     const auto announced_bytes = notice_bytes(*bytes, slot_bytes);
     if (!announced_bytes) {
@@ -372,6 +374,13 @@ bool channel::receive(incoming& m) {
     }
     announced_.push_back({status.MPI_SOURCE, *announced_bytes}); // the body may be there already
   }
+}
+
+void channel::repost() {
+  // The slots consumed since the last test, which precede the head in ring order, are
+  // posted in that order (so that arrived slots still follow the head). Done here, not
+  // on receipt, the MPI_Irecv is off the path from a message to its answer.
+  for (; unposted_ > 0; --unposted_) post(ring_[(head_ + slots - unposted_) % slots]);
 }
 
 bool channel::test_slots() {

@@ -133,6 +133,8 @@ private:
     std::uint64_t bytes;
   };
   void post(slot& s);
+  void repost(); ///< posts the slots consumed since MPI was last asked, in ring order
+  std::size_t unposted_ = 0;
   void match_announced(); ///< turns arrived bodies into receives (or drops false ones)
 
   MPI_Comm comm_;
