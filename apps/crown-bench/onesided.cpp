@@ -159,6 +159,27 @@ void onesided(const options& o) {
     MPI_Type_free(&column_pairs);
   }
 
+  // Small section: a 4 x 4 tile of a 64 x 64 double matrix, the size of a halo corner,
+  // where the cost of a call (checks, layout) shows beside the 128 bytes moved.
+  {
+    crown::coarray<double, 2> m(w, {64, 64});
+    std::vector<double> tile(16);
+    const crown::section<2> s{{{8, 12, 1}, {8, 12, 1}}};
+    MPI_Datatype rows;
+    MPI_Type_vector(4, 4, 64, MPI_DOUBLE, &rows);
+    MPI_Type_commit(&rows);
+    run([&] {
+      const int ops = o.smoke ? 200 : 20000;
+      const double c = median_seconds(o, ops, [&] { m.on(1).get(s, std::span<double>(tile)); });
+      const double v = median_seconds(o, ops, [&] {
+        MPI_Get(tile.data(), 16, MPI_DOUBLE, 1, (8 * 64 + 8) * 8, 1, rows, raw_win);
+        MPI_Win_flush(1, raw_win);
+      });
+      line("section_get_latency", 128, "us", c * 1e6, "mpi_get_vector", v * 1e6);
+    });
+    MPI_Type_free(&rows);
+  }
+
   // Atomic fetch-and-add on the target's word.
   {
     crown::coarray<std::int64_t> counter(w, 1);

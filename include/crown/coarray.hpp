@@ -102,7 +102,8 @@ protected:
     return a_->block().offset + linear * sizeof(T);
   }
   strided layout(const section<N>& s, std::size_t given, const char* op) const {
-    const auto l = section_layout(s, a_->extents(), sizeof(T), a_->block(), what(op));
+    const auto l =
+        section_layout(s, a_->extents(), sizeof(T), a_->block(), [&] { return what(op); });
     std::size_t count = 1;
     for (const auto& t : s) count = saturating_mul(count, t.count());
     if (given != count)

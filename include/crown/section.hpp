@@ -67,9 +67,11 @@ std::string section_text(const section<N>& s) {
 /// Validates `s` against `extents` and describes it in a row-major block of
 /// `elem`-byte elements, `block`. Every product is checked: a section of a block whose
 /// extents overflow, or whose last byte would lie outside the block, is refused.
-template <std::size_t N>
+/// `what()` names the operation in an error; it is called only for one (no string is
+/// built on the path of a transfer).
+template <std::size_t N, typename What>
 strided section_layout(const section<N>& s, const std::array<std::size_t, N>& extents,
-                       std::size_t elem, const heap_block& block, const std::string& what) {
+                       std::size_t elem, const heap_block& block, const What& what) {
   strided out;
   out.elem = elem;
   out.dims = N;
@@ -79,12 +81,12 @@ strided section_layout(const section<N>& s, const std::array<std::size_t, N>& ex
   bool empty = false;
   for (std::size_t d = N; d-- > 0;) {
     if (s[d].stride == 0 || s[d].stride > (std::size_t{1} << 62))
-      throw argument_error(what + " section " + section_text(s),
+      throw argument_error(what() + " section " + section_text(s),
                            "dimension " + std::to_string(d) + " has stride " +
                                std::to_string(static_cast<std::int64_t>(s[d].stride)) +
                                " (strides are >= 1)");
     if (s[d].begin > s[d].end || s[d].end > extents[d])
-      throw argument_error(what + " section " + section_text(s),
+      throw argument_error(what() + " section " + section_text(s),
                            "dimension " + std::to_string(d) + " range [" +
                                std::to_string(s[d].begin) + ", " + std::to_string(s[d].end) +
                                ") is outside the extent " + std::to_string(extents[d]));
@@ -100,7 +102,7 @@ strided section_layout(const section<N>& s, const std::array<std::size_t, N>& ex
   }
   const std::size_t first = out.offset - block.offset;
   if (pitch > block.bytes || (!empty && (first > block.bytes || last > block.bytes - first)))
-    throw argument_error(what + " section " + section_text(s),
+    throw argument_error(what() + " section " + section_text(s),
                          "it reaches outside the block of " + std::to_string(block.bytes) +
                              " bytes (extents of " +
                              (pitch == size_overflow ? std::string("more than 2^64 bytes")

@@ -118,9 +118,9 @@ int world_rank_of(const crown_coarray& a, int image, const char* op) {
   return a.team.ranks()[static_cast<std::size_t>(image)];
 }
 
-template <std::size_t N>
+template <std::size_t N, typename What>
 crown::detail::strided section_of(const crown_coarray& a, const size_t* begin, const size_t* end,
-                                  const size_t* stride, const std::string& what) {
+                                  const size_t* stride, const What& what) {
   crown::section<N> s;
   std::array<std::size_t, N> extents;
   for (std::size_t d = 0; d < N; ++d) {
@@ -133,7 +133,7 @@ crown::detail::strided section_of(const crown_coarray& a, const size_t* begin, c
 crown::detail::strided section(const crown_coarray& a, int image, const size_t* begin,
                                const size_t* end, const size_t* stride, const char* op) {
   if (!begin || !end) throw crown::argument_error(describe(a, op, image), "null section bounds");
-  const std::string what = describe(a, op, image);
+  const auto what = [&] { return describe(a, op, image); }; // for an error only
   switch (a.rank) {
   case 1:
     return section_of<1>(a, begin, end, stride, what);
