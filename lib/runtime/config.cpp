@@ -88,8 +88,9 @@ constexpr std::array<config_variable, 20> variables{{
      "auto: co_* of more than 64 KiB of ordinary memory on one host read the other "
      "processes' buffers with one kernel copy (process_vm_readv), where ptrace rules allow "
      "it (under Yama ptrace_scope 1 each rank then allows any process of its user to read "
-     "it: PR_SET_PTRACER_ANY), else staged copies; 0: staged copies only, never ptrace "
-     "rights (like Open MPI's btl_vader_single_copy_mechanism=none, UCX_TLS=^cma)."},
+     "it: PR_SET_PTRACER_ANY) and it measures faster, else staged copies; 0: staged copies "
+     "only, never ptrace rights (like Open MPI's btl_vader_single_copy_mechanism=none, "
+     "UCX_TLS=^cma)."},
     {"CROWN_GPU_HEAP_SIZE", "1G",
      "Device symmetric heap per rank (memory_kind::cuda coarrays), in bytes with an optional "
      "K, M, G or T suffix (1M to 16T), reserved at start-up on the rank's GPU when one is "

@@ -2,6 +2,7 @@
 #include "host_collectives.hpp"
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <crown/detail/copy.hpp>
 #include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
@@ -49,6 +50,7 @@ struct scratch {
 };
 
 std::atomic<bool> g_single_copy_allowed{true}; ///< the tests' switch
+std::atomic<bool> g_single_copy_timed{true};   ///< the tests' switch: false takes it untimed
 std::atomic<bool> g_single_copy_setting{true}; ///< CROWN_SINGLE_COPY
 std::atomic<bool> g_ptracer_granted{false};    ///< this process set PR_SET_PTRACER_ANY
 std::mutex g_mutex;
@@ -209,12 +211,48 @@ bool all_can_read(scratch& s, int me, const std::vector<std::uint64_t>& addresse
   return all;
 }
 
+/// Whether kernel copies pay here, with one answer on every image: each image times
+/// reading 256 KiB of the next image's scratch block with process_vm_readv and with a
+/// copy through the shared mapping (best of 3 after a warm-up), and the kernel copies
+/// are taken only if on every image they took at most 1.25x the memcpy. They replace
+/// the heap path's staging and copying out, which costs one more write per byte; where
+/// the kernel copy is slower than that (pinning pages in a VM: 8x the memcpy on a
+/// 2-core AMD VM, 2026-12-02) the heap path wins at every size. One flag barrier.
+bool kernel_copies_pay(scratch& s, int me, const std::vector<std::uint64_t>& addresses) {
+  const std::size_t n = s.image.size();
+  std::int64_t pays = 1;
+  if (n > 1 && g_single_copy_timed.load()) {
+    const std::size_t peer = (static_cast<std::size_t>(me) + 1) % n;
+    std::vector<std::byte> here(slot_bytes);
+    using clock = std::chrono::steady_clock;
+    auto kernel = clock::duration::max(), copy = clock::duration::max();
+    for (int rep = 0; rep < 4 && pays; ++rep) {
+      const auto t0 = clock::now();
+      pays = read_process(s.pids[peer], addresses[peer] + flag_bytes, here.data(), slot_bytes);
+      const auto t1 = clock::now();
+      copy_bytes(here.data(), s.image[peer] + flag_bytes, slot_bytes);
+      const auto t2 = clock::now();
+      if (rep > 0) { // the first warms both
+        kernel = std::min(kernel, t1 - t0);
+        copy = std::min(copy, t2 - t1);
+      }
+    }
+    pays = pays && kernel.count() * 4 <= copy.count() * 5;
+  }
+  const announcement verdict{pays, 0};
+  flag_barrier(s, me, &verdict);
+  bool all = true;
+  for (std::byte* b : s.image) all = all && announced(s, b).offset == 1;
+  return all;
+}
+
 /// Finds out, collectively and with one answer on every image, whether the members may
-/// read each other's memory with process_vm_readv. The ptrace rules decide: first as
-/// they stand; then, only where Yama's scope 1 is what refuses, after each image lets
-/// any process of its user read it (PR_SET_PTRACER_ANY, as Open MPI's vader and UCX's
-/// cma do; one pid would not do, since one process reduces with several peers). The
-/// grant is taken back if even then some read fails. Several flag barriers.
+/// read each other's memory with process_vm_readv, and whether that is faster here than
+/// the heap path. The ptrace rules decide the first: as they stand; then, only where
+/// Yama's scope 1 is what refuses, after each image lets any process of its user read
+/// it (PR_SET_PTRACER_ANY, as Open MPI's vader and UCX's cma do; one pid would not do,
+/// since one process reduces with several peers). The grant is taken back unless kernel
+/// copies end up in use. Several flag barriers.
 void probe_single_copy(scratch& s, int me) {
   const announcement mine{getpid(),
                           reinterpret_cast<std::uint64_t>(s.image[static_cast<std::size_t>(me)])};
@@ -225,18 +263,19 @@ void probe_single_copy(scratch& s, int me) {
     s.pids.push_back(static_cast<pid_t>(other.offset));
     addresses.push_back(other.address);
   }
-  s.single_copy = single_copy_state::in_use;
-  if (all_can_read(s, me, addresses, true)) return;
   s.single_copy = single_copy_state::unavailable;
-  if (yama_ptrace_scope() != 1) return; // the same kernel, so the same answer everywhere
   const bool had_grant = g_ptracer_granted.load();
-  grant_process_access();
-  const bool granted = g_ptracer_granted.load();
-  if (all_can_read(s, me, addresses, granted)) {
-    s.single_copy = single_copy_state::in_use;
-    return;
+  bool readable = all_can_read(s, me, addresses, true);
+  if (!readable && yama_ptrace_scope() == 1) { // the same kernel: the same answer everywhere
+    grant_process_access();
+    readable = all_can_read(s, me, addresses, g_ptracer_granted.load());
   }
-  if (granted && !had_grant && prctl(PR_SET_PTRACER, 0, 0, 0, 0) == 0) g_ptracer_granted = false;
+  if (readable)
+    s.single_copy =
+        kernel_copies_pay(s, me, addresses) ? single_copy_state::in_use : single_copy_state::slower;
+  if (s.single_copy != single_copy_state::in_use && g_ptracer_granted.load() && !had_grant &&
+      prctl(PR_SET_PTRACER, 0, 0, 0, 0) == 0)
+    g_ptracer_granted = false;
 }
 
 /// [begin, end) of `count` elements that image `i` of `n` reduces.
@@ -328,6 +367,7 @@ scratch* scratch_for(const mesh& m) {
 } // namespace
 
 void set_host_single_copy(bool allowed) noexcept { g_single_copy_allowed = allowed; }
+void set_host_single_copy_timed(bool timed) noexcept { g_single_copy_timed = timed; }
 
 void configure_host_collectives(const config& c) noexcept { g_single_copy_setting = c.single_copy; }
 
@@ -416,12 +456,13 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
     return true;
   }
 
-  // Ordinary memory to every image, where the kernel copies between processes: each
-  // image reads the others' elements of its share straight from their buffers, combines
-  // them into its own buffer, and after a barrier reads the other shares of the result
-  // from theirs. A last barrier keeps every buffer in place until all have read it.
-  // Measured here: about MPI_Allreduce's speed from 256 KiB up (which copies the same
-  // way), where the staged path below ran at 0.5-0.65 of it; below 64 KiB staging wins.
+  // Ordinary memory to every image, where the kernel copies between processes faster
+  // than the heap path (probed: kernel_copies_pay): each image reads the others'
+  // elements of its share straight from their buffers, combines them into its own
+  // buffer, and after a barrier reads the other shares of the result from theirs. A
+  // last barrier keeps every buffer in place until all have read it. On the 2026-11-30
+  // VM: about MPI_Allreduce's speed from 256 KiB up, the heap path (then staging whole
+  // chunks) 0.5-0.65 of it; below 64 KiB the heap path wins everywhere.
   // Every image takes the same decision: the settings and arguments agree, and so does
   // the probe. `where` is read before the probe's barriers reuse the announcement slots.
   std::vector<announcement> where;
@@ -473,27 +514,36 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
     return true;
   }
 
-  // Anything else: chunks through the slots. Each image combines its share of the chunk
-  // into its out slot; the receivers then copy every share out.
-
+  // Anything else: chunks through the slots. Each image stages the elements of the
+  // chunk that the others reduce (its own share it reads from its buffer), combines its
+  // share into its out slot (and, receiving, straight into its buffer: those elements
+  // were read by nobody else), and the receivers copy the other shares out. Staging the
+  // whole chunk and copying every share out moved 11 bytes per byte reduced at 2
+  // images, this 8: 2 MiB sums went from 0.98x to 1.3x MPI_Allreduce on a 2-core AMD VM.
   const std::size_t per_chunk = slot_bytes / elem_size;
+  const auto self = static_cast<std::size_t>(me);
   for (std::size_t at = 0; at < count; at += per_chunk) {
     const std::size_t len = std::min(per_chunk, count - at);
     const std::uint64_t round = s->rounds++;
-    copy_bytes(in_slot(s->image[static_cast<std::size_t>(me)], round), bytes + at * elem_size,
-               len * elem_size);
+    std::byte* const chunk = bytes + at * elem_size;
+    std::byte* const staged = in_slot(s->image[self], round);
+    const auto [begin, end] = share(len, n, self);
+    copy_bytes(staged, chunk, begin * elem_size);
+    copy_bytes(staged + end * elem_size, chunk + end * elem_size, (len - end) * elem_size);
     flag_barrier(*s, me);
     pointer_lists& l = lists();
-    for (std::byte* b : s->image) l.inputs.push_back(in_slot(b, round));
-    l.outputs.push_back(out_slot(s->image[static_cast<std::size_t>(me)], round));
-    const auto [begin, end] = share(len, n, static_cast<std::size_t>(me));
+    for (std::size_t j = 0; j < n; ++j)
+      l.inputs.push_back(j == self ? chunk : in_slot(s->image[j], round));
+    l.outputs.push_back(out_slot(s->image[self], round));
+    if (receives) l.outputs.push_back(chunk); // in place: combine() reads before it writes
     fn(l.inputs, l.outputs, begin, end, op);
     flag_barrier(*s, me);
     if (!receives) continue;
     for (std::size_t j = 0; j < n; ++j) {
       const auto [b, e] = share(len, n, j);
-      copy_bytes(bytes + (at + b) * elem_size, out_slot(s->image[j], round) + b * elem_size,
-                 (e - b) * elem_size);
+      if (j != self)
+        copy_bytes(chunk + b * elem_size, out_slot(s->image[j], round) + b * elem_size,
+                   (e - b) * elem_size);
     }
   }
   return true;

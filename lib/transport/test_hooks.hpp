@@ -19,11 +19,15 @@ void set_transfer_chunk_bytes(std::size_t bytes) noexcept;
 /// Lets co_* read other processes' ordinary memory with process_vm_readv (default on;
 /// tests turn it off, on every image alike, to exercise the staged path).
 void set_host_single_copy(bool allowed) noexcept;
+/// Whether the probe times kernel copies against the heap path (default on; tests turn
+/// it off, on every image alike, to exercise the kernel copies on any machine).
+void set_host_single_copy_timed(bool timed) noexcept;
 
 /// Whether host-local co_* on a mesh read the other images' buffers with one kernel
 /// copy (process_vm_readv): not yet asked (no reduction needed it), refused by the
-/// ptrace rules or a failed read (staged copies instead), or in use.
-enum class single_copy_state { unprobed, unavailable, in_use };
+/// ptrace rules or a failed read (staged copies instead), allowed but measured slower
+/// than the staged copies (which it then uses), or in use.
+enum class single_copy_state { unprobed, unavailable, slower, in_use };
 
 /// Where `m`'s host-local co_* stand (for tests and diagnostics).
 [[nodiscard]] single_copy_state host_single_copy_state(const mesh& m);

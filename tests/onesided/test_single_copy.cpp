@@ -2,7 +2,8 @@
 // only when a reduction needs them, refused alike on every image, off with
 // CROWN_SINGLE_COPY=0. Every case checks the reduced data. Run with and without the
 // setting (variant single_copy0).
-#include "transport/test_hooks.hpp" // host_single_copy_state, not installed
+#include "transport/host_collectives.hpp" // forget_host_scratch, not installed
+#include "transport/test_hooks.hpp"       // host_single_copy_state, not installed
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
@@ -91,7 +92,9 @@ BOOST_AUTO_TEST_CASE(reductions_without_kernel_copies_ask_for_nothing) {
 }
 
 BOOST_AUTO_TEST_CASE(large_reductions_use_kernel_copies_unless_switched_off) {
+  crown::detail::set_host_single_copy_timed(false); // whether they pay here or not
   BOOST_TEST(sum_is_right(w(), 100003));
+  crown::detail::set_host_single_copy_timed(true);
   const auto state = crown::detail::host_single_copy_state(w());
   if (setting_off()) {
     BOOST_TEST((state == single_copy_state::unprobed)); // never asked
@@ -124,4 +127,22 @@ BOOST_AUTO_TEST_CASE(an_image_nobody_may_read_makes_every_image_stage) {
     BOOST_TEST((state == single_copy_state::unavailable));
   BOOST_TEST(!crown::detail::host_ptracer_granted()); // a grant that did not help is undone
   BOOST_TEST(sum_is_right(reversed, 100003));
+}
+
+BOOST_AUTO_TEST_CASE(kernel_copies_are_kept_only_where_they_measure_faster) {
+  // The probe times a kernel copy against a copy through the heap, and every image
+  // must take the same path (their flag barriers differ). The world's scratch was
+  // probed untimed above: dropped here, on every image at once, so it is probed again.
+  crown::detail::forget_host_scratch();
+  BOOST_TEST(sum_is_right(w(), 100003));
+  const auto state = crown::detail::host_single_copy_state(w());
+  int mine = static_cast<int>(state), lowest = 0, highest = 0;
+  MPI_Allreduce(&mine, &lowest, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+  MPI_Allreduce(&mine, &highest, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  BOOST_TEST(lowest == highest); // one answer everywhere
+  if (setting_off())
+    BOOST_TEST((state == single_copy_state::unprobed));
+  else if (reads_allowed_without_grant())
+    BOOST_TEST((state == single_copy_state::in_use || state == single_copy_state::slower));
+  BOOST_TEST(sum_is_right(w(), 300001)); // and on the path it chose
 }
