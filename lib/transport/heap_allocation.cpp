@@ -23,7 +23,6 @@
 namespace crown::detail {
 namespace {
 
-std::atomic<symmetric_heap*> g_heap{nullptr};
 std::atomic<std::size_t> g_chunk{std::size_t{1} << 30};
 std::atomic<bool> g_check_allocations{true};
 std::atomic<bool> g_check_collectives{false};
@@ -66,21 +65,18 @@ void progress_transport_and_collectives() noexcept {
 
 } // namespace
 
-symmetric_heap* active_heap() noexcept { return g_heap.load(std::memory_order_acquire); }
+std::atomic<symmetric_heap*> g_active_heap{nullptr};
 
-symmetric_heap& active_heap(const char* op) {
-  symmetric_heap* h = active_heap();
-  if (!h)
-    throw state_error(std::string(op), "no crown::runtime is active (not yet, or already "
-                                       "destroyed): one-sided memory needs one");
-  return *h;
+void no_active_heap(const char* op) {
+  throw state_error(std::string(op), "no crown::runtime is active (not yet, or already "
+                                     "destroyed): one-sided memory needs one");
 }
 
 void install_heap(symmetric_heap* h, const config& cfg) noexcept {
   forget_host_scratch(); // its blocks belong to the previous heap
   g_check_allocations = cfg.check != 0;
   g_check_collectives = cfg.check == 1;
-  g_heap.store(h, std::memory_order_release);
+  g_active_heap.store(h, std::memory_order_release);
   set_progress_hook(!h              ? nullptr
                     : h->messages() ? &progress_transport_and_collectives
                                     : &progress_collectives);
