@@ -10,7 +10,8 @@ namespace crown::detail {
 /// MPI calls still serves other ranks' one-sided requests. It steps aside (naps) while
 /// a thread of the process polls inside a Crown wait, which progresses anyway. Busy while
 /// traffic moves; after 1 ms without any it naps for 100 us at a time, after 100 ms
-/// for 1 ms (UCX: asleep on the worker's event fd, woken by traffic at once).
+/// for 5 ms (UCX: asleep on the worker's event fd, woken by traffic at once, and by a
+/// large transfer queued for it).
 std::jthread launch_progress_thread(symmetric_heap& h);
 
 /// Whether a progress thread serves this rank (the stall reports depend on it).

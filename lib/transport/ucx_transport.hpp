@@ -3,6 +3,7 @@
 #include "active_messages.hpp"
 #include "backend.hpp"
 #include <atomic>
+#include <deque>
 #include <memory>
 #include <mpi.h>
 #include <mutex>
@@ -18,6 +19,8 @@ namespace crown::detail {
 /// poll of every wait (and the progress thread, when enabled). A strided transfer of
 /// many small runs goes as one active message instead (UCX has no remote strides, and
 /// one put per element costs a round trip each over TCP).
+class ucx_transfer;
+
 class ucx_transport final : public backend {
 public:
   /// Collective over `world`. Throws state_error on every rank when UCX cannot be set
@@ -89,6 +92,16 @@ private:
   std::mutex connecting_;
   /// Every call into the worker holds it; progress and arming only try it.
   progress_gate worker_gate_;
+  /// Large transfers the progress thread issues, in the order they were started: over
+  /// TCP ucp_put_nbx itself writes the bytes into the socket, so a caller issuing a
+  /// 1 MiB put_async spent 95% of the transfer inside it. Held from pop to issue, so
+  /// that a transfer found in the queue is issued once the lock is taken.
+  std::mutex deferred_lock_;
+  std::deque<ucx_transfer*> deferred_;
+  std::atomic<int> deferred_count_{0};
+  static constexpr std::size_t defer_bytes = 64 << 10; ///< smaller ones issue at once
+  /// Issues every queued transfer, in order (any thread).
+  void issue_deferred() noexcept;
 };
 
 } // namespace crown::detail
