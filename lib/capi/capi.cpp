@@ -132,8 +132,8 @@ crown::detail::strided section_of(const crown_coarray& a, const size_t* begin, c
 
 crown::detail::strided section(const crown_coarray& a, int image, const size_t* begin,
                                const size_t* end, const size_t* stride, const char* op) {
-  if (!begin || !end) throw crown::argument_error(describe(a, op, image), "null section bounds");
   const auto what = [&] { return describe(a, op, image); }; // for an error only
+  if (!begin || !end) throw crown::argument_error(what(), "null section bounds");
   switch (a.rank) {
   case 1:
     return section_of<1>(a, begin, end, stride, what);

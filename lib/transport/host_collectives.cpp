@@ -194,21 +194,26 @@ int yama_ptrace_scope() {
   return scope;
 }
 
-/// Every image reads 8 bytes of every other's scratch block; true on every image alike
-/// when all reads succeeded (and `ready` on every image). Two flag barriers.
-bool all_can_read(scratch& s, int me, const std::vector<std::uint64_t>& addresses, bool ready) {
-  flag_barrier(s, me); // every image has set up what it was going to (ptracer)
-  std::int64_t ok = ready ? 1 : 0;
-  for (std::size_t j = 0; j < s.image.size(); ++j) {
-    std::uint64_t probe = 0;
-    if (static_cast<int>(j) != me && !read_process(s.pids[j], addresses[j], &probe, sizeof probe))
-      ok = 0;
-  }
-  const announcement verdict{ok, 0};
+/// True on every image alike when `yes` is true on every image. One flag barrier.
+bool all_say_yes(scratch& s, int me, bool yes) {
+  const announcement verdict{yes ? 1 : 0, 0};
   flag_barrier(s, me, &verdict);
   bool all = true;
   for (std::byte* b : s.image) all = all && announced(s, b).offset == 1;
   return all;
+}
+
+/// Every image reads 8 bytes of every other's scratch block; true on every image alike
+/// when all reads succeeded (and `ready` on every image). Two flag barriers.
+bool all_can_read(scratch& s, int me, const std::vector<std::uint64_t>& addresses, bool ready) {
+  flag_barrier(s, me); // every image has set up what it was going to (ptracer)
+  bool ok = ready;
+  for (std::size_t j = 0; j < s.image.size(); ++j) {
+    std::uint64_t probe = 0;
+    if (static_cast<int>(j) != me && !read_process(s.pids[j], addresses[j], &probe, sizeof probe))
+      ok = false;
+  }
+  return all_say_yes(s, me, ok);
 }
 
 /// Whether kernel copies pay here, with one answer on every image: each image times
@@ -220,7 +225,7 @@ bool all_can_read(scratch& s, int me, const std::vector<std::uint64_t>& addresse
 /// 2-core AMD VM, 2026-12-02) the heap path wins at every size. One flag barrier.
 bool kernel_copies_pay(scratch& s, int me, const std::vector<std::uint64_t>& addresses) {
   const std::size_t n = s.image.size();
-  std::int64_t pays = 1;
+  bool pays = true;
   if (n > 1 && g_single_copy_timed.load()) {
     const std::size_t peer = (static_cast<std::size_t>(me) + 1) % n;
     std::vector<std::byte> here(slot_bytes);
@@ -239,11 +244,7 @@ bool kernel_copies_pay(scratch& s, int me, const std::vector<std::uint64_t>& add
     }
     pays = pays && kernel.count() * 4 <= copy.count() * 5;
   }
-  const announcement verdict{pays, 0};
-  flag_barrier(s, me, &verdict);
-  bool all = true;
-  for (std::byte* b : s.image) all = all && announced(s, b).offset == 1;
-  return all;
+  return all_say_yes(s, me, pays);
 }
 
 /// Finds out, collectively and with one answer on every image, whether the members may

@@ -117,12 +117,17 @@ void dispatch(bool put, symmetric_heap& h, int rank, std::span<const run> runs, 
   });
 }
 
+/// The operation's name in errors and stall reports.
+const char* transfer_name(bool put, const completion* into) noexcept {
+  return into ? (put ? "put_async" : "get_async") : (put ? "put" : "get");
+}
+
 /// One contiguous transfer, the commonest call. To a peer on this host it is a check
 /// and a copy with nothing else on the way: through transfer_runs' loop and dispatch's
 /// chunking an 8 B get spent a third of its time setting up their stack frame.
 void transfer_one(bool put, int rank, std::uint64_t offset, std::byte* buffer, std::size_t bytes,
                   completion* into = nullptr) {
-  const char* op = into ? (put ? "put_async" : "get_async") : (put ? "put" : "get");
+  const char* op = transfer_name(put, into);
   symmetric_heap& h = active_heap(op);
   check_range(h, rank, offset, bytes, op);
   check_host_buffer(buffer, bytes, op);
@@ -140,7 +145,7 @@ void transfer_one(bool put, int rank, std::uint64_t offset, std::byte* buffer, s
 /// A strided block: copied in place over shared memory, else as its runs.
 void transfer_strided(bool put, int rank, const strided& s, std::byte* packed,
                       completion* into = nullptr) {
-  const char* op = into ? (put ? "put_async" : "get_async") : (put ? "put" : "get");
+  const char* op = transfer_name(put, into);
   symmetric_heap& h = active_heap(op);
   if (!check_strided(h, rank, s, op)) return;
   check_host_buffer(packed, s.elem, op);
