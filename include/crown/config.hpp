@@ -61,6 +61,9 @@ struct config {
   /// serving rank hung and aborts the job (0: never; else at least 1 s with the scale)
   double watchdog = 30;
   double timeout_scale = 1; ///< CROWN_TIMEOUT_SCALE: multiplies every Crown timeout
+  /// CROWN_MAILBOX_SIZE: bytes of each rank's mailbox for controller messages from its
+  /// host (0: all over MPI)
+  std::size_t mailbox_size = std::size_t{256} << 10;
   /// CROWN_ACTOR_STDOUT: actors' stdout travels to the controller, tagged (0: printed locally)
   bool actor_stdout = false;
   /// CROWN_WAIT_WARN: seconds after which any Crown wait logs the rank and what it waits

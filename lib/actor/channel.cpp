@@ -82,8 +82,23 @@ bulk_in::~bulk_in() {
   if (storage_) bulk_pool::get().give({storage_, capacity_});
 }
 
-channel::channel(MPI_Comm comm) : comm_(comm) {
-  for (slot& s : ring_) post(s);
+channel::channel(MPI_Comm comm, const mailbox_map& boxes) : comm_(comm) {
+  MPI_Comm_rank(comm, &rank_);
+  MPI_Comm_size(comm, &size_);
+  if (boxes.own) {
+    inbox_.emplace(boxes.own, boxes.capacity);
+    local_.resize(static_cast<std::size_t>(size_));
+    mpi_peers_ = false;
+    for (int r = 0; r < size_; ++r) {
+      if (std::byte* b = boxes.peers[static_cast<std::size_t>(r)])
+        local_[static_cast<std::size_t>(r)].box.emplace(b, boxes.capacity);
+      else
+        mpi_peers_ = true;
+    }
+  }
+  // Slots are posted only where some rank sends over MPI: the others use our mailbox.
+  if (mpi_peers_)
+    for (slot& s : ring_) post(s);
 }
 
 channel::~channel() {
@@ -145,13 +160,53 @@ void channel::send(const message_buffer& data, int dest) {
   auto isend = [&](const message_buffer& b, int tag) {
     enqueue({b->data(), b->size(), dest, tag, b, {}});
   };
-  if (data->size() <= slot_bytes) return isend(data, small_tag);
+  const bool local = dest >= 0 && dest < static_cast<int>(local_.size()) &&
+                     local_[static_cast<std::size_t>(dest)].box;
+  if (data->size() <= slot_bytes) return local ? send_local(data, dest) : isend(data, small_tag);
   // The notice announces a body on large_tag from this rank: MPI keeps one sender's
-  // messages on one tag in order, so the n-th notice goes with the n-th body.
+  // messages on one tag in order, and the mailbox its notices, so the n-th notice goes
+  // with the n-th body.
   message_buffer n = acquire();
   encode_notice(data->size(), *n);
-  isend(n, small_tag);
+  if (local)
+    send_local(n, dest);
+  else
+    isend(n, small_tag);
   isend(data, large_tag);
+}
+
+void channel::send_local(const message_buffer& data, int dest) {
+  local_peer& peer = local_[static_cast<std::size_t>(dest)];
+  if (peer.queued == 0 && peer.box->try_send(rank_, *data)) {
+    local_sent_.push_back(data); // to the pool once the caller lets go of it
+    if (local_sent_.size() >= 1024) recycle_local_sent();
+    return;
+  }
+  ++peer.queued;
+  local_queue_.push_back({dest, data});
+}
+
+void channel::recycle_local_sent() {
+  for (message_buffer& b : local_sent_) recycle(std::move(b));
+  local_sent_.clear();
+}
+
+void channel::flush_local() {
+  // Each destination's messages go in order: once one finds no room, the later ones
+  // for the same destination wait too (full_in marks it for this pass).
+  ++flush_passes_;
+  std::deque<local_send> waiting;
+  for (local_send& s : local_queue_) {
+    local_peer& peer = local_[static_cast<std::size_t>(s.dest)];
+    if (peer.full_in != flush_passes_ && peer.box->try_send(rank_, *s.data)) {
+      --peer.queued;
+      local_sent_.push_back(std::move(s.data));
+    } else {
+      peer.full_in = flush_passes_;
+      waiting.push_back(std::move(s));
+    }
+  }
+  local_queue_.swap(waiting);
 }
 
 void channel::enqueue(outgoing o) {
@@ -287,6 +342,8 @@ void channel::test_bulk(const std::shared_ptr<bulk_in>& held) {
 }
 
 void channel::poll_sends() {
+  if (!local_queue_.empty()) flush_local();
+  recycle_local_sent();
   const std::size_t n = std::min(sends_.size(), send_window);
   if (n == 0) return;
   window_.clear();
@@ -310,7 +367,8 @@ void channel::poll_sends() {
 
 void channel::drain_sends() {
   backoff pause(wait_site{"sending the last controller messages"});
-  for (poll_sends(); !sends_.empty() || !queued_.empty(); poll_sends()) pause.pause();
+  for (poll_sends(); !sends_.empty() || !queued_.empty() || !local_queue_.empty(); poll_sends())
+    pause.pause();
 }
 
 bool channel::receive(incoming& m) {
@@ -331,49 +389,86 @@ bool channel::receive(incoming& m) {
       large_.erase(large_.begin() + static_cast<std::ptrdiff_t>(i));
       return true;
     }
-    slot& s = ring_[head_];
-    if (!s.arrived) {
-      repost();
-      // After a message, one MPI_Testsome finds the rest of a burst; when idle, the
-      // head alone is tested (cheaper per call: a round trip waits in this loop).
-      if (sweep_) {
-        sweep_ = test_slots();
-        if (!sweep_) return false;
-      } else {
-        int done = 0;
-        check(MPI_Test(&s.request, &done, &s.status), "MPI_Test", -1);
-        if (!done) return false;
-        s.arrived = true;
-        sweep_ = true;
-      }
-    }
-    s.arrived = false;
-    const MPI_Status status = s.status;
-    int count = 0;
-    MPI_Get_count(&status, MPI_BYTE, &count);
-    // The message gets a pooled buffer of its own (a copy of its bytes only) and the
-    // slot is posted again before MPI is next asked (repost()): a message outlives later
-    // receives (a command's endpoint may wait in get() and receive more), and no slot is
-    // held for long.
-    message_buffer bytes = acquire(static_cast<std::size_t>(count));
-    bytes->assign(s.bytes.begin(), s.bytes.begin() + count);
-    ++unposted_;
-    head_ = (head_ + 1) % slots;
+    message_buffer bytes;
+    int source = -1;
+    if (!next_small(bytes, source)) return false;
     const auto announced_bytes = notice_bytes(*bytes, slot_bytes);
     if (!announced_bytes) {
       m.owned = std::move(bytes);
       m.bytes = *m.owned;
-      m.source = status.MPI_SOURCE;
+      m.source = source;
       return true;
     }
     recycle(std::move(bytes));
     if (*announced_bytes == 0) {
       log(log_level::error, "controller channel: dropped a notice of an impossible size from rank ",
-          status.MPI_SOURCE);
+          source);
       continue;
     }
-    announced_.push_back({status.MPI_SOURCE, *announced_bytes}); // the body may be there already
+    announced_.push_back({source, *announced_bytes}); // the body may be there already
   }
+}
+
+bool channel::next_small(message_buffer& bytes, int& source) {
+  if (slots_first_ && take_from_slots(bytes, source)) {
+    slots_first_ = false;
+    return true;
+  }
+  if (take_from_mailbox(bytes, source)) {
+    slots_first_ = mpi_peers_;
+    return true;
+  }
+  return !slots_first_ && take_from_slots(bytes, source);
+}
+
+bool channel::take_from_mailbox(message_buffer& bytes, int& source) {
+  if (!inbox_) return false;
+  for (;;) {
+    const bool any = inbox_->receive([&](int from, std::size_t size) -> std::byte* {
+      source = from;
+      if (from >= size_) return nullptr; // dropped below; its cells are freed all the same
+      bytes = acquire(size);
+      bytes->resize(size);
+      return bytes->data();
+    });
+    if (!any) return false;
+    if (bytes) return true;
+    log(log_level::error, "controller channel: dropped a mailbox message from rank ", source,
+        ", which is not in the session (", size_, " ranks)");
+  }
+}
+
+bool channel::take_from_slots(message_buffer& bytes, int& source) {
+  if (!mpi_peers_) return false;
+  slot& s = ring_[head_];
+  if (!s.arrived) {
+    repost();
+    // After a message, one MPI_Testsome finds the rest of a burst; when idle, the
+    // head alone is tested (cheaper per call: a round trip waits in this loop).
+    if (sweep_) {
+      sweep_ = test_slots();
+      if (!sweep_) return false;
+    } else {
+      int done = 0;
+      check(MPI_Test(&s.request, &done, &s.status), "MPI_Test", -1);
+      if (!done) return false;
+      s.arrived = true;
+      sweep_ = true;
+    }
+  }
+  s.arrived = false;
+  int count = 0;
+  MPI_Get_count(&s.status, MPI_BYTE, &count);
+  // The message gets a pooled buffer of its own (a copy of its bytes only) and the
+  // slot is posted again before MPI is next asked (repost()): a message outlives later
+  // receives (a command's endpoint may wait in get() and receive more), and no slot is
+  // held for long.
+  bytes = acquire(static_cast<std::size_t>(count));
+  bytes->assign(s.bytes.begin(), s.bytes.begin() + count);
+  source = s.status.MPI_SOURCE;
+  ++unposted_;
+  head_ = (head_ + 1) % slots;
+  return true;
 }
 
 void channel::repost() {

@@ -1,15 +1,20 @@
-// lib/actor/channel.hpp — how controller messages travel between ranks: receives are
-// posted ahead into a ring of fixed slots (an arriving message is matched at once, with
-// no probe, and copied out into a pooled buffer so that its slot is posted again at
-// once), sends reuse pooled buffers, and a message larger than a slot goes as a notice
-// followed by its body.
+// lib/actor/channel.hpp — how controller messages travel between ranks. To a rank of
+// this host a message is copied into that rank's mailbox (mailbox.hpp), with no MPI call;
+// to any other rank it goes over MPI, where receives are posted ahead into a ring of
+// fixed slots (an arriving message is matched at once, with no probe, and copied out
+// into a pooled buffer so that its slot is posted again soon). Sends reuse pooled
+// buffers, and a message larger than a slot goes as a notice (through the mailbox where
+// there is one) followed by its body over MPI. Messages from one rank to another arrive
+// in the order they were sent.
 #pragma once
+#include "mailbox.hpp"
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <mpi.h>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -59,7 +64,8 @@ public:
   static constexpr std::size_t slot_bytes = 16 << 10;
   static constexpr std::size_t slots = 8;
 
-  explicit channel(MPI_Comm comm);
+  /// Over `comm`; ranks that `boxes` maps are reached through their mailboxes.
+  explicit channel(MPI_Comm comm, const mailbox_map& boxes = {});
   ~channel(); ///< cancels the posted receives
   channel(const channel&) = delete;
   channel& operator=(const channel&) = delete;
@@ -98,7 +104,7 @@ public:
   /// Sends handed to MPI at once; more wait in this channel's queue (MPI's own queues
   /// are searched linearly, so tens of thousands in flight there cost quadratic time).
   static constexpr std::size_t sends_in_mpi = 256;
-  /// Waits for every send.
+  /// Waits for every send (mailbox ones included: their owners must take them).
   void drain_sends();
 
   struct incoming {
@@ -132,12 +138,40 @@ private:
     int source;
     std::uint64_t bytes;
   };
+  /// The next small message or notice, from the mailbox or MPI's slots (alternately,
+  /// where both carry traffic, so neither starves the other).
+  bool next_small(message_buffer& bytes, int& source);
+  bool take_from_mailbox(message_buffer& bytes, int& source);
+  bool take_from_slots(message_buffer& bytes, int& source);
   void post(slot& s);
   void repost(); ///< posts the slots consumed since MPI was last asked, in ring order
   std::size_t unposted_ = 0;
   void match_announced(); ///< turns arrived bodies into receives (or drops false ones)
 
+  /// Into the mailbox of `dest`, or into the queue of those waiting for room there.
+  void send_local(const message_buffer& data, int dest);
+  void flush_local(); ///< retries the queued ones, each destination's in order
+  void recycle_local_sent();
+
   MPI_Comm comm_;
+  int rank_ = 0, size_ = 0;
+  // Mailboxes: this rank's, the other ranks' of its host, and what waits for their room.
+  std::optional<mailbox> inbox_;
+  struct local_peer {
+    std::optional<mailbox> box; ///< none: the rank is reached over MPI
+    std::uint32_t queued = 0;   ///< messages for it in local_queue_
+    std::uint64_t full_in = 0;  ///< the flush_local() pass that found its mailbox full
+  };
+  std::vector<local_peer> local_; ///< by rank; empty without mailboxes
+  bool mpi_peers_ = true;         ///< some rank is reached over MPI: the slots are posted
+  bool slots_first_ = false;      ///< the next receive looks at MPI's slots first
+  struct local_send {
+    int dest;
+    message_buffer data;
+  };
+  std::deque<local_send> local_queue_;     ///< no room yet, in send order
+  std::uint64_t flush_passes_ = 0;
+  std::vector<message_buffer> local_sent_; ///< copied in: recycled at the next poll
   std::array<slot, slots> ring_;
   std::size_t head_ = 0;
   bool sweep_ = false; ///< the last receive found a message: test every slot next

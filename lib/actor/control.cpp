@@ -12,6 +12,7 @@
 #include <crown/log.hpp>
 #include <functional>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 namespace crown {
@@ -75,6 +76,32 @@ private:
   std::atomic<bool> has_read_{false};
 };
 
+/// The session's mailboxes (lib/actor/mailbox.hpp): a block of every rank's heap, which
+/// the ranks of its host write into. Collective. None (every message over MPI) under
+/// CROWN_MAILBOX_SIZE=0 or when the block does not fit in the heap (then on every rank).
+struct session_mailboxes {
+  detail::mailbox_map map;
+  std::optional<detail::heap_block> block;
+
+  session_mailboxes(const mesh& world, std::size_t setting) {
+    const std::size_t capacity = detail::mailbox::capacity_for(setting);
+    if (capacity == 0) return;
+    try {
+      block = detail::heap_allocate(world, detail::mailbox::block_bytes(capacity),
+                                    detail::type_tag<std::byte, 1>(), "controller mailboxes");
+    } catch (const resource_error& e) {
+      if (world.rank() == 0)
+        log(log_level::warn, "CROWN_MAILBOX_SIZE: ", e.what(),
+            "; controller messages travel over MPI in this session");
+      return;
+    }
+    map.own = detail::heap_address(block->offset);
+    map.capacity = capacity;
+    for (int r = 0; r < world.size(); ++r)
+      map.peers.push_back(detail::heap_peer_address(r, block->offset));
+  }
+};
+
 /// Runs `f` every `period` seconds until stopped.
 std::jthread every(double period, std::function<void()> f) {
   return std::jthread([period, f = std::move(f)](std::stop_token stop) {
@@ -112,6 +139,7 @@ int runtime::control(const std::function<void(controller&)>& fn) {
   const detail::heap_block beats =
       detail::heap_allocate(*state_->world, sizeof(std::uint64_t) * state_->size,
                             detail::type_tag<std::uint64_t, 1>(), "controller heartbeats");
+  const session_mailboxes boxes(*state_->world, cfg.mailbox_size);
   int code = 0;
   // Every rank beats until all have left their loop (the barrier below): a serving rank
   // that stopped early must not look hung while the controller still waits for others.
@@ -124,7 +152,8 @@ int runtime::control(const std::function<void(controller&)>& fn) {
     auto* counters = reinterpret_cast<std::uint64_t*>(detail::heap_address(beats.offset));
     std::jthread heartbeat;
     if (watched) heartbeat = beat(beats, 0, period);
-    code = detail::run_controller(comm, state_->size, cfg, watched ? counters : nullptr, fn);
+    code = detail::run_controller(comm, boxes.map, state_->size, cfg, watched ? counters : nullptr,
+                                  fn);
     until_all_done(heartbeat);
   } else {
     // The watch has a thread of its own: across hosts a beat to a stopped controller
@@ -137,7 +166,7 @@ int runtime::control(const std::function<void(controller&)>& fn) {
       watching = every(period, [&watch] { watch.check(); });
     }
     try {
-      code = detail::serve_actors(comm, state_->rank, state_->size, cfg);
+      code = detail::serve_actors(comm, boxes.map, state_->rank, state_->size, cfg);
     } catch (const std::exception& e) { // the controller would wait for this rank forever
       log(log_level::error, "serving actors failed: ", e.what(), ". Aborting the job.");
       MPI_Abort(MPI_COMM_WORLD, 1);
@@ -148,6 +177,7 @@ int runtime::control(const std::function<void(controller&)>& fn) {
       if (t->joinable()) t->join();
     }
   }
+  if (boxes.block) detail::heap_release(*state_->world, *boxes.block);
   detail::heap_release(*state_->world, beats); // a barrier: the heartbeat threads are gone
   MPI_Comm_free(&comm);
   return code;

@@ -58,8 +58,9 @@ session_scope::~session_scope() {
   g_core = nullptr;
 }
 
-control_core::control_core(MPI_Comm comm, int rank, int size, int fanout, double call_timeout)
-    : channel_(comm), rank_(rank), size_(size), fanout_(fanout), call_timeout_(call_timeout),
+control_core::control_core(MPI_Comm comm, const mailbox_map& boxes, int rank, int size,
+                           int fanout, double call_timeout)
+    : channel_(comm, boxes), rank_(rank), size_(size), fanout_(fanout), call_timeout_(call_timeout),
       sent_to_(static_cast<std::size_t>(size)) {}
 
 void control_core::watch(watchdog dog, std::string setting) {
@@ -779,13 +780,13 @@ double shutdown_bound(const config& cfg) {
 }
 } // namespace
 
-int run_controller(MPI_Comm comm, int size, const config& cfg, std::uint64_t* heartbeats,
-                   const std::function<void(controller&)>& fn) {
+int run_controller(MPI_Comm comm, const mailbox_map& boxes, int size, const config& cfg,
+                   std::uint64_t* heartbeats, const std::function<void(controller&)>& fn) {
   int code = 0;
   char setting[96];
   std::snprintf(setting, sizeof setting, "CROWN_WATCHDOG=%g x CROWN_TIMEOUT_SCALE=%g", cfg.watchdog,
                 cfg.timeout_scale);
-  control_core core(comm, 0, size, cfg.fanout, cfg.call_timeout * cfg.timeout_scale);
+  control_core core(comm, boxes, 0, size, cfg.fanout, cfg.call_timeout * cfg.timeout_scale);
   core.watch(watchdog(heartbeats, size, cfg.watchdog * cfg.timeout_scale), setting);
   controller c(core);
   const session_scope session(core); // futures and handles from this session die with it

@@ -38,7 +38,8 @@ protected:
 
 class control_core {
 public:
-  control_core(MPI_Comm comm, int rank, int size, int fanout, double call_timeout);
+  control_core(MPI_Comm comm, const mailbox_map& boxes, int rank, int size, int fanout,
+               double call_timeout);
   control_core(const control_core&) = delete;
   control_core& operator=(const control_core&) = delete;
 

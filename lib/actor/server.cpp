@@ -599,8 +599,8 @@ private:
 
 } // namespace
 
-int serve_actors(MPI_Comm comm, int rank, int size, const config& cfg) {
-  control_core core(comm, rank, size, cfg.fanout, cfg.call_timeout * cfg.timeout_scale);
+int serve_actors(MPI_Comm comm, const mailbox_map& boxes, int rank, int size, const config& cfg) {
+  control_core core(comm, boxes, rank, size, cfg.fanout, cfg.call_timeout * cfg.timeout_scale);
   const session_scope session(core);
   server s(core, cfg.actor_stdout);
   core.set_sink(&s);

@@ -1,6 +1,7 @@
 // CROWN_* environment variables: the documented table, parsing, typo warnings.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <charconv>
 #include <cmath>
 #include <crown/config.hpp>
@@ -17,7 +18,7 @@ namespace {
 constexpr std::uint64_t max_heap_bytes = std::uint64_t{1} << 44; ///< 16 TiB per rank
 constexpr double min_watchdog_seconds = 1;
 
-constexpr std::array<config_variable, 20> variables{{
+constexpr std::array<config_variable, 21> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace.", true},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -73,6 +74,12 @@ constexpr std::array<config_variable, 20> variables{{
      "Fault injection for tests: kill, stop or throw, on one rank, the first (or count-th) "
      "time it reaches a point: kill|stop|throw:rank=R:at=startup|put|co_sum|sync_all|call|"
      "shutdown[:count=N]. none: off."},
+    {"CROWN_MAILBOX_SIZE", "256K",
+     "Each rank's mailbox for controller messages from ranks of its host (calls, replies, "
+     "port messages), taken from its symmetric heap while runtime::control runs: a message "
+     "between two ranks of one host is then one copy in and one copy out, with no MPI call. "
+     "Bytes with an optional K, M or G suffix, 64K to 16T (a power of two is used); 0: every "
+     "controller message travels over MPI."},
     {"CROWN_ACTOR_STDOUT", "0",
      "1: what actors write to stdout (printf, std::cout) in constructors and endpoints "
      "reaches the controller's stdout, tagged with actor mesh and point and collapsed like "
@@ -223,7 +230,8 @@ bool parse_flag(std::string_view name, const std::string& value) {
 /// Bytes with an optional K/M/G/T suffix, within [1M, max_heap_bytes]. Compared
 /// before shifting, so that no value wraps around (4398046511105M once became 4 MiB
 /// per host after the multiplication by the number of ranks).
-std::size_t parse_bytes(std::string_view name, const std::string& value) {
+std::size_t parse_bytes(std::string_view name, const std::string& value,
+                        std::uint64_t minimum = std::uint64_t{1} << 20) {
   std::size_t digits = 0;
   while (digits < value.size() && value[digits] >= '0' && value[digits] <= '9') ++digits;
   const std::string suffix = value.substr(digits);
@@ -236,10 +244,11 @@ std::size_t parse_bytes(std::string_view name, const std::string& value) {
   std::uint64_t v = 0;
   const auto [ptr, ec] = std::from_chars(value.data(), value.data() + digits, v);
   if (digits == 0 || ec != std::errc() || shift < 0 || v > (max_heap_bytes >> shift) ||
-      (v << shift) < (std::uint64_t{1} << 20))
-    throw config_error(std::string(name), "invalid value '" + value +
-                                              "' (expected bytes from 1M to 16T, e.g. 512M or "
-                                              "2G)");
+      (v << shift) < minimum)
+    throw config_error(std::string(name), "invalid value '" + value + "' (expected bytes from " +
+                                              (minimum >> 20 ? std::to_string(minimum >> 20) + "M"
+                                                             : std::to_string(minimum >> 10) + "K") +
+                                              " to 16T, e.g. 512M or 2G)");
   return static_cast<std::size_t>(v << shift);
 }
 
@@ -307,6 +316,9 @@ config config::parse(const std::map<std::string, std::string>& vars,
       c.heap_size = parse_bytes(name, value);
     } else if (name == "CROWN_GPU_HEAP_SIZE") {
       c.gpu_heap_size = value == "0" ? 0 : parse_bytes(name, value);
+    } else if (name == "CROWN_MAILBOX_SIZE") {
+      c.mailbox_size =
+          value == "0" ? 0 : std::bit_floor(parse_bytes(name, value, std::uint64_t{64} << 10));
     } else if (name == "CROWN_GPU_MAPPING") {
       c.gpu_mapping = parse_choice(name, value,
                                    std::array{gpu_mapping_choice::automatic,

@@ -68,6 +68,7 @@ std::string canonical_value(const config& c, std::string_view name) {
   if (name == "CROWN_FANOUT") return std::to_string(c.fanout);
   if (name == "CROWN_WATCHDOG") return number(c.watchdog);
   if (name == "CROWN_TIMEOUT_SCALE") return number(c.timeout_scale);
+  if (name == "CROWN_MAILBOX_SIZE") return std::to_string(c.mailbox_size);
   if (name == "CROWN_ACTOR_STDOUT") return c.actor_stdout ? "1" : "0";
   if (name == "CROWN_PROGRESS_THREAD") return c.progress_thread ? "1" : "0";
   if (name == "CROWN_SINGLE_COPY") return c.single_copy ? "auto" : "0";

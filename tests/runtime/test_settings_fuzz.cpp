@@ -34,6 +34,7 @@ const std::map<std::string, std::pair<std::string, std::string>> good_values{
     {"CROWN_WATCHDOG", {"30", "31"}},
     {"CROWN_TIMEOUT_SCALE", {"1", "2"}},
     {"CROWN_ACTOR_STDOUT", {"0", "1"}},
+    {"CROWN_MAILBOX_SIZE", {"256K", "0"}},
     {"CROWN_PROGRESS_THREAD", {"0", "1"}},
     {"CROWN_SINGLE_COPY", {"auto", "0"}},
     {"CROWN_WAIT_WARN", {"60", "61"}},
