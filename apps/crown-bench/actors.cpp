@@ -79,8 +79,7 @@ private:
       for (int i = 0; i < ops; ++i) f();
       t.push_back((MPI_Wtime() - start) / ops);
     }
-    std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-    return t[t.size() / 2];
+    return median(std::move(t));
   }
   std::optional<crown::receiver<int>> inbox_;
 };
@@ -253,29 +252,37 @@ void actors(const options& o) {
     print_line(group, "throughput", 0, "calls/s", window / per_window, "mpi_pipelined",
                mpi.pipelined);
     // Completion bookkeeping must not grow with the calls in flight: draining 8x the
-    // calls should take 8x the time (the baseline is 8 x the 5,000-call figure).
-    const auto drain = [&](int calls) {
+    // calls should take 8x the time (the baseline is 8 x the 5,000-call figure). The
+    // two sizes are timed alternately, so that both see the same machine.
+    {
       std::vector<crown::future<void>> pending;
-      pending.reserve(static_cast<std::size_t>(calls));
-      return median_seconds(o, o.smoke ? 1 : 5, [&] {
+      const auto drain = [&](int calls) {
+        const double start = MPI_Wtime();
         pending.clear();
         for (int i = 0; i < calls; ++i) pending.push_back(a.call_one({0}, &bench_actor::noop));
         for (auto& f : pending) f.get();
-      });
-    };
-    const double drain_few = drain(5000);
-    print_line(group, "drain_in_flight", 5000, "us", drain_few * 1e6, "mpi_pipelined_x5000",
-               5000 / mpi.pipelined * 1e6);
-    print_line(group, "drain_in_flight", 40000, "us", drain(40000) * 1e6, "drain_5000_x8",
-               8 * drain_few * 1e6);
+        return MPI_Wtime() - start;
+      };
+      std::vector<double> few, many;
+      drain(5000); // warm-up
+      drain(40000);
+      for (int b = 0; b < (o.smoke ? 3 : o.batches); ++b) {
+        few.push_back(drain(5000));
+        many.push_back(drain(40000));
+      }
+      const double drain_few = median(few);
+      print_line(group, "drain_in_flight", 5000, "us", drain_few * 1e6, "mpi_pipelined_x5000",
+                 5000 / mpi.pipelined * 1e6);
+      print_line(group, "drain_in_flight", 40000, "us", median(many) * 1e6, "drain_5000_x8",
+                 8 * drain_few * 1e6);
+    }
     // Actor to actor: the actor on rank 1 calls the one on rank 2 (3 or more ranks).
     if (rt.size() >= 3) {
       const int batch = o.smoke ? 200 : 5000;
       std::vector<double> per_call;
       for (int b = 0; b < (o.smoke ? 3 : o.batches); ++b)
         per_call.push_back(a.call_one({0}, &bench_actor::round_trips, a, 1, batch).get() / batch);
-      std::nth_element(per_call.begin(), per_call.begin() + per_call.size() / 2, per_call.end());
-      print_line(group, "actor_to_actor", 0, "us", per_call[per_call.size() / 2] * 1e6,
+      print_line(group, "actor_to_actor", 0, "us", median(per_call) * 1e6,
                  "mpi_ping_pong_workers", mpi.worker_ping_pong * 1e6);
     }
     // Ports: one actor streams ints to the controller.
@@ -303,9 +310,8 @@ void actors(const options& o) {
         laps.push_back(each[0].get());
         for (std::size_t i = 1; i < each.size(); ++i) (void)each[i].get();
       }
-      std::nth_element(laps.begin(), laps.begin() + laps.size() / 2, laps.end());
       print_line(group, "port_ring_1000", static_cast<std::size_t>(actors), "us",
-                 laps[laps.size() / 2] * 1e6, "mpi_ring_1000", mpi.ring * 1e6);
+                 median(laps) * 1e6, "mpi_ring_1000", mpi.ring * 1e6);
     }
     for (const auto& [bytes, seconds] : mpi.bcast_gather) {
       const std::vector<char> payload(bytes, 'x');

@@ -190,11 +190,6 @@ double mpi_redistribute(std::size_t n) {
   return seconds;
 }
 
-double median(std::vector<double> v) {
-  std::nth_element(v.begin(), v.begin() + static_cast<std::ptrdiff_t>(v.size() / 2), v.end());
-  return v[v.size() / 2];
-}
-
 } // namespace
 
 void apps(const options& o) {

@@ -20,6 +20,12 @@ struct options {
 };
 
 /// Median seconds per operation over `batches` batches of `ops` calls of f.
+/// The median of `t` (the upper one of an even count).
+inline double median(std::vector<double> t) {
+  std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
+  return t[t.size() / 2];
+}
+
 inline double median_seconds(const options& o, int ops, const std::function<void()>& f) {
   std::vector<double> t;
   f(); // warm-up
@@ -28,8 +34,7 @@ inline double median_seconds(const options& o, int ops, const std::function<void
     for (int i = 0; i < ops; ++i) f();
     t.push_back((MPI_Wtime() - start) / ops);
   }
-  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 /// One CSV line; ratio > 1 means Crown is better ("us" and "KiB" are lower-is-better).

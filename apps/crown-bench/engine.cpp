@@ -22,10 +22,6 @@ void engine(const options& o) {
       spmd.push_back(s.seconds);
       driven.push_back(d.seconds);
     }
-    const auto median = [](std::vector<double> t) {
-      std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-      return t[t.size() / 2];
-    };
     const double updates = static_cast<double>(h.n) * static_cast<double>(h.n) * h.iterations;
     print_header();
     print_line("engine", "heat2d_controller", h.n, "MLUP/s", updates / median(driven) / 1e6,

@@ -39,8 +39,7 @@ double median_of(int runs, const std::function<void()>& f) {
     f();
     t.push_back(MPI_Wtime() - start);
   }
-  std::nth_element(t.begin(), t.begin() + t.size() / 2, t.end());
-  return t[t.size() / 2];
+  return median(std::move(t));
 }
 
 } // namespace
@@ -106,8 +105,7 @@ void progress(const options& o) {
     }
     w.barrier();
     if (me != 0) return 0.0;
-    std::nth_element(batches.begin(), batches.begin() + batches.size() / 2, batches.end());
-    return batches[batches.size() / 2];
+    return median(batches);
   };
   if (thread_default) { // alternating, three times each: the median of each
     std::vector<double> on_put, on_get, off_put, off_get;
@@ -119,10 +117,6 @@ void progress(const options& o) {
       on_put.push_back(latency(true));
       on_get.push_back(latency(false));
     }
-    const auto median = [](std::vector<double> v) {
-      std::nth_element(v.begin(), v.begin() + 1, v.end());
-      return v[1];
-    };
     if (me == 0) {
       print_line(group, "put_latency_thread", 8, "us", median(on_put) * 1e6, "no_thread",
                  median(off_put) * 1e6);

@@ -177,13 +177,17 @@ void channel::send(const message_buffer& data, int dest) {
 
 void channel::send_local(const message_buffer& data, int dest) {
   local_peer& peer = local_[static_cast<std::size_t>(dest)];
-  if (peer.queued == 0 && peer.box->try_send(rank_, *data)) {
-    local_sent_.push_back(data); // to the pool once the caller lets go of it
-    if (local_sent_.size() >= 1024) recycle_local_sent();
-    return;
-  }
-  ++peer.queued;
-  local_queue_.push_back({dest, data});
+  local_sent_.push_back(data); // copied in either way: to the pool once the caller lets go
+  if (local_sent_.size() >= 1024) recycle_local_sent();
+  // Those waiting go first, as far as there is room now: a caller that sends many
+  // without driving progress keeps the receiver busy all the same.
+  if (flush_peer(peer) && peer.box->try_send(rank_, *data)) return;
+  if (!peer.listed) full_.push_back(dest);
+  peer.listed = true;
+  const auto bytes = static_cast<std::uint32_t>(data->size());
+  const auto* size = reinterpret_cast<const std::byte*>(&bytes);
+  peer.waiting.insert(peer.waiting.end(), size, size + sizeof bytes);
+  peer.waiting.insert(peer.waiting.end(), data->begin(), data->end());
 }
 
 void channel::recycle_local_sent() {
@@ -192,21 +196,32 @@ void channel::recycle_local_sent() {
 }
 
 void channel::flush_local() {
-  // Each destination's messages go in order: once one finds no room, the later ones
-  // for the same destination wait too (full_in marks it for this pass).
-  ++flush_passes_;
-  std::deque<local_send> waiting;
-  for (local_send& s : local_queue_) {
-    local_peer& peer = local_[static_cast<std::size_t>(s.dest)];
-    if (peer.full_in != flush_passes_ && peer.box->try_send(rank_, *s.data)) {
-      --peer.queued;
-      local_sent_.push_back(std::move(s.data));
-    } else {
-      peer.full_in = flush_passes_;
-      waiting.push_back(std::move(s));
+  // The cost is the messages moved and the destinations looked at, not those waiting.
+  std::erase_if(full_, [this](int dest) {
+    local_peer& peer = local_[static_cast<std::size_t>(dest)];
+    peer.listed = !flush_peer(peer);
+    return !peer.listed;
+  });
+}
+
+bool channel::flush_peer(local_peer& peer) {
+  while (peer.first < peer.waiting.size()) {
+    std::uint32_t bytes = 0;
+    std::memcpy(&bytes, peer.waiting.data() + peer.first, sizeof bytes);
+    const std::size_t at = peer.first + sizeof bytes;
+    if (!peer.box->try_send(rank_, {peer.waiting.data() + at, bytes})) {
+      if (peer.first > (64u << 10) && peer.first * 2 > peer.waiting.size()) { // sent ones go
+        peer.waiting.erase(peer.waiting.begin(),
+                           peer.waiting.begin() + static_cast<std::ptrdiff_t>(peer.first));
+        peer.first = 0;
+      }
+      return false;
     }
+    peer.first = at + bytes;
   }
-  local_queue_.swap(waiting);
+  peer.waiting.clear();
+  peer.first = 0;
+  return true;
 }
 
 void channel::enqueue(outgoing o) {
@@ -342,7 +357,7 @@ void channel::test_bulk(const std::shared_ptr<bulk_in>& held) {
 }
 
 void channel::poll_sends() {
-  if (!local_queue_.empty()) flush_local();
+  if (!full_.empty()) flush_local();
   recycle_local_sent();
   const std::size_t n = std::min(sends_.size(), send_window);
   if (n == 0) return;
@@ -367,7 +382,7 @@ void channel::poll_sends() {
 
 void channel::drain_sends() {
   backoff pause(wait_site{"sending the last controller messages"});
-  for (poll_sends(); !sends_.empty() || !queued_.empty() || !local_queue_.empty(); poll_sends())
+  for (poll_sends(); !sends_.empty() || !queued_.empty() || !full_.empty(); poll_sends())
     pause.pause();
 }
 

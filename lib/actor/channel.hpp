@@ -148,9 +148,9 @@ private:
   std::size_t unposted_ = 0;
   void match_announced(); ///< turns arrived bodies into receives (or drops false ones)
 
-  /// Into the mailbox of `dest`, or into the queue of those waiting for room there.
+  /// Into the mailbox of `dest`, or behind those waiting for room there.
   void send_local(const message_buffer& data, int dest);
-  void flush_local(); ///< retries the queued ones, each destination's in order
+  void flush_local(); ///< retries the waiting ones, each destination's in order
   void recycle_local_sent();
 
   MPI_Comm comm_;
@@ -159,18 +159,18 @@ private:
   std::optional<mailbox> inbox_;
   struct local_peer {
     std::optional<mailbox> box; ///< none: the rank is reached over MPI
-    std::uint32_t queued = 0;   ///< messages for it in local_queue_
-    std::uint64_t full_in = 0;  ///< the flush_local() pass that found its mailbox full
+    /// Copies of the messages that found its mailbox full, in order, each a u32 size
+    /// and its bytes, from `first` on: the sender's buffer goes back to the pool at
+    /// once, and thousands of messages waiting cost their bytes, not an allocation each.
+    std::vector<std::byte> waiting;
+    std::size_t first = 0;
+    bool listed = false; ///< in full_
   };
   std::vector<local_peer> local_; ///< by rank; empty without mailboxes
+  bool flush_peer(local_peer& peer); ///< true once none of its messages waits
+  std::vector<int> full_;         ///< the ranks with messages waiting
   bool mpi_peers_ = true;         ///< some rank is reached over MPI: the slots are posted
   bool slots_first_ = false;      ///< the next receive looks at MPI's slots first
-  struct local_send {
-    int dest;
-    message_buffer data;
-  };
-  std::deque<local_send> local_queue_;     ///< no room yet, in send order
-  std::uint64_t flush_passes_ = 0;
   std::vector<message_buffer> local_sent_; ///< copied in: recycled at the next poll
   std::array<slot, slots> ring_;
   std::size_t head_ = 0;

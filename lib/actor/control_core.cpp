@@ -144,7 +144,7 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
     send_to(0);
   else
     for (std::size_t node = 1; node <= children; ++node) send_to(ranks[node - 1]);
-  pending& p = requests_[h.request];
+  pending& p = requests_.acquire(h.request);
   p.waiting = static_cast<std::uint32_t>(mode == reply_mode::stream ? ranks.size() : children);
   p.mesh_id = mesh_id;
   p.kind = kind;
@@ -273,7 +273,7 @@ call_result control_core::take(std::uint64_t request) {
   std::stable_sort(r.failures.begin(), r.failures.end(), // arrival order is arbitrary
                    [](const actor_failure& a, const actor_failure& b) { return a.rank < b.rank; });
   settle(it->second);
-  requests_.erase(it);
+  requests_.release(it);
   return r;
 }
 
@@ -307,7 +307,7 @@ stream_event control_core::next_streamed(std::uint64_t request, std::vector<std:
   }
   if (p.waiting > 0) return stream_event::none;
   settle(p);
-  requests_.erase(it);
+  requests_.release(it);
   return stream_event::end;
 }
 
@@ -690,7 +690,7 @@ void control_core::check_partial_failures() {
 void control_core::retire(pending_map::iterator it) {
   supervise(it->second.supervisor, std::move(it->second.result.failures));
   settle(it->second);
-  requests_.erase(it);
+  requests_.release(it);
 }
 
 void control_core::settle(const pending& p) {

@@ -9,6 +9,7 @@
 #include "command_queue.hpp"
 #include "log_collector.hpp"
 #include "protocol.hpp"
+#include "recycling_map.hpp"
 #include "watchdog.hpp"
 #include <chrono>
 #include <crown/actor/controller.hpp>
@@ -118,7 +119,7 @@ private:
     std::vector<arrival> streamed; ///< stream mode: in arrival order (no allocation unless
     std::size_t taken = 0;         ///< streamed), of which the first `taken` were taken
   };
-  using pending_map = std::unordered_map<std::uint64_t, pending>;
+  using pending_map = recycling_map<std::uint64_t, pending>;
   struct port_state {
     std::uint64_t type = 0;
     std::string type_name;

@@ -121,12 +121,22 @@ std::optional<command> decode_command(std::span<const std::byte> message, int wo
     }
     if (pieces > max_pieces) return std::nullopt;
   }
-  // Every rank once: a hostile list must not make the tree forward in circles.
-  std::vector<bool> seen(static_cast<std::size_t>(world_size > 0 ? world_size : 0));
-  for (std::size_t i = 0; i < c.ranks.size(); ++i) {
-    const std::int32_t r = c.ranks[i];
-    if (r < 1 || r >= world_size || seen[static_cast<std::size_t>(r)]) return std::nullopt;
-    seen[static_cast<std::size_t>(r)] = true;
+  // Every rank once: a hostile list must not make the tree forward in circles. (A few
+  // targets, most commands, are compared pairwise: no allocation per message.)
+  const std::size_t n = c.ranks.size();
+  for (std::size_t i = 0; i < n; ++i)
+    if (c.ranks[i] < 1 || c.ranks[i] >= world_size) return std::nullopt;
+  if (n <= 16) {
+    for (std::size_t i = 1; i < n; ++i)
+      for (std::size_t j = 0; j < i; ++j)
+        if (c.ranks[i] == c.ranks[j]) return std::nullopt;
+    return c;
+  }
+  std::vector<bool> seen(static_cast<std::size_t>(world_size));
+  for (std::size_t i = 0; i < n; ++i) {
+    const auto r = static_cast<std::size_t>(c.ranks[i]);
+    if (seen[r]) return std::nullopt;
+    seen[r] = true;
   }
   return c;
 }

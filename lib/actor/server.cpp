@@ -202,7 +202,7 @@ private:
         core_.channel().send(m.owned, c->ranks[child - 1]);
     const bool streamed = c->head.mode == reply_mode::stream; // straight to the caller
     const std::uint64_t parent = parent_node(node, fanout);
-    open_request& o = open_[c->head.request];
+    open_request& o = open_.acquire(c->head.request);
     o.parent = streamed || parent == 0 ? c->head.origin : c->ranks[parent - 1];
     o.waiting = !streamed && first <= last ? static_cast<std::uint32_t>(last - first + 1) : 0;
     o.mode = c->head.mode;
@@ -405,10 +405,9 @@ private:
                            "unknown endpoint #" + std::to_string(endpoint) + " of " + h.type->name);
     try {
       as_actor(h, [&] {
-        byte_reader args(payload, attachments);
-        h.type->endpoints[endpoint](h.object, args, value);
-        if (args.remaining() != 0)
-          throw malformed_message("call on " + h.label + ": " + std::to_string(args.remaining()) +
+        const std::size_t left = h.type->endpoints[endpoint](h.object, payload, attachments, value);
+        if (left != 0)
+          throw malformed_message("call on " + h.label + ": " + std::to_string(left) +
                                   " argument bytes left over");
       });
     } catch (...) {
@@ -560,8 +559,9 @@ private:
     open_request& o = it->second;
     if (!o.own_done || o.waiting) return;
     if (o.have_reduced) append_record(all_positions, record_kind::value, o.reduced, *o.reply);
-    core_.channel().send(o.reply, o.parent);
-    open_.erase(it);
+    const message_buffer reply = std::move(o.reply); // the channel's pool gets it back
+    core_.channel().send(reply, o.parent);
+    open_.release(it);
   }
 
   /// The end of the session: every actor's cleanup() runs, then it is destroyed (in
@@ -585,7 +585,7 @@ private:
   command_queue queue_; ///< early commands wait here for their turn
   std::map<std::uint64_t, std::unique_ptr<hosted>> actors_;
   std::unordered_map<std::uint64_t, gone> gone_;
-  std::unordered_map<std::uint64_t, open_request> open_;
+  recycling_map<std::uint64_t, open_request> open_;
   std::optional<std::pair<std::uint64_t, std::uint32_t>> session_stop_; ///< request, point
   bool stopped_ = false;
   std::uint64_t stop_request_ = 0;

@@ -127,6 +127,7 @@ std::vector<R> in_view_order(call_result& r, const actor_mesh_ref& target) {
 /// converted temporary is written inline, since it dies before the command is sent.
 template <typename... P, typename... Args>
 void write_params(std::vector<std::byte>& out, attachment_list* beside, Args&&... args) {
+  if constexpr (sizeof...(P) == 0) return; // no archive to build for no arguments
   byte_writer w(out, beside);
   [[maybe_unused]] auto one = [&w]<typename Param, typename Arg>(std::type_identity<Param>,
                                                                  Arg&& a) {

@@ -37,8 +37,12 @@ struct actor_type {
   /// supervise(failure) for failures of actor meshes it spawned (true: handled).
   void (*cleanup)(void* actor) = nullptr;
   bool (*supervise)(void* actor, const actor_failure& failure) = nullptr;
-  /// Calls endpoint i: arguments from `args`, the serialised result appended to `out`.
-  std::vector<void (*)(void* actor, byte_reader& args, std::vector<std::byte>& out)> endpoints;
+  /// Calls endpoint i with the arguments in `args` (beside it: `attachments`), appends
+  /// the serialised result to `out`; returns the argument bytes it left unread.
+  std::vector<std::size_t (*)(void* actor, std::span<const std::byte> args,
+                              std::span<const std::span<const std::byte>> attachments,
+                              std::vector<std::byte>& out)>
+      endpoints;
   /// Combines two serialised results of endpoint i (null when not arithmetic).
   std::vector<void (*)(reduce_op op, std::span<const std::byte> a, std::span<const std::byte> b,
                        std::vector<std::byte>& out)>
@@ -135,14 +139,20 @@ std::tuple<P...> load_params(std::type_identity<std::tuple<P...>>, byte_reader& 
   return std::tuple<P...>{load_param<P>(in)...};
 }
 
-/// Calls `m` with the arguments read from `in`: each parameter gets its value as it
-/// asks for it (moved into a by-value or && parameter, so move-only types work).
+/// Calls `m` with the arguments read from `in` (null for an endpoint without
+/// parameters): each parameter gets its value as it asks for it (moved into a by-value
+/// or && parameter, so move-only types work).
 template <typename M, std::size_t... I>
-void invoke_endpoint(M m, void* actor, byte_reader& in, std::vector<std::byte>& out,
+void invoke_endpoint(M m, void* actor, byte_reader* in, std::vector<std::byte>& out,
                      std::index_sequence<I...>) {
   using traits = endpoint_traits<M>;
   using declared = typename traits::declared_params;
-  auto args = load_params(std::type_identity<typename traits::params>{}, in);
+  auto args = [in] {
+    if constexpr (sizeof...(I) == 0)
+      return std::tuple<>{};
+    else
+      return load_params(std::type_identity<typename traits::params>{}, *in);
+  }();
   auto* a = static_cast<typename traits::actor*>(actor);
   if constexpr (std::is_void_v<typename traits::result>)
     (a->*m)(std::forward<std::tuple_element_t<I, declared>>(std::get<I>(args))...);
@@ -174,13 +184,22 @@ template <typename A, std::size_t I>
 using endpoint_at = std::tuple_element_t<I, endpoint_list<A>>;
 
 template <typename A, std::size_t I>
-void call_endpoint(void* actor, byte_reader& in, std::vector<std::byte>& out) {
+std::size_t call_endpoint(void* actor, std::span<const std::byte> args,
+                          std::span<const std::span<const std::byte>> attachments,
+                          std::vector<std::byte>& out) {
   constexpr auto m = std::get<I>(A::endpoints);
-  if constexpr (check_endpoint<m>()) // else only the rule's static_assert is reported
-    invoke_endpoint(
-        m, actor, in, out,
-        std::make_index_sequence<
-            std::tuple_size_v<typename endpoint_traits<std::remove_cv_t<decltype(m)>>::params>>{});
+  constexpr std::size_t params =
+      std::tuple_size_v<typename endpoint_traits<std::remove_cv_t<decltype(m)>>::params>;
+  if constexpr (!check_endpoint<m>()) { // only the rule's static_assert is reported
+    return 0;
+  } else if constexpr (params == 0) { // no archive to build for no arguments
+    invoke_endpoint(m, actor, nullptr, out, std::index_sequence<>{});
+    return args.size();
+  } else {
+    byte_reader in(args, attachments);
+    invoke_endpoint(m, actor, &in, out, std::make_index_sequence<params>{});
+    return in.remaining();
+  }
 }
 
 template <typename R>
