@@ -91,14 +91,20 @@ struct session_mailboxes {
                                     detail::type_tag<std::byte, 1>(), "controller mailboxes");
     } catch (const resource_error& e) {
       if (world.rank() == 0)
-        log(log_level::warn, "CROWN_MAILBOX_SIZE: ", e.what(),
-            "; controller messages travel over MPI in this session");
+        log(log_level::warn, "controller messages travel over MPI in this session: ", e.what(),
+            " (CROWN_MAILBOX_SIZE=", setting, "; 0 turns the mailboxes off)");
       return;
     }
     map.own = detail::heap_address(block->offset);
     map.capacity = capacity;
-    for (int r = 0; r < world.size(); ++r)
+    int local = 0;
+    for (int r = 0; r < world.size(); ++r) {
       map.peers.push_back(detail::heap_peer_address(r, block->offset));
+      local += map.peers.back() != nullptr;
+    }
+    log(log_level::info, "controller messages: to the ", local,
+        " ranks of this host (this one too) through mailboxes of ", capacity, " bytes, to ",
+        world.size() - local, " over MPI");
   }
 };
 
