@@ -127,7 +127,10 @@ std::vector<R> in_view_order(call_result& r, const actor_mesh_ref& target) {
 /// converted temporary is written inline, since it dies before the command is sent.
 template <typename... P, typename... Args>
 void write_params(std::vector<std::byte>& out, attachment_list* beside, Args&&... args) {
-  if constexpr (sizeof...(P) == 0) return; // no archive to build for no arguments
+  if constexpr ((raw_value<P> && ...)) { // numbers (or nothing): their bytes, no archive
+    (append_raw(out, static_cast<P>(args)), ...);
+    return;
+  }
   byte_writer w(out, beside);
   [[maybe_unused]] auto one = [&w]<typename Param, typename Arg>(std::type_identity<Param>,
                                                                  Arg&& a) {

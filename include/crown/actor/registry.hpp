@@ -120,16 +120,29 @@ constexpr bool check_endpoint() {
 
 template <typename T>
 void to_bytes(const T& value, std::vector<std::byte>& out) {
-  byte_writer w(out);
-  save_value(w, value);
+  if constexpr (raw_value<T>) {
+    append_raw(out, value);
+  } else {
+    byte_writer w(out);
+    save_value(w, value);
+  }
 }
 template <typename T>
 T from_bytes(std::span<const std::byte> in) {
-  byte_reader r(in);
-  T value = load_value<T>(r);
-  if (r.remaining() != 0)
-    throw malformed_message(std::to_string(r.remaining()) + " bytes left over after the value");
-  return value;
+  auto value_and_rest = [in] {
+    if constexpr (raw_value<T>) {
+      raw_reader r(in);
+      T value = r.read<T>();
+      return std::pair<T, std::size_t>(value, r.remaining());
+    } else {
+      byte_reader r(in);
+      T value = load_value<T>(r);
+      return std::pair<T, std::size_t>(std::move(value), r.remaining());
+    }
+  };
+  auto [value, rest] = value_and_rest();
+  if (rest != 0) throw malformed_message(std::to_string(rest) + " bytes left over after the value");
+  return std::move(value);
 }
 
 /// Reads a parameter tuple element by element (braced initialisation reads them in
@@ -138,12 +151,21 @@ template <typename... P>
 std::tuple<P...> load_params(std::type_identity<std::tuple<P...>>, byte_reader& in) {
   return std::tuple<P...>{load_param<P>(in)...};
 }
+/// Parameters that are all numbers travel as their bytes (write_params does the same).
+template <typename... P>
+constexpr bool all_raw(std::type_identity<std::tuple<P...>>) {
+  return (raw_value<P> && ...);
+}
+template <typename... P>
+std::tuple<P...> load_params(std::type_identity<std::tuple<P...>>, raw_reader& in) {
+  return std::tuple<P...>{in.read<P>()...};
+}
 
 /// Calls `m` with the arguments read from `in` (null for an endpoint without
 /// parameters): each parameter gets its value as it asks for it (moved into a by-value
 /// or && parameter, so move-only types work).
-template <typename M, std::size_t... I>
-void invoke_endpoint(M m, void* actor, byte_reader* in, std::vector<std::byte>& out,
+template <typename M, typename Reader, std::size_t... I>
+void invoke_endpoint(M m, void* actor, Reader* in, std::vector<std::byte>& out,
                      std::index_sequence<I...>) {
   using traits = endpoint_traits<M>;
   using declared = typename traits::declared_params;
@@ -193,8 +215,13 @@ std::size_t call_endpoint(void* actor, std::span<const std::byte> args,
   if constexpr (!check_endpoint<m>()) { // only the rule's static_assert is reported
     return 0;
   } else if constexpr (params == 0) { // no archive to build for no arguments
-    invoke_endpoint(m, actor, nullptr, out, std::index_sequence<>{});
+    invoke_endpoint(m, actor, static_cast<raw_reader*>(nullptr), out, std::index_sequence<>{});
     return args.size();
+  } else if constexpr (all_raw(std::type_identity<typename endpoint_traits<
+                                   std::remove_cv_t<decltype(m)>>::params>{})) {
+    raw_reader in(args); // numbers only: no archive either
+    invoke_endpoint(m, actor, &in, out, std::make_index_sequence<params>{});
+    return in.remaining();
   } else {
     byte_reader in(args, attachments);
     invoke_endpoint(m, actor, &in, out, std::make_index_sequence<params>{});

@@ -93,6 +93,38 @@ private:
   std::vector<std::unique_ptr<std::max_align_t[]>> kept_;
 };
 
+/// Types whose serialised form is just their bytes (what the archives below write for
+/// them): they travel without a cereal archive, whose construction and destruction cost
+/// hundreds of instructions per call. bool is not one: loading checks its byte.
+template <typename T>
+inline constexpr bool raw_value = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+
+/// Reads raw values from a message, with the archive's checks and messages.
+class raw_reader {
+public:
+  explicit raw_reader(std::span<const std::byte> in) : in_(in) {}
+  template <typename T>
+  T read() {
+    if (sizeof(T) > in_.size())
+      throw malformed_message("message truncated: " + std::to_string(sizeof(T)) +
+                              " bytes needed, " + std::to_string(in_.size()) + " left");
+    T value;
+    std::memcpy(&value, in_.data(), sizeof value);
+    in_ = in_.subspan(sizeof value);
+    return value;
+  }
+  [[nodiscard]] std::size_t remaining() const noexcept { return in_.size(); }
+
+private:
+  std::span<const std::byte> in_;
+};
+
+template <typename T>
+void append_raw(std::vector<std::byte>& out, const T& value) {
+  const auto* bytes = reinterpret_cast<const std::byte*>(&value);
+  out.insert(out.end(), bytes, bytes + sizeof value);
+}
+
 // Arithmetic values as raw bytes.
 template <class T>
 std::enable_if_t<std::is_arithmetic_v<T>> CEREAL_SAVE_FUNCTION_NAME(byte_writer& ar, const T& t) {
