@@ -52,11 +52,10 @@ bool mailbox::try_send(int source, std::span<const std::byte> bytes) noexcept {
   std::memcpy(first + stamp_bytes, &fields, sizeof fields);
   std::size_t done = std::min(first_data, bytes.size());
   std::memcpy(first + stamp_bytes + sizeof fields, bytes.data(), done);
-  for (std::uint64_t c = position + 1; done < bytes.size(); ++c) {
-    const std::size_t n = std::min(cell_data, bytes.size() - done);
-    std::memcpy(at(c) + stamp_bytes, bytes.data() + done, n);
-    done += n;
-  }
+  std::uint64_t c = position + 1;
+  for (; bytes.size() - done >= cell_data; ++c, done += cell_data) // whole cells: inlined
+    std::memcpy(at(c) + stamp_bytes, bytes.data() + done, cell_data);
+  std::memcpy(at(c) + stamp_bytes, bytes.data() + done, bytes.size() - done);
   word(first).store(position + 1, std::memory_order_release);
   return true;
 }
@@ -79,11 +78,10 @@ void mailbox::copy_out(const record& r, std::byte* to) noexcept {
   if (to) {
     std::size_t done = std::min(first_data, r.bytes);
     std::memcpy(to, at(tail_) + stamp_bytes + sizeof(first_fields), done);
-    for (std::uint64_t c = tail_ + 1; done < r.bytes; ++c) {
-      const std::size_t n = std::min(cell_data, r.bytes - done);
-      std::memcpy(to + done, at(c) + stamp_bytes, n);
-      done += n;
-    }
+    std::uint64_t c = tail_ + 1;
+    for (; r.bytes - done >= cell_data; ++c, done += cell_data) // whole cells: inlined
+      std::memcpy(to + done, at(c) + stamp_bytes, cell_data);
+    std::memcpy(to + done, at(c) + stamp_bytes, r.bytes - done);
   }
   tail_ += cells_for(r.bytes);
   // Release: the copy out comes before any sender reuses the cells.
