@@ -1,7 +1,7 @@
 // crown-bench actors: the controller's round trips, pipelined throughput, broadcast of
 // payloads and memory use, beside raw MPI measured in the same run on the same ranks:
-// a ping-pong between ranks 0 and 1, MPI_Bcast + MPI_Gather, and a pipelined
-// ping-pong with as many messages in flight.
+// a ping-pong between ranks 0 and 1 and a pipelined one with as many messages in
+// flight (both timed alternately with Crown's figures), MPI_Bcast + MPI_Gather.
 #include "bench.hpp"
 #include <crown/crown.hpp>
 #include <fstream>
@@ -10,8 +10,45 @@
 namespace crown_bench {
 namespace {
 
+/// The bench's own communicator (a copy of the world made before the control session):
+/// the MPI baselines of the controller's figures run on it between ranks 0 and 1 while
+/// the session runs, alternately with Crown's figures, so that both see the same machine.
+MPI_Comm g_comm = MPI_COMM_NULL;
+
+/// Seconds for `ops` MPI round trips of one int between ranks 0 and 1 of g_comm, one at
+/// a time or `in_flight` at a time (rank 0 posts them, rank 1 answers each). Rank `me`
+/// plays its side.
+double mpi_round_trips(int me, int ops, int in_flight) {
+  int token = 0;
+  std::vector<int> out(static_cast<std::size_t>(in_flight)), back(out.size());
+  std::vector<MPI_Request> r(2 * out.size());
+  const double start = MPI_Wtime();
+  if (me == 1) {
+    for (int i = 0; i < ops; ++i) {
+      MPI_Recv(&token, 1, MPI_INT, 0, 0, g_comm, MPI_STATUS_IGNORE);
+      MPI_Send(&token, 1, MPI_INT, 0, 0, g_comm);
+    }
+  } else if (in_flight == 1) {
+    for (int i = 0; i < ops; ++i) {
+      MPI_Send(&token, 1, MPI_INT, 1, 0, g_comm);
+      MPI_Recv(&token, 1, MPI_INT, 1, 0, g_comm, MPI_STATUS_IGNORE);
+    }
+  } else {
+    for (int done = 0; done < ops; done += in_flight) {
+      for (int i = 0; i < in_flight; ++i) {
+        MPI_Irecv(&back[static_cast<std::size_t>(i)], 1, MPI_INT, 1, 0, g_comm, &r[2 * i]);
+        MPI_Isend(&out[static_cast<std::size_t>(i)], 1, MPI_INT, 1, 0, g_comm, &r[2 * i + 1]);
+      }
+      MPI_Waitall(2 * in_flight, r.data(), MPI_STATUSES_IGNORE);
+    }
+  }
+  return MPI_Wtime() - start;
+}
+
 struct bench_actor {
   void noop() {}
+  /// Rank 1's side of MPI round trips with the controller (the baseline, same session).
+  void mpi_answer(int ops) { mpi_round_trips(1, ops, 1); }
   /// A large array reaches a span parameter in the bytes received (no copy); a vector
   /// parameter costs one copy out of them.
   std::size_t sink(std::span<const char> payload) { return payload.size(); }
@@ -65,7 +102,7 @@ struct bench_actor {
     });
   }
   static constexpr auto endpoints = crown::endpoints(
-      &bench_actor::noop, &bench_actor::sink, &bench_actor::sink_vector, &bench_actor::round_trips,
+      &bench_actor::noop, &bench_actor::mpi_answer, &bench_actor::sink, &bench_actor::sink_vector, &bench_actor::round_trips,
       &bench_actor::send_many, &bench_actor::open_ring, &bench_actor::circulate,
       &bench_actor::buffer_transfers, &bench_actor::heap_transfers);
 
@@ -100,12 +137,10 @@ double rss_kib() {
 }
 
 struct baselines {
-  double ping_pong = 0;          ///< s per round trip, ranks 0 and 1
   double worker_ping_pong = 0;   ///< s per round trip, ranks 1 and 2 (3 or more ranks)
   double stream = 0;             ///< one-way messages per second, rank 1 to rank 0
   double ring = 0;               ///< s for `ring_messages` hops around ranks 1..n-1
   double bcast_gather_small = 0; ///< s, 8 bytes out, one int back from everyone
-  double pipelined = 0;          ///< round trips per second, `window` in flight
   std::vector<std::pair<std::size_t, double>> bcast_gather; ///< bytes, s
 };
 
@@ -123,32 +158,6 @@ baselines measure_mpi(const options& o, MPI_Comm comm, const std::vector<std::si
   const int ops = o.smoke ? 200 : 10000;
   MPI_Barrier(comm);
   if (me < 2) {
-    b.ping_pong = median_seconds(o, ops, [&] {
-      if (me == 0) {
-        MPI_Send(&token, 1, MPI_INT, 1, 0, comm);
-        MPI_Recv(&token, 1, MPI_INT, 1, 0, comm, MPI_STATUS_IGNORE);
-      } else {
-        MPI_Recv(&token, 1, MPI_INT, 0, 0, comm, MPI_STATUS_IGNORE);
-        MPI_Send(&token, 1, MPI_INT, 0, 0, comm);
-      }
-    });
-    std::vector<int> out(window), back(window);
-    std::vector<MPI_Request> r(2 * window);
-    const double per_window = median_seconds(o, o.smoke ? 3 : 20, [&] {
-      if (me == 0) {
-        for (int i = 0; i < window; ++i) {
-          MPI_Irecv(&back[static_cast<std::size_t>(i)], 1, MPI_INT, 1, 1, comm, &r[2 * i]);
-          MPI_Isend(&out[static_cast<std::size_t>(i)], 1, MPI_INT, 1, 1, comm, &r[2 * i + 1]);
-        }
-        MPI_Waitall(2 * window, r.data(), MPI_STATUSES_IGNORE);
-      } else {
-        for (int i = 0; i < window; ++i) {
-          MPI_Recv(&token, 1, MPI_INT, 0, 1, comm, MPI_STATUS_IGNORE);
-          MPI_Send(&token, 1, MPI_INT, 0, 1, comm);
-        }
-      }
-    });
-    b.pipelined = window / per_window;
     // Sent in windows of 256 (as Crown's channel hands them to MPI: Open MPI slows down
     // quadratically with tens of thousands of sends in flight).
     constexpr int in_flight = 256;
@@ -228,29 +237,46 @@ void actors(const options& o) {
   for (std::size_t b = 1024; b <= (o.smoke ? std::size_t{64} << 10 : std::size_t{16} << 20);
        b *= (o.smoke ? 64 : 4))
     sizes.push_back(b);
-  MPI_Comm comm;
-  MPI_Comm_dup(MPI_COMM_WORLD, &comm);
-  const baselines mpi = measure_mpi(o, comm, sizes);
-  MPI_Comm_free(&comm);
+  MPI_Comm_dup(MPI_COMM_WORLD, &g_comm);
+  const baselines mpi = measure_mpi(o, g_comm, sizes);
 
   const int code = rt.control([&](crown::controller& c) {
     const std::string group = "actors";
     print_header();
     auto a = c.workers().spawn<bench_actor>("bench");
     const int ops = o.smoke ? 200 : 10000;
-    const double one = median_seconds(o, ops, [&] { a.call_one({0}, &bench_actor::noop).get(); });
-    print_line(group, "round_trip_one", 0, "us", one * 1e6, "mpi_ping_pong", mpi.ping_pong * 1e6);
+    // Batches of Crown calls and of MPI round trips between the same ranks, alternately
+    // (rank 1 answers the MPI ones inside an endpoint): medians of each, per round trip.
+    const auto alternately = [&](int calls, int in_flight, const std::function<void()>& batch) {
+      std::vector<double> crown_t, mpi_t;
+      batch(); // warm-up
+      for (int b = 0; b < (o.smoke ? 3 : o.batches); ++b) {
+        const double start = MPI_Wtime();
+        batch();
+        crown_t.push_back((MPI_Wtime() - start) / calls);
+        auto answer = a.call_one({0}, &bench_actor::mpi_answer, calls);
+        mpi_t.push_back(mpi_round_trips(0, calls, in_flight) / calls);
+        answer.get();
+      }
+      return std::pair(median(crown_t), median(mpi_t));
+    };
+    const auto [one, ping_pong] = alternately(ops, 1, [&] {
+      for (int i = 0; i < ops; ++i) a.call_one({0}, &bench_actor::noop).get();
+    });
+    print_line(group, "round_trip_one", 0, "us", one * 1e6, "mpi_ping_pong", ping_pong * 1e6);
     const double all = median_seconds(o, ops, [&] { a.call(&bench_actor::noop).get(); });
     print_line(group, "round_trip_all", 0, "us", all * 1e6, "mpi_bcast_gather",
                mpi.bcast_gather_small * 1e6);
     std::vector<crown::future<void>> in_flight;
-    const double per_window = median_seconds(o, o.smoke ? 3 : 20, [&] {
-      in_flight.clear();
-      for (int i = 0; i < window; ++i) in_flight.push_back(a.call_one({0}, &bench_actor::noop));
-      for (auto& f : in_flight) f.get();
+    const int windows = o.smoke ? 3 : 20;
+    const auto [per_call, mpi_per_call] = alternately(windows * window, window, [&] {
+      for (int w = 0; w < windows; ++w) {
+        in_flight.clear();
+        for (int i = 0; i < window; ++i) in_flight.push_back(a.call_one({0}, &bench_actor::noop));
+        for (auto& f : in_flight) f.get();
+      }
     });
-    print_line(group, "throughput", 0, "calls/s", window / per_window, "mpi_pipelined",
-               mpi.pipelined);
+    print_line(group, "throughput", 0, "calls/s", 1 / per_call, "mpi_pipelined", 1 / mpi_per_call);
     // Completion bookkeeping must not grow with the calls in flight: draining 8x the
     // calls should take 8x the time (the baseline is 8 x the 5,000-call figure). The
     // two sizes are timed alternately, so that both see the same machine.
@@ -272,7 +298,7 @@ void actors(const options& o) {
       }
       const double drain_few = median(few);
       print_line(group, "drain_in_flight", 5000, "us", drain_few * 1e6, "mpi_pipelined_x5000",
-                 5000 / mpi.pipelined * 1e6);
+                 5000 * mpi_per_call * 1e6);
       print_line(group, "drain_in_flight", 40000, "us", median(many) * 1e6, "drain_5000_x8",
                  8 * drain_few * 1e6);
     }
@@ -350,6 +376,7 @@ void actors(const options& o) {
     print_line(group, "rss_after_calls", static_cast<std::size_t>(calls), "KiB", rss_kib(),
                "rss_before", before);
   });
+  MPI_Comm_free(&g_comm);
   if (code != 0) throw crown::error("crown-bench actors", "the controller failed");
 }
 
