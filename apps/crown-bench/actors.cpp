@@ -102,9 +102,9 @@ struct bench_actor {
     });
   }
   static constexpr auto endpoints = crown::endpoints(
-      &bench_actor::noop, &bench_actor::mpi_answer, &bench_actor::sink, &bench_actor::sink_vector, &bench_actor::round_trips,
-      &bench_actor::send_many, &bench_actor::open_ring, &bench_actor::circulate,
-      &bench_actor::buffer_transfers, &bench_actor::heap_transfers);
+      &bench_actor::noop, &bench_actor::mpi_answer, &bench_actor::sink, &bench_actor::sink_vector,
+      &bench_actor::round_trips, &bench_actor::send_many, &bench_actor::open_ring,
+      &bench_actor::circulate, &bench_actor::buffer_transfers, &bench_actor::heap_transfers);
 
 private:
   template <typename F>
@@ -308,8 +308,8 @@ void actors(const options& o) {
       std::vector<double> per_call;
       for (int b = 0; b < (o.smoke ? 3 : o.batches); ++b)
         per_call.push_back(a.call_one({0}, &bench_actor::round_trips, a, 1, batch).get() / batch);
-      print_line(group, "actor_to_actor", 0, "us", median(per_call) * 1e6,
-                 "mpi_ping_pong_workers", mpi.worker_ping_pong * 1e6);
+      print_line(group, "actor_to_actor", 0, "us", median(per_call) * 1e6, "mpi_ping_pong_workers",
+                 mpi.worker_ping_pong * 1e6);
     }
     // Ports: one actor streams ints to the controller.
     {

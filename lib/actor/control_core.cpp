@@ -58,8 +58,8 @@ session_scope::~session_scope() {
   g_core = nullptr;
 }
 
-control_core::control_core(MPI_Comm comm, const mailbox_map& boxes, int rank, int size,
-                           int fanout, double call_timeout)
+control_core::control_core(MPI_Comm comm, const mailbox_map& boxes, int rank, int size, int fanout,
+                           double call_timeout)
     : channel_(comm, boxes), rank_(rank), size_(size), fanout_(fanout), call_timeout_(call_timeout),
       sent_to_(static_cast<std::size_t>(size)) {}
 

@@ -36,9 +36,7 @@ public:
   static constexpr std::size_t min_capacity = std::size_t{64} << 10;
   /// The ring bytes for a setting of `bytes` (a power of two, at least 64 KiB), or 0.
   static std::size_t capacity_for(std::size_t bytes) noexcept;
-  static std::size_t block_bytes(std::size_t capacity) noexcept {
-    return control_bytes + capacity;
-  }
+  static std::size_t block_bytes(std::size_t capacity) noexcept { return control_bytes + capacity; }
 
   /// A view of the block at `base` (zeroed before its first use by anyone).
   mailbox(std::byte* base, std::size_t capacity) noexcept;
@@ -66,8 +64,8 @@ public:
 
 private:
   static constexpr std::size_t stamp_bytes = sizeof(std::uint64_t);
-  static constexpr std::size_t cell_data = cell - stamp_bytes;   ///< payload per cell
-  static constexpr std::size_t first_data = cell_data - 8;       ///< after {bytes, source}
+  static constexpr std::size_t cell_data = cell - stamp_bytes; ///< payload per cell
+  static constexpr std::size_t first_data = cell_data - 8;     ///< after {bytes, source}
   struct record {
     bool arrived = false;
     int source = -1;

@@ -245,10 +245,11 @@ std::size_t parse_bytes(std::string_view name, const std::string& value,
   const auto [ptr, ec] = std::from_chars(value.data(), value.data() + digits, v);
   if (digits == 0 || ec != std::errc() || shift < 0 || v > (max_heap_bytes >> shift) ||
       (v << shift) < minimum)
-    throw config_error(std::string(name), "invalid value '" + value + "' (expected bytes from " +
-                                              (minimum >> 20 ? std::to_string(minimum >> 20) + "M"
-                                                             : std::to_string(minimum >> 10) + "K") +
-                                              " to 16T, e.g. 512M or 2G)");
+    throw config_error(std::string(name),
+                       "invalid value '" + value + "' (expected bytes from " +
+                           (minimum >> 20 ? std::to_string(minimum >> 20) + "M"
+                                          : std::to_string(minimum >> 10) + "K") +
+                           " to 16T, e.g. 512M or 2G)");
   return static_cast<std::size_t>(v << shift);
 }
 

@@ -25,8 +25,8 @@ struct host_mailboxes {
     MPI_Comm_rank(host, &me);
     MPI_Comm_size(host, &n);
     std::byte* mine = nullptr;
-    MPI_Win_allocate_shared(static_cast<MPI_Aint>(mailbox::block_bytes(capacity)), 1,
-                            MPI_INFO_NULL, host, &mine, &win);
+    MPI_Win_allocate_shared(static_cast<MPI_Aint>(mailbox::block_bytes(capacity)), 1, MPI_INFO_NULL,
+                            host, &mine, &win);
     std::memset(mine, 0, mailbox::block_bytes(capacity));
     for (int r = 0; r < n; ++r) {
       MPI_Aint size = 0;
@@ -69,7 +69,8 @@ BOOST_AUTO_TEST_CASE(every_message_arrives_whole_once_and_in_its_senders_order) 
   long received = 0, refused = 0;
   const long expected = static_cast<long>(per_pair) * h.n;
   int bad = 0;
-  while (received < expected || next_send != std::vector<int>(static_cast<std::size_t>(h.n), per_pair)) {
+  while (received < expected ||
+         next_send != std::vector<int>(static_cast<std::size_t>(h.n), per_pair)) {
     for (int d = 0; d < h.n; ++d) { // a burst to each rank per pass (more than a ring holds)
       int& seq = next_send[static_cast<std::size_t>(d)];
       for (int k = 0; k < 100 && seq < per_pair; ++k) {
@@ -110,7 +111,7 @@ BOOST_AUTO_TEST_CASE(every_message_arrives_whole_once_and_in_its_senders_order) 
 BOOST_AUTO_TEST_CASE(a_record_no_sender_wrote_is_named_not_taken) {
   std::vector<std::byte> block(mailbox::block_bytes(mailbox::min_capacity));
   mailbox inbox(block.data(), mailbox::min_capacity);
-  const std::uint64_t stamp = 1; // a complete record at cell 0 ...
+  const std::uint64_t stamp = 1;        // a complete record at cell 0 ...
   const std::uint32_t bytes = 1u << 30; // ... of more than the ring holds
   std::memcpy(block.data() + mailbox::control_bytes, &stamp, sizeof stamp);
   std::memcpy(block.data() + mailbox::control_bytes + sizeof stamp, &bytes, sizeof bytes);
@@ -120,7 +121,7 @@ BOOST_AUTO_TEST_CASE(a_record_no_sender_wrote_is_named_not_taken) {
   } catch (const crown::state_error& e) {
     BOOST_TEST(std::string(e.what()).find("claims 1073741824 bytes from rank 0, which no sender "
                                           "wrote: this rank's symmetric heap was overwritten") !=
-               std::string::npos,
+                   std::string::npos,
                e.what());
   }
 }
