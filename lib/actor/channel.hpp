@@ -167,11 +167,11 @@ private:
     bool listed = false; ///< in full_
   };
   std::vector<local_peer> local_;          ///< by rank; empty without mailboxes
-  bool flush_peer(local_peer& peer);       ///< true once none of its messages waits
   std::vector<int> full_;                  ///< the ranks with messages waiting
   bool mpi_peers_ = true;                  ///< some rank is reached over MPI: the slots are posted
   bool slots_first_ = false;               ///< the next receive looks at MPI's slots first
   std::vector<message_buffer> local_sent_; ///< copied in: recycled at the next poll
+  bool flush_peer(local_peer& peer);       ///< true once none of its messages waits
   std::array<slot, slots> ring_;
   std::size_t head_ = 0;
   bool sweep_ = false; ///< the last receive found a message: test every slot next
