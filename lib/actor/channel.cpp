@@ -380,10 +380,39 @@ void channel::poll_sends() {
   }
 }
 
-void channel::drain_sends() {
+void channel::drain_sends(std::chrono::duration<double> patience) {
   backoff pause(wait_site{"sending the last controller messages"});
-  for (poll_sends(); !sends_.empty() || !queued_.empty() || !full_.empty(); poll_sends())
+  const auto waiting = [this] {
+    std::size_t bytes = 0;
+    for (const int dest : full_) {
+      const local_peer& peer = local_[static_cast<std::size_t>(dest)];
+      bytes += peer.waiting.size() - peer.first;
+    }
+    return bytes;
+  };
+  std::size_t last = waiting();
+  auto moved = std::chrono::steady_clock::now();
+  for (poll_sends(); !sends_.empty() || !queued_.empty() || !full_.empty(); poll_sends()) {
     pause.pause();
+    if (full_.empty()) continue;
+    const auto now = std::chrono::steady_clock::now();
+    if (const std::size_t left = waiting(); left != last) {
+      last = left;
+      moved = now;
+    } else if (now - moved > patience) {
+      for (const int dest : full_) {
+        local_peer& peer = local_[static_cast<std::size_t>(dest)];
+        log(log_level::error, "controller channel: rank ", rank_, " dropped ",
+            peer.waiting.size() - peer.first, " bytes of messages to rank ", dest,
+            ", whose mailbox took none for ", patience.count(),
+            " s while this rank left the control session");
+        peer.waiting.clear();
+        peer.first = 0;
+        peer.listed = false;
+      }
+      full_.clear();
+    }
+  }
 }
 
 bool channel::receive(incoming& m) {

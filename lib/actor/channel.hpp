@@ -9,6 +9,7 @@
 #pragma once
 #include "mailbox.hpp"
 #include <array>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -104,8 +105,11 @@ public:
   /// Sends handed to MPI at once; more wait in this channel's queue (MPI's own queues
   /// are searched linearly, so tens of thousands in flight there cost quadratic time).
   static constexpr std::size_t sends_in_mpi = 256;
-  /// Waits for every send (mailbox ones included: their owners must take them).
-  void drain_sends();
+  /// Waits for every send. Messages still waiting for room in the mailbox of a rank
+  /// that takes none of them for `patience` are dropped and logged: at the end of a
+  /// session that rank has left (as a small MPI message to a rank that left is received
+  /// by nobody), and waiting for it would hang the job.
+  void drain_sends(std::chrono::duration<double> patience = std::chrono::seconds(30));
 
   struct incoming {
     std::span<const std::byte> bytes; ///< the message, in `owned`

@@ -124,8 +124,10 @@ public:
 
   bool test_local() override {
     if (!local_) {
-      local_ = true; // also after an error: the operation is over either way
-      const polling_scope polling; // see start()
+      // Done also after an error: the operation is over either way. The flush drives
+      // MPI itself, so it counts as polling (see start()).
+      local_ = true;
+      const polling_scope polling;
       check_mpi(MPI_Win_flush_local(rank_, win_), "MPI_Win_flush_local");
     }
     return true;

@@ -235,3 +235,22 @@ BOOST_AUTO_TEST_CASE(a_mailbox_message_from_outside_the_session_is_dropped) {
   BOOST_TEST(m.bytes.size() == 16u); // the forged one was dropped (and logged)
   c.ch->recycle(std::move(m.owned));
 }
+
+BOOST_AUTO_TEST_CASE(leaving_never_waits_for_ever_on_a_mailbox_nobody_empties) {
+  self_channel c(true);
+  for (int k = 0; k < 200; ++k) c.ch->send(filled(*c.ch, 1000, k), 0); // three ringfuls
+  // Nobody receives: the channel gives the rest up after its patience, naming the rank
+  // (were it to wait for ever, the test's timeout would fail it).
+  c.ch->drain_sends(std::chrono::milliseconds(200));
+  // What had fitted is still there, whole and in order; nothing after it.
+  int taken = 0;
+  crown::detail::channel::incoming m;
+  for (; c.ch->receive(m); ++taken) {
+    BOOST_TEST_REQUIRE(m.bytes.size() == 1000u);
+    const auto expected = filled(*c.ch, 1000, taken);
+    BOOST_TEST((std::memcmp(m.bytes.data(), expected->data(), 1000) == 0), "message " << taken);
+    c.ch->recycle(std::move(m.owned));
+  }
+  BOOST_TEST(taken > 0);
+  BOOST_TEST(taken < 200);
+}
