@@ -127,7 +127,7 @@ std::vector<R> in_view_order(call_result& r, const actor_mesh_ref& target) {
 /// converted temporary is written inline, since it dies before the command is sent.
 template <typename... P, typename... Args>
 void write_params(std::vector<std::byte>& out, attachment_list* beside, Args&&... args) {
-  if constexpr ((raw_value<P> && ...)) { // numbers (or nothing): their bytes, no archive
+  if constexpr (raw_values<P...>) { // numbers (or nothing): their bytes, no archive
     (append_raw(out, static_cast<P>(args)), ...);
     return;
   }

@@ -127,22 +127,23 @@ void to_bytes(const T& value, std::vector<std::byte>& out) {
     save_value(w, value);
   }
 }
+/// A value's message held more than the value.
+inline void require_all_read(std::size_t rest) {
+  if (rest != 0) throw malformed_message(std::to_string(rest) + " bytes left over after the value");
+}
 template <typename T>
 T from_bytes(std::span<const std::byte> in) {
-  auto value_and_rest = [in] {
-    if constexpr (raw_value<T>) {
-      raw_reader r(in);
-      T value = r.read<T>();
-      return std::pair<T, std::size_t>(value, r.remaining());
-    } else {
-      byte_reader r(in);
-      T value = load_value<T>(r);
-      return std::pair<T, std::size_t>(std::move(value), r.remaining());
-    }
-  };
-  auto [value, rest] = value_and_rest();
-  if (rest != 0) throw malformed_message(std::to_string(rest) + " bytes left over after the value");
-  return std::move(value);
+  if constexpr (raw_value<T>) {
+    raw_reader r(in);
+    const T value = r.read<T>();
+    require_all_read(r.remaining());
+    return value;
+  } else {
+    byte_reader r(in);
+    T value = load_value<T>(r);
+    require_all_read(r.remaining());
+    return value;
+  }
 }
 
 /// Reads a parameter tuple element by element (braced initialisation reads them in
@@ -151,30 +152,26 @@ template <typename... P>
 std::tuple<P...> load_params(std::type_identity<std::tuple<P...>>, byte_reader& in) {
   return std::tuple<P...>{load_param<P>(in)...};
 }
-/// Parameters that are all numbers travel as their bytes (write_params does the same).
+/// Parameters that are all numbers (or none) travel as their bytes (as write_params
+/// writes them).
 template <typename... P>
 constexpr bool all_raw(std::type_identity<std::tuple<P...>>) {
-  return (raw_value<P> && ...);
+  return raw_values<P...>;
 }
 template <typename... P>
 std::tuple<P...> load_params(std::type_identity<std::tuple<P...>>, raw_reader& in) {
   return std::tuple<P...>{in.read<P>()...};
 }
 
-/// Calls `m` with the arguments read from `in` (null for an endpoint without
-/// parameters): each parameter gets its value as it asks for it (moved into a by-value
-/// or && parameter, so move-only types work).
+/// Calls `m` with the arguments read from `in` (a byte_reader, or a raw_reader for
+/// numbers): each parameter gets its value as it asks for it (moved into a by-value or
+/// && parameter, so move-only types work).
 template <typename M, typename Reader, std::size_t... I>
-void invoke_endpoint(M m, void* actor, Reader* in, std::vector<std::byte>& out,
+void invoke_endpoint(M m, void* actor, Reader& in, std::vector<std::byte>& out,
                      std::index_sequence<I...>) {
   using traits = endpoint_traits<M>;
   using declared = typename traits::declared_params;
-  auto args = [in] {
-    if constexpr (sizeof...(I) == 0)
-      return std::tuple<>{};
-    else
-      return load_params(std::type_identity<typename traits::params>{}, *in);
-  }();
+  auto args = load_params(std::type_identity<typename traits::params>{}, in);
   auto* a = static_cast<typename traits::actor*>(actor);
   if constexpr (std::is_void_v<typename traits::result>)
     (a->*m)(std::forward<std::tuple_element_t<I, declared>>(std::get<I>(args))...);
@@ -214,17 +211,14 @@ std::size_t call_endpoint(void* actor, std::span<const std::byte> args,
       std::tuple_size_v<typename endpoint_traits<std::remove_cv_t<decltype(m)>>::params>;
   if constexpr (!check_endpoint<m>()) { // only the rule's static_assert is reported
     return 0;
-  } else if constexpr (params == 0) { // no archive to build for no arguments
-    invoke_endpoint(m, actor, static_cast<raw_reader*>(nullptr), out, std::index_sequence<>{});
-    return args.size();
   } else if constexpr (all_raw(std::type_identity<typename endpoint_traits<
                                    std::remove_cv_t<decltype(m)>>::params>{})) {
-    raw_reader in(args); // numbers only: no archive either
-    invoke_endpoint(m, actor, &in, out, std::make_index_sequence<params>{});
+    raw_reader in(args); // numbers or nothing: no archive to build
+    invoke_endpoint(m, actor, in, out, std::make_index_sequence<params>{});
     return in.remaining();
   } else {
     byte_reader in(args, attachments);
-    invoke_endpoint(m, actor, &in, out, std::make_index_sequence<params>{});
+    invoke_endpoint(m, actor, in, out, std::make_index_sequence<params>{});
     return in.remaining();
   }
 }

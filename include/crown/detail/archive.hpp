@@ -28,6 +28,12 @@ public:
   using std::runtime_error::runtime_error;
 };
 
+/// A message ended before a value it announced (every reader's one wording).
+[[noreturn]] inline void throw_truncated(std::size_t needed, std::size_t left) {
+  throw malformed_message("message truncated: " + std::to_string(needed) + " bytes needed, " +
+                          std::to_string(left) + " left");
+}
+
 /// Bytes that travel beside a message instead of inside it (a large argument, sent
 /// from the caller's own memory: see save_param in crown/actor/arguments.hpp).
 using attachment_list = std::vector<std::span<const std::byte>>;
@@ -60,18 +66,13 @@ public:
       : cereal::InputArchive<byte_reader, cereal::AllowEmptyClassElision>(this), in_(in),
         attachments_(attachments) {}
   void loadBinary(void* data, std::size_t bytes) {
-    if (bytes > remaining())
-      throw malformed_message("message truncated: " + std::to_string(bytes) + " bytes needed, " +
-                              std::to_string(remaining()) + " left");
-    if (bytes) std::memcpy(data, in_.data() + at_, bytes);
-    at_ += bytes;
+    const auto from = take(bytes);
+    if (bytes) std::memcpy(data, from.data(), bytes);
   }
   [[nodiscard]] std::size_t remaining() const noexcept { return in_.size() - at_; }
   /// The next `bytes` bytes, in place (unaligned).
   std::span<const std::byte> take(std::size_t bytes) {
-    if (bytes > remaining())
-      throw malformed_message("message truncated: " + std::to_string(bytes) + " bytes needed, " +
-                              std::to_string(remaining()) + " left");
+    if (bytes > remaining()) throw_truncated(bytes, remaining());
     at_ += bytes;
     return in_.subspan(at_ - bytes, bytes);
   }
@@ -98,6 +99,8 @@ private:
 /// hundreds of instructions per call. bool is not one: loading checks its byte.
 template <typename T>
 inline constexpr bool raw_value = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+template <typename... T>
+inline constexpr bool raw_values = (raw_value<T> && ...); ///< true for none, too
 
 /// Reads raw values from a message, with the archive's checks and messages.
 class raw_reader {
@@ -105,9 +108,7 @@ public:
   explicit raw_reader(std::span<const std::byte> in) : in_(in) {}
   template <typename T>
   T read() {
-    if (sizeof(T) > in_.size())
-      throw malformed_message("message truncated: " + std::to_string(sizeof(T)) +
-                              " bytes needed, " + std::to_string(in_.size()) + " left");
+    if (sizeof(T) > in_.size()) throw_truncated(sizeof(T), in_.size());
     T value;
     std::memcpy(&value, in_.data(), sizeof value);
     in_ = in_.subspan(sizeof value);
