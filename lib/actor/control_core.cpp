@@ -197,6 +197,7 @@ void control_core::begin_arrival(channel::incoming& m, message_kind kind) {
                                          c->head.fanout, c->head.targets);
   std::vector<int> children;
   for (std::uint64_t node = first; node <= last; ++node) children.push_back(c->ranks[node - 1]);
+  if (rank_ != 0) sink_->arriving(*c, static_cast<std::size_t>(at));
   auto bulk = receive_bulk(*c, m.source, std::move(message), std::move(children));
   arrivals_.push_back(
       {rank_ == 0 ? channel::incoming{} : std::move(m), kind, std::move(bulk), rank_ == 0});
@@ -408,8 +409,8 @@ bool control_core::progress() {
     const auto kind = kind_of(m.bytes);
     if (kind == message_kind::reply) {
       const auto reply = decode_reply(m.bytes);
-      if (reply && sink_ && sink_->forwarded(reply->request()))
-        sink_->accept(m, *kind);
+      if (reply && reply->leg() == reply_leg::to_parent && sink_)
+        sink_->accept(m, *kind); // a subtree's answer to this rank's part of a command
       else
         accept_reply(reply, m.source);
     } else if (kind == message_kind::supervise || kind == message_kind::port ||
@@ -435,7 +436,7 @@ void control_core::drain() {
 }
 
 void control_core::accept_reply(const std::optional<reply_view>& reply, int source) {
-  if (!reply) {
+  if (!reply || reply->leg() != reply_leg::to_caller) {
     log(log_level::error, "rank ", rank_, ": dropped a malformed reply from rank ", source);
     return;
   }

@@ -27,9 +27,10 @@ namespace crown::detail {
 /// and supervision events for its actors.
 class command_sink {
 public:
-  /// True when `request` is a command this rank forwarded and still waits for.
-  [[nodiscard]] virtual bool forwarded(std::uint64_t request) const = 0;
   virtual void accept(channel::incoming& m, message_kind kind) = 0;
+  /// A command with attachments (this rank's part is target `index`) arrived and went on
+  /// to its children, whose answers may come before its attachments have all arrived.
+  virtual void arriving(const command& c, std::size_t index) = 0;
   /// A log line from an actor this rank called: on, with the reply being built.
   virtual void forward_log(std::span<const std::byte> line, int from) = 0;
 

@@ -167,9 +167,10 @@ std::optional<note> decode_note(std::span<const std::byte> message) {
   return n;
 }
 
-void begin_reply(std::uint64_t request, std::vector<std::byte>& out) {
+void begin_reply(std::uint64_t request, reply_leg leg, std::vector<std::byte>& out) {
   out.clear();
   reply_header h;
+  h.leg = leg;
   h.request = request;
   put(out, &h, 1);
 }
@@ -207,10 +208,12 @@ std::optional<reply_view> decode_reply(std::span<const std::byte> message) {
   cursor in(message);
   reply_header h;
   if (!in.read(h) || h.magic != protocol_magic || h.version != protocol_version ||
-      h.kind != message_kind::reply)
+      h.kind != message_kind::reply || h.leg > reply_leg::to_caller ||
+      (h.reserved[0] | h.reserved[1] | h.reserved[2]) != 0)
     return std::nullopt;
   if (h.records > in.left() / record_header) return std::nullopt;
   reply_view v;
+  v.leg_ = h.leg;
   v.request_ = h.request;
   v.records_ = h.records;
   v.rest_ = in.rest();

@@ -16,7 +16,7 @@
 namespace crown::detail {
 
 inline constexpr std::uint32_t protocol_magic = 0x4e575243; // "CRWN"
-inline constexpr std::uint16_t protocol_version = 4;
+inline constexpr std::uint16_t protocol_version = 5;
 
 /// A command is this header, the payload, then per target its order (u64), for a relayed
 /// command its order in the origin's stream (u64), its world rank (i32) and point index
@@ -176,30 +176,42 @@ struct reply_record {
 };
 inline constexpr std::uint32_t all_positions = 0xffffffffu;
 
+/// A reply goes up the tree to a target's parent node, or from a top node (or any
+/// target, when streamed) to the caller. The leg says which: a rank that called and is
+/// also a target of its call holds both a node's open request and the caller's pending
+/// one under the same request number, and a top node's answer may arrive before its
+/// own part has run.
+enum class reply_leg : std::uint8_t { to_parent = 0, to_caller = 1 };
+
 struct reply_header {
   std::uint32_t magic = protocol_magic;
   std::uint16_t version = protocol_version;
   message_kind kind = message_kind::reply;
   std::uint64_t request = 0;
-  std::uint64_t records = 0;
+  std::uint32_t records = 0;
+  reply_leg leg = reply_leg::to_parent;
+  std::uint8_t reserved[3] = {}; ///< zero
 };
+static_assert(sizeof(reply_header) == 24, "no padding: the layout is the wire format");
 
 /// A validated reply: its records are read one after the other with next().
 class reply_view {
 public:
   [[nodiscard]] std::uint64_t request() const noexcept { return request_; }
   [[nodiscard]] std::uint64_t records() const noexcept { return records_; }
+  [[nodiscard]] reply_leg leg() const noexcept { return leg_; }
   /// The next record; false after the last.
   bool next(reply_record& r) noexcept;
 
 private:
   friend std::optional<reply_view> decode_reply(std::span<const std::byte> message);
   std::uint64_t request_ = 0, records_ = 0, read_ = 0;
+  reply_leg leg_ = reply_leg::to_parent;
   std::span<const std::byte> rest_;
 };
 
 /// Appends one record to a reply under construction (header first: begin_reply).
-void begin_reply(std::uint64_t request, std::vector<std::byte>& out);
+void begin_reply(std::uint64_t request, reply_leg leg, std::vector<std::byte>& out);
 void append_record(std::uint32_t position, record_kind kind, std::span<const std::byte> bytes,
                    std::vector<std::byte>& out);
 /// nullopt unless the header is right and the records fill exactly the message.

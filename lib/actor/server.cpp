@@ -108,8 +108,8 @@ public:
     return exit_code_;
   }
 
-  [[nodiscard]] bool forwarded(std::uint64_t request) const override {
-    return open_.count(request) != 0;
+  void arriving(const command& c, std::size_t index) override {
+    if (!open_.count(c.head.request)) open(c, index); // else a duplicate: refused when it runs
   }
 
   void accept(channel::incoming& m, message_kind kind) override {
@@ -184,7 +184,6 @@ private:
       return;
     }
     const auto at = static_cast<std::size_t>(i);
-    const std::uint64_t node = at + 1, fanout = c->head.fanout;
     order_key keys[2] = {{c->head.sequencer, c->order[at]}, {}};
     if (c->relayed()) keys[1] = {c->head.origin, c->origin_order[at]};
     const std::span<const order_key> key_span(keys, c->relayed() ? 2 : 1);
@@ -194,23 +193,15 @@ private:
           " whose order was already run or is already waiting");
       return;
     }
-    const auto [first, last] = children_of(node, fanout, c->head.targets);
-    // Forward first: a child never waits for this rank's endpoint to finish. (A command
-    // with attachments was forwarded as it arrived, its pieces too.)
-    if (!m.bulk)
+    // A command with attachments was forwarded, and its request opened, as it arrived
+    // (arriving()); its pieces are forwarded as they come.
+    if (!m.bulk) {
+      open(*c, at);
+      const auto [first, last] = children_of(at + 1, c->head.fanout, c->head.targets);
+      // Forward first: a child never waits for this rank's endpoint to finish.
       for (std::uint64_t child = first; child <= last; ++child)
         core_.channel().send(m.owned, c->ranks[child - 1]);
-    const bool streamed = c->head.mode == reply_mode::stream; // straight to the caller
-    const std::uint64_t parent = parent_node(node, fanout);
-    open_request& o = open_.acquire(c->head.request);
-    o.parent = streamed || parent == 0 ? c->head.origin : c->ranks[parent - 1];
-    o.waiting = !streamed && first <= last ? static_cast<std::uint32_t>(last - first + 1) : 0;
-    o.mode = c->head.mode;
-    o.op = static_cast<reduce_op>(c->head.reduce_op);
-    o.mesh_id = c->head.mesh_id;
-    o.endpoint = c->head.endpoint;
-    o.reply = core_.channel().acquire();
-    begin_reply(c->head.request, *o.reply);
+    }
     if (verdict == command_queue::verdict::hold) {
       queue_.hold(key_span, {std::move(m.owned), std::move(m.bulk)});
       return;
@@ -218,6 +209,26 @@ private:
     queue_.ran(key_span);
     execute(*c, at, m.bulk.get()); // m.owned, which `c` views, lives in the caller
     run_ready();
+  }
+
+  /// This rank's part of a command: where its answer goes, the subtrees it waits for,
+  /// and the reply being built. Opened before the command goes on to the children, whose
+  /// answers may then come back at any time.
+  void open(const command& c, std::size_t at) {
+    const std::uint64_t node = at + 1, fanout = c.head.fanout;
+    const auto [first, last] = children_of(node, fanout, c.head.targets);
+    const bool streamed = c.head.mode == reply_mode::stream; // straight to the caller
+    const std::uint64_t parent = parent_node(node, fanout);
+    const bool to_caller = streamed || parent == 0;
+    open_request& o = open_.acquire(c.head.request);
+    o.parent = to_caller ? c.head.origin : c.ranks[parent - 1];
+    o.waiting = !streamed && first <= last ? static_cast<std::uint32_t>(last - first + 1) : 0;
+    o.mode = c.head.mode;
+    o.op = static_cast<reduce_op>(c.head.reduce_op);
+    o.mesh_id = c.head.mesh_id;
+    o.endpoint = c.head.endpoint;
+    o.reply = core_.channel().acquire();
+    begin_reply(c.head.request, to_caller ? reply_leg::to_caller : reply_leg::to_parent, *o.reply);
   }
 
   /// Commands that arrived early and whose turn has come.

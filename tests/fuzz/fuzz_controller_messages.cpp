@@ -98,7 +98,7 @@ void check_reply(std::span<const std::byte> message) {
   const auto r = decode_reply(message);
   if (!r) return;
   std::vector<std::byte> again;
-  begin_reply(r->request(), again);
+  begin_reply(r->request(), r->leg(), again);
   reply_record rec;
   for (reply_view v = *r; v.next(rec);) {
     require(inside(rec.bytes, message));

@@ -37,7 +37,7 @@ for name, blob in seeds.items():
 controller = out.rstrip("/") + "-controller"
 os.makedirs(controller, exist_ok=True)
 MAGIC = 0x4E575243
-VERSION = 3
+VERSION = 5
 payload = struct.pack("<Q", 3) + b"abc"
 command = struct.pack("<IHHQQQIBBHIiiIQ", MAGIC, VERSION, 2, 1, 1, 1, 0, 0, 0, 2, 2, 0, 0, 0,
                       len(payload))
@@ -47,7 +47,9 @@ relayed = struct.pack("<IHHQQQIBBHIiiIQ", MAGIC, VERSION, 2, 1, 1, 1, 0, 0, 0, 2
 relayed += payload + struct.pack("<QQ", 0, 0) + struct.pack("<QQ", 3, 4)
 relayed += struct.pack("<ii", 1, 2) + struct.pack("<II", 0, 1)
 record = struct.pack("<IBQ", 0, 0, 4) + b"\x07\x00\x00\x00"
-reply = struct.pack("<IHHQQ", MAGIC, VERSION, 4, 1, 1) + record
+# A reply: u32 magic, u16 version, u16 kind, u64 request, u32 records, u8 leg (1: to the
+# caller), 3 zero bytes (24 bytes); then its records.
+reply = struct.pack("<IHHQIB3x", MAGIC, VERSION, 4, 1, 1, 1) + record
 # A note: u32 magic, u16 version, u16 kind, u64 target, u64 seq, u64 type (32 bytes), then
 # its payload (a supervision event's failures, a port message's value).
 note = struct.pack("<IHHQQQ", MAGIC, VERSION, 7, 1 << 40 | 1, 0, 12345) + struct.pack("<i", 7)
