@@ -398,6 +398,7 @@ std::string control_core::outstanding() const {
 bool control_core::progress() {
   channel_.poll_sends();
   if (!arrivals_.empty()) finish_arrivals();
+  if (sink_) sink_->run_ready();
   if (rank_ == 0 && (++ticks_ & 63) == 0) { // the clock is read every 64 polls, not on each
     check_watchdog();
     logs_.flush(false);

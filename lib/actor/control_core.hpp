@@ -31,6 +31,10 @@ public:
   /// A command with attachments (this rank's part is target `index`) arrived and went on
   /// to its children, whose answers may come before its attachments have all arrived.
   virtual void arriving(const command& c, std::size_t index) = 0;
+  /// Runs the held commands whose turn has come. Called on every progress pass: a
+  /// command's turn can come when the one before it starts, and if that one then waits
+  /// in get() for something the held one must do first, no later message would run it.
+  virtual void run_ready() = 0;
   /// A log line from an actor this rank called: on, with the reply being built.
   virtual void forward_log(std::span<const std::byte> line, int from) = 0;
 

@@ -108,6 +108,17 @@ public:
     return exit_code_;
   }
 
+  /// Commands that arrived early and whose turn has come (also while an endpoint waits
+  /// in get(): the engine calls this on every progress pass).
+  void run_ready() override {
+    while (std::optional<held_command> next = queue_.take_ready()) {
+      const held_command held = std::move(*next);
+      const auto d = decode_command(*held.bytes, size_); // decoded once before: valid
+      execute(*d, static_cast<std::size_t>(d->index_of(rank_)), held.bulk.get());
+      core_.channel().recycle(held.bytes);
+    }
+  }
+
   void arriving(const command& c, std::size_t index) override {
     if (!open_.count(c.head.request)) open(c, index); // else a duplicate: refused when it runs
   }
@@ -229,16 +240,6 @@ private:
     o.endpoint = c.head.endpoint;
     o.reply = core_.channel().acquire();
     begin_reply(c.head.request, to_caller ? reply_leg::to_caller : reply_leg::to_parent, *o.reply);
-  }
-
-  /// Commands that arrived early and whose turn has come.
-  void run_ready() {
-    while (std::optional<held_command> next = queue_.take_ready()) {
-      const held_command held = std::move(*next);
-      const auto d = decode_command(*held.bytes, size_); // decoded once before: valid
-      execute(*d, static_cast<std::size_t>(d->index_of(rank_)), held.bulk.get());
-      core_.channel().recycle(held.bytes);
-    }
   }
 
   void execute(const command& c, std::size_t index, const bulk_in* bulk) {
