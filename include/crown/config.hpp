@@ -56,6 +56,9 @@ struct config {
   /// it and a rank is reached through a transport), 0 never, 1 always (an error
   /// without MPI_THREAD_MULTIPLE)
   int progress_thread = -1;
+  /// CROWN_PROGRESS_CPUS: where the progress thread may run: "host" (any CPU a rank of
+  /// this host is bound to), "rank" (this rank's binding) or a CPU list ("0-3,8")
+  std::string progress_cpus = "host";
   int fanout = 16; ///< CROWN_FANOUT: children per node of the controller's command tree
   /// CROWN_WATCHDOG: seconds without a heartbeat after which the controller declares a
   /// serving rank hung and aborts the job (0: never; else at least 1 s with the scale)

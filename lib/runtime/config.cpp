@@ -1,4 +1,5 @@
 // CROWN_* environment variables: the documented table, parsing, typo warnings.
+#include "cpu_list.hpp"
 #include <algorithm>
 #include <array>
 #include <bit>
@@ -18,7 +19,7 @@ namespace {
 constexpr std::uint64_t max_heap_bytes = std::uint64_t{1} << 44; ///< 16 TiB per rank
 constexpr double min_watchdog_seconds = 1;
 
-constexpr std::array<config_variable, 21> variables{{
+constexpr std::array<config_variable, 22> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace.", true},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -90,6 +91,12 @@ constexpr std::array<config_variable, 21> variables{{
      "outside Crown or blocked in its own MPI calls still serves other ranks' puts, gets "
      "and atomics; it naps when idle (under 2% of a core). 1: required (an error without "
      "MPI_THREAD_MULTIPLE). 0: never; ranks then serve only inside Crown calls.",
+     true},
+    {"CROWN_PROGRESS_CPUS", "host",
+     "Where the progress thread may run. host: on any CPU that a rank of this host is bound "
+     "to, so that it can use the core of a rank that waits instead of taking the core its "
+     "own rank computes on (launchers bind each rank to one core); rank: this rank's "
+     "binding only; a CPU list such as 0-3,8: those CPUs (a core kept free for progress).",
      true},
     {"CROWN_SINGLE_COPY", "auto",
      "auto: co_* of more than 64 KiB of ordinary memory on one host read the other "
@@ -350,6 +357,11 @@ config config::parse(const std::map<std::string, std::string>& vars,
       c.actor_stdout = parse_flag(name, value);
     } else if (name == "CROWN_PROGRESS_THREAD") {
       c.progress_thread = value == "auto" ? -1 : parse_flag(name, value);
+    } else if (name == "CROWN_PROGRESS_CPUS") {
+      if (value != "host" && value != "rank" && !detail::parse_cpu_list(value))
+        throw config_error(name, "invalid value '" + value +
+                                     "' (allowed: host, rank, or a CPU list such as 0-3,8)");
+      c.progress_cpus = value;
     } else if (name == "CROWN_CHECK") {
       c.check = value == "default" ? -1 : parse_int(name, value, 0);
       if (c.check > 1) throw config_error(name, "invalid value '" + value + "' (allowed: 0, 1)");

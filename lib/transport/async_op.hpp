@@ -1,8 +1,13 @@
 // lib/transport/async_op.hpp — what crown::completion holds: an operation in flight.
 #pragma once
+#include <atomic>
 #include <crown/completion.hpp>
 
 namespace crown::detail {
+
+/// Operations of this process alive now (started, not yet released): while there are
+/// any, the progress thread keeps them moving in short naps (see progress_thread.cpp).
+std::atomic<int>& operations_alive() noexcept;
 
 /// A transfer in flight, owned by the backend that started it. Tests drive the
 /// operation's own progress; the caller drives the rank's (detail::test_local/remote).
@@ -11,8 +16,10 @@ namespace crown::detail {
 /// error), so no buffer is left in use.
 class async_op {
 public:
-  explicit async_op(int target) noexcept : target_(target) {}
-  virtual ~async_op() = default;
+  explicit async_op(int target) noexcept : target_(target) {
+    operations_alive().fetch_add(1, std::memory_order_relaxed);
+  }
+  virtual ~async_op() { operations_alive().fetch_sub(1, std::memory_order_relaxed); }
   async_op(const async_op&) = delete;
   async_op& operator=(const async_op&) = delete;
   /// The world rank the operation waits on.

@@ -1,7 +1,10 @@
 // The MPI-window backend: one window over the heap, MPI RMA, atomics as compare-and-swap.
 #include "mpi_window.hpp"
 #include "atomic_bits.hpp"
+#include "progress_thread.hpp"
+#include <algorithm>
 #include <crown/detail/wait.hpp>
+#include <optional>
 #include <type_traits>
 #include <vector>
 
@@ -118,15 +121,37 @@ namespace {
 /// progress (Crown's progress thread, a heartbeat, the application's) runs that callback
 /// in between, the request never completes. Seen as a put or get unanswered for ever, 1
 /// run in tens under load (coarray.fake2.np3, differential.fake2.np4, netns.two_hosts).
-class window_op final : public async_op {
+class window_op final : public async_op, public deferrable {
 public:
-  window_op(MPI_Win win, int rank) : async_op(rank), win_(win), rank_(rank) {}
+  window_op(mpi_window& window, MPI_Win win, bool put, int rank)
+      : async_op(rank), window_(window), win_(win), put_(put), rank_(rank) {}
+
+  /// Issues the transfer now; `sequence` numbers it for mpi_window's flush ledger.
+  void issue(std::span<const run> runs, std::byte* packed) {
+    rma_transfer(put_, win_, rank_, runs, packed);
+    sequence_ = window_.started(rank_);
+  }
+  /// Keeps the runs for the progress thread to issue (mpi_window::deferred_).
+  void defer(std::span<const run> runs, std::byte* packed) {
+    deferred_runs_.emplace(runs.begin(), runs.end());
+    deferred_packed_ = packed;
+  }
+  void issue_deferred() noexcept override {
+    try {
+      issue(*deferred_runs_, deferred_packed_);
+    } catch (...) {
+      start_failure_ = std::current_exception();
+    }
+    deferred_runs_.reset();
+  }
 
   bool test_local() override {
     if (!local_) {
       // Done also after an error: the operation is over either way. The flush drives
       // MPI itself, so it counts as polling (see start()).
       local_ = true;
+      if (!begun()) return true;
+      if (window_.complete(rank_, sequence_)) return true;
       const polling_scope polling;
       check_mpi(MPI_Win_flush_local(rank_, win_), "MPI_Win_flush_local");
     }
@@ -135,16 +160,34 @@ public:
   bool test_remote() override {
     if (!remote_) {
       remote_ = local_ = true;
+      if (!begun()) return true;
+      if (window_.complete(rank_, sequence_)) return true;
       const polling_scope polling;
+      const std::uint64_t mark = window_.mark();
       check_mpi(MPI_Win_flush(rank_, win_), "MPI_Win_flush");
+      window_.flushed(rank_, mark);
     }
     return true;
   }
 
 private:
+  /// Issues a deferred transfer if the progress thread has not yet; throws a failure
+  /// to start once. False when there is nothing to flush (it failed to start).
+  bool begun() {
+    if (!issued()) window_.deferred_.issue_all();
+    if (start_failure_) std::rethrow_exception(std::exchange(start_failure_, nullptr));
+    return sequence_ != 0;
+  }
+
+  mpi_window& window_;
   MPI_Win win_;
+  bool put_;
   int rank_;
+  std::uint64_t sequence_ = 0;
   bool local_ = false, remote_ = false;
+  std::optional<std::vector<run>> deferred_runs_;
+  std::byte* deferred_packed_ = nullptr;
+  std::exception_ptr start_failure_;
 };
 
 } // namespace
@@ -157,13 +200,60 @@ async_handle mpi_window::start(bool put, int rank, std::span<const run> runs, st
   // spinning thread took the core from the lock's holder: 8 B puts over TCP took
   // 200-290 us with the progress thread on against 36-54 us with it off.
   const polling_scope polling;
-  async_handle op(new window_op(win_, rank));
-  rma_transfer(put, win_, rank, runs, packed);
-  return op;
+  auto* op = new window_op(*this, win_, put, rank);
+  async_handle handle(op);
+  std::size_t total = 0;
+  for (const run& r : runs) total += r.bytes;
+  if (deferred_.wanted(total)) {
+    op->defer(runs, packed);
+    deferred_.push(*op);
+  } else {
+    op->issue(runs, packed);
+  }
+  return handle;
+}
+
+std::uint64_t mpi_window::started(int rank) {
+  const std::lock_guard lock(ledger_);
+  unflushed_[rank] = ++started_;
+  return started_;
+}
+
+std::uint64_t mpi_window::mark() {
+  const std::lock_guard lock(ledger_);
+  return started_;
+}
+
+void mpi_window::flushed(int rank, std::uint64_t mark) {
+  const std::lock_guard lock(ledger_);
+  std::uint64_t& done = complete_[rank];
+  done = std::max(done, mark);
+  if (const auto it = unflushed_.find(rank); it != unflushed_.end() && it->second <= done)
+    unflushed_.erase(it);
+}
+
+bool mpi_window::complete(int rank, std::uint64_t sequence) {
+  const std::lock_guard lock(ledger_);
+  const auto it = complete_.find(rank);
+  return it != complete_.end() && it->second >= sequence;
+}
+
+bool mpi_window::flush_started() {
+  std::vector<int> ranks;
+  std::uint64_t mark = 0;
+  {
+    const std::lock_guard lock(ledger_);
+    for (const auto& [rank, newest] : unflushed_) ranks.push_back(rank);
+    mark = started_;
+  }
+  for (const int rank : ranks)
+    if (MPI_Win_flush(rank, win_) == MPI_SUCCESS) flushed(rank, mark); // else: its own test throws
+  return !ranks.empty();
 }
 
 std::uint64_t mpi_window::atomic(int rank, std::uint64_t offset, atomic_op op, int width,
                                  bool floating, std::uint64_t operand, std::uint64_t compare) {
+  deferred_.issue_all();       // in the order they were started
   const polling_scope polling; // see start()
   if (floating)
     return width == 4 ? mpi_atomic<float>(win_, rank, offset, op, operand, compare)
@@ -173,6 +263,7 @@ std::uint64_t mpi_window::atomic(int rank, std::uint64_t offset, atomic_op op, i
 }
 
 void mpi_window::quiet() {
+  deferred_.issue_all();
   const polling_scope polling; // see start()
   check_mpi(MPI_Win_flush_all(win_), "MPI_Win_flush_all");
   check_mpi(MPI_Win_sync(win_), "MPI_Win_sync");
@@ -190,7 +281,15 @@ bool mpi_window::progress() noexcept {
   // 2026-12-02 the main thread's polls also called MPI_Win_flush_local_all.
   int flag = 0;
   MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_WORLD, &flag, MPI_STATUS_IGNORE);
-  return false;
+  try {
+    if (!on_progress_thread()) return false;
+    const bool issued = deferred_.issue_all();
+    // A thread waiting on a transfer flushes it itself; two flushes only contend.
+    return polling_threads().load(std::memory_order_relaxed) > 0 ? issued
+                                                                 : (flush_started() || issued);
+  } catch (...) { // std::bad_alloc of the ledger's copy: the transfers' own tests flush
+    return false;
+  }
 }
 
 } // namespace crown::detail

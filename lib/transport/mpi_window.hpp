@@ -1,8 +1,12 @@
 // lib/transport/mpi_window.hpp — one-sided traffic through one MPI window (CROWN_TRANSPORT=mpi).
 #pragma once
 #include "backend.hpp"
+#include "deferred_issues.hpp"
+#include <cstdint>
+#include <map>
 #include <memory>
 #include <mpi.h>
+#include <mutex>
 #include <string>
 
 namespace crown::detail {
@@ -31,8 +35,29 @@ public:
   void sync_local() override;
   bool progress() noexcept override;
 
+  /// Transfers to `rank` started so far count as remotely complete once a flush of
+  /// `rank` started after them has returned: mark() before the flush, flushed() after.
+  std::uint64_t mark();
+  /// Numbers a transfer to `rank` just issued.
+  std::uint64_t started(int rank);
+  void flushed(int rank, std::uint64_t mark);
+  /// Whether the transfer numbered `sequence` to `rank` is known to be complete.
+  bool complete(int rank, std::uint64_t sequence);
+
+  /// Transfers of 64 KiB and more (and any behind them) are issued by the progress thread.
+  deferred_issues deferred_{64 << 10};
+
 private:
+  /// Flushes the targets of transfers started and not yet flushed (on the progress
+  /// thread): Open MPI's osc/ucx moves a put's bytes only inside calls on the window, so
+  /// without this an asynchronous put waits for its owner's wait before it moves.
+  bool flush_started();
+
   MPI_Win win_;
+  std::mutex ledger_;
+  std::uint64_t started_ = 0;              ///< transfers numbered so far
+  std::map<int, std::uint64_t> unflushed_; ///< rank -> newest transfer not known complete
+  std::map<int, std::uint64_t> complete_;  ///< rank -> transfers up to this one complete
 };
 
 } // namespace crown::detail

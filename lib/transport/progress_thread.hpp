@@ -2,6 +2,7 @@
 #pragma once
 #include "symmetric_heap.hpp"
 #include <thread>
+#include <vector>
 
 namespace crown::detail {
 
@@ -9,10 +10,12 @@ namespace crown::detail {
 /// remote_buffer requests) until stopped, so that a rank computing or sitting in its own
 /// MPI calls still serves other ranks' one-sided requests. It steps aside (naps) while
 /// a thread of the process polls inside a Crown wait, which progresses anyway. Busy while
-/// traffic moves; after 1 ms without any it naps for 100 us at a time, after 100 ms
+/// traffic moves (20 us naps while this rank's own transfers are alive and moving);
+/// after 1 ms without any it naps for 100 us at a time, after 100 ms
 /// for 5 ms (UCX: asleep on the worker's event fd, woken by traffic at once, and by a
-/// large transfer queued for it).
-std::jthread launch_progress_thread(symmetric_heap& h);
+/// large transfer queued for it). It runs on `cpus` (none: where its rank is bound) and
+/// is named crown-progress.
+std::jthread launch_progress_thread(symmetric_heap& h, std::vector<int> cpus);
 
 /// Whether a progress thread serves this rank (the stall reports depend on it).
 bool progress_thread_running() noexcept;

@@ -5,12 +5,14 @@
 // before any of them stops.
 #include "../gpu/device_startup.hpp"
 #include "../mesh/crown_comm.hpp"
+#include "../runtime/cpu_list.hpp"
 #include "../runtime/layer_hooks.hpp"
 #include "../runtime/runtime_state.hpp"
 #include "heap_state.hpp"
 #include "host_collectives.hpp"
 #include "progress_thread.hpp"
 #include "symmetric_heap.hpp"
+#include <algorithm>
 #include <atomic>
 #include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
@@ -30,6 +32,7 @@ constexpr std::string_view layer = "onesided";
 struct onesided_state {
   std::unique_ptr<symmetric_heap> heap; ///< host symmetric heap
   std::jthread progress_thread;         ///< CROWN_PROGRESS_THREAD=1; stopped first
+  std::vector<int> progress_cpus;       ///< CROWN_PROGRESS_CPUS (empty: the rank's binding)
 };
 
 onesided_state& state_of(runtime_state& st) { return layer_data<onesided_state>(st, layer); }
@@ -61,6 +64,24 @@ void report_osc(runtime_state& st) {
 #endif
 }
 
+/// The CPUs CROWN_PROGRESS_CPUS names: for "host", every CPU that a rank of this real
+/// host (pretend hosts share it) is bound to; empty for "rank".
+std::vector<int> progress_cpus(const runtime_state& st) {
+  const std::string& choice = st.cfg.progress_cpus;
+  if (choice == "rank" || !st.topo) return {};
+  if (choice != "host") return parse_cpu_list(choice).value_or(std::vector<int>{});
+  const auto real_host = [](const std::string& host) { return host.substr(0, host.find("/fake")); };
+  const std::string mine = real_host(st.topo->self().host);
+  std::vector<int> cpus;
+  for (const rank_placement& p : st.topo->all())
+    if (real_host(p.host) == mine)
+      if (auto listed = parse_cpu_list(p.cpuset))
+        cpus.insert(cpus.end(), listed->begin(), listed->end());
+  std::sort(cpus.begin(), cpus.end());
+  cpus.erase(std::unique(cpus.begin(), cpus.end()), cpus.end());
+  return cpus;
+}
+
 /// Starts the CROWN_PROGRESS_THREAD thread (needs MPI_THREAD_MULTIPLE).
 void start_progress_thread(runtime_state& st) {
   auto& mine = state_of(st);
@@ -78,7 +99,8 @@ void start_progress_thread(runtime_state& st) {
     return;
   }
   if (!mine.heap->has_transport()) return; // load/store needs no progress
-  mine.progress_thread = launch_progress_thread(*mine.heap);
+  mine.progress_cpus = progress_cpus(st);
+  mine.progress_thread = launch_progress_thread(*mine.heap, mine.progress_cpus);
   st.transports.progress_thread = true;
 }
 
@@ -159,7 +181,7 @@ bool set_progress_thread(bool on) {
   if (!on) stop_progress_thread(*st);
   if (on && !mine.progress_thread.joinable() && st->level == thread_level::multiple &&
       mine.heap->has_transport())
-    mine.progress_thread = launch_progress_thread(*mine.heap);
+    mine.progress_thread = launch_progress_thread(*mine.heap, mine.progress_cpus);
   st->transports.progress_thread = mine.progress_thread.joinable();
   return st->transports.progress_thread;
 }

@@ -215,7 +215,7 @@ ucs_status_t ucx_transport::status_of(ucs_status_ptr_t request) {
 
 /// One transfer's UCX requests: the puts or gets (local completion), and for puts the
 /// endpoint flush issued right after them (remote completion).
-class ucx_transfer final : public async_op {
+class ucx_transfer final : public async_op, public deferrable {
 public:
   ucx_transfer(ucx_transport& t, int rank, bool put)
       : async_op(rank), t_(t), rank_(rank), put_(put) {}
@@ -259,26 +259,23 @@ public:
     if (put_ || failed()) flush_ = ucp_ep_flush_nbx(p.ep, &param);
   }
 
-  /// Keeps the runs for the progress thread to issue (ucx_transport::issue_deferred).
+  /// Keeps the runs for the progress thread to issue (ucx_transport::deferred_).
   void defer(std::span<const run> runs, std::byte* packed) {
     deferred_runs_.emplace(runs.begin(), runs.end());
     deferred_packed_ = packed;
   }
-  /// Issues a deferred transfer; a failure to start is kept for the tests to throw.
-  void issue_deferred() noexcept {
+  void issue_deferred() noexcept override {
     try {
       issue(*deferred_runs_, deferred_packed_);
     } catch (...) {
       start_failure_ = std::current_exception();
     }
     deferred_runs_.reset();
-    issued_.store(true, std::memory_order_release);
   }
-  std::atomic<bool> issued_{true};
 
   bool test_local() override {
     if (done_local_) return true;
-    if (!issued_.load(std::memory_order_acquire)) t_.issue_deferred(); // not waiting for the thread
+    if (!issued()) t_.deferred_.issue_all(); // not waiting for the thread
     if (start_failure_) {
       done_local_ = reported_ = true;
       std::rethrow_exception(std::exchange(start_failure_, nullptr));
@@ -343,27 +340,14 @@ async_handle ucx_transport::start(bool put, int rank, std::span<const run> runs,
   for (const run& r : runs) total += r.bytes;
   // A large transfer, or any behind one still queued (they keep their order), goes to
   // the progress thread, which writes its bytes while the caller goes on.
-  if ((total >= defer_bytes || deferred_count_.load(std::memory_order_acquire) > 0) &&
-      progress_thread_running() && !on_progress_thread()) {
+  if (deferred_.wanted(total)) {
     op->defer(runs, packed);
-    const std::lock_guard hold(deferred_lock_);
-    deferred_.push_back(op);
-    op->issued_.store(false, std::memory_order_relaxed);
-    deferred_count_.fetch_add(1, std::memory_order_release);
+    deferred_.push(*op);
     if (event_fd_ >= 0) ucp_worker_signal(worker_); // the thread may sleep on the event fd
     return handle;
   }
   op->issue(runs, packed);
   return handle;
-}
-
-void ucx_transport::issue_deferred() noexcept {
-  if (deferred_count_.load(std::memory_order_acquire) == 0) return;
-  const std::lock_guard hold(deferred_lock_);
-  for (; !deferred_.empty(); deferred_.pop_front()) {
-    deferred_.front()->issue_deferred();
-    deferred_count_.fetch_sub(1, std::memory_order_release);
-  }
 }
 
 async_handle ucx_transport::start_registered(bool put, int rank, std::uint64_t address,
@@ -405,7 +389,7 @@ void ucx_transport::unregister_memory(ucp_mem_h memory) noexcept {
 
 std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op, int width,
                                     bool floating, std::uint64_t operand, std::uint64_t compare) {
-  issue_deferred(); // in the order they were started
+  deferred_.issue_all(); // in the order they were started
   peer& p = connect(rank);
   const std::uint64_t address = p.base + offset;
   // One fetching atomic: x is UCX's operand; the reply buffer holds CSWAP's new value
@@ -452,13 +436,13 @@ std::uint64_t ucx_transport::atomic(int rank, std::uint64_t offset, atomic_op op
 }
 
 void ucx_transport::fence() {
-  issue_deferred(); // what was started before the fence goes before it
+  deferred_.issue_all(); // what was started before the fence goes before it
   const auto serial = worker_gate_.hold();
   ucp_worker_fence(worker_);
 }
 
 void ucx_transport::quiet() {
-  issue_deferred();
+  deferred_.issue_all();
   packed_->quiet();
   ucp_request_param_t param{};
   ucs_status_ptr_t request = nullptr;
@@ -470,7 +454,7 @@ void ucx_transport::quiet() {
 }
 
 bool ucx_transport::progress() noexcept {
-  issue_deferred();
+  deferred_.issue_all();
   const bool ucx = progress_worker();
   return packed_->progress() || ucx;
 }

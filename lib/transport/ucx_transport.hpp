@@ -2,6 +2,7 @@
 #pragma once
 #include "active_messages.hpp"
 #include "backend.hpp"
+#include "deferred_issues.hpp"
 #include <atomic>
 #include <deque>
 #include <memory>
@@ -92,16 +93,8 @@ private:
   std::mutex connecting_;
   /// Every call into the worker holds it; progress and arming only try it.
   progress_gate worker_gate_;
-  /// Large transfers the progress thread issues, in the order they were started: over
-  /// TCP ucp_put_nbx itself writes the bytes into the socket, so a caller issuing a
-  /// 1 MiB put_async spent 95% of the transfer inside it. Held from pop to issue, so
-  /// that a transfer found in the queue is issued once the lock is taken.
-  std::mutex deferred_lock_;
-  std::deque<ucx_transfer*> deferred_;
-  std::atomic<int> deferred_count_{0};
-  static constexpr std::size_t defer_bytes = 64 << 10; ///< smaller ones issue at once
-  /// Issues every queued transfer, in order (any thread).
-  void issue_deferred() noexcept;
+  /// Transfers of 64 KiB and more (and any behind them) are issued by the progress thread.
+  deferred_issues deferred_{64 << 10};
 };
 
 } // namespace crown::detail

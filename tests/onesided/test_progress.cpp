@@ -6,7 +6,12 @@
 #include <boost/test/unit_test.hpp>
 #include <chrono>
 #include <crown/crown.hpp>
+#include <filesystem>
+#include <fstream>
 #include <harness/crown_test.hpp>
+#include <runtime/cpu_list.hpp>
+#include <set>
+#include <sstream>
 
 using namespace crown_test; // w(), me(), n()
 namespace utf = boost::unit_test;
@@ -80,6 +85,52 @@ BOOST_AUTO_TEST_CASE(busy_target_is_served_by_the_progress_thread,
     for (int r = 1; r < n(); ++r)
       BOOST_TEST(a(static_cast<std::size_t>(r)) == r * 1000 + rounds - 1);
   crown::sync_all();
+}
+
+namespace {
+
+/// The CPUs a thread of this process named `name` may run on, as /proc lists them.
+std::string cpus_of_thread(const std::string& name) {
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task")) {
+    std::ifstream comm(task.path() / "comm");
+    std::string line;
+    if (!std::getline(comm, line) || line != name) continue;
+    std::ifstream status(task.path() / "status");
+    while (std::getline(status, line))
+      if (line.starts_with("Cpus_allowed_list:"))
+        return line.substr(line.find_first_not_of(" \t", 18));
+  }
+  return "no thread named " + name;
+}
+
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_progress_thread_runs_where_crown_progress_cpus_says,
+                     *utf::precondition(progress_thread_on)) {
+  // host (the default): every CPU of this host's ranks (mpirun binds each of 2 ranks
+  // to a core, so the thread may also use the other's); rank: this rank's; else a list.
+  const std::string choice = crown::config::from_environment().progress_cpus;
+  const auto listed = [](const std::string& list) {
+    const auto cpus = crown::detail::parse_cpu_list(list).value_or(std::vector<int>{});
+    BOOST_TEST_REQUIRE(!cpus.empty(), "not a CPU list: " << list);
+    return cpus;
+  };
+  std::set<int> host;
+  for (const auto& p : crown::this_runtime().topology().all()) {
+    if (choice == "rank" && p.rank != crown::this_runtime().topology().self().rank) continue;
+    const auto cpus = listed(choice == "host" || choice == "rank" ? p.cpuset : choice);
+    host.insert(cpus.begin(), cpus.end());
+  }
+  std::ostringstream expected;
+  for (auto it = host.begin(); it != host.end();) { // as the kernel writes it: 0-3,8
+    auto last = it;
+    while (std::next(last) != host.end() && *std::next(last) == *last + 1) ++last;
+    if (it != host.begin()) expected << ',';
+    expected << *it;
+    if (last != it) expected << '-' << *last;
+    it = std::next(last);
+  }
+  BOOST_TEST(cpus_of_thread("crown-progress") == expected.str());
 }
 
 BOOST_AUTO_TEST_CASE(blocking_put_then_the_applications_own_allreduce) {

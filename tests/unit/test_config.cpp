@@ -6,6 +6,7 @@
 #include <crown/log.hpp>
 #include <fstream>
 #include <harness/crown_test.hpp>
+#include <runtime/cpu_list.hpp>
 #include <sstream>
 
 using crown::config;
@@ -101,6 +102,25 @@ BOOST_AUTO_TEST_CASE(single_copy_is_auto_or_off) {
     BOOST_TEST(message_of<crown::config_error>({{"CROWN_SINGLE_COPY", bad}}) ==
                "crown::config_error: rank ?: CROWN_SINGLE_COPY: invalid value '" +
                    std::string(bad) + "' (allowed: auto, 0)");
+}
+
+BOOST_AUTO_TEST_CASE(progress_cpus_are_host_rank_or_a_cpu_list) {
+  BOOST_TEST(config::parse({}).progress_cpus == "host");
+  for (auto good : {"host", "rank", "0", "0-3", "0-3,8", "2,0,5-6"})
+    BOOST_TEST(config::parse({{"CROWN_PROGRESS_CPUS", good}}).progress_cpus == good);
+  for (auto bad : {"", "all", "3-1", "0-", "-2", "1,", ",1", "0 1", "65536", "x"})
+    BOOST_TEST(message_of<crown::config_error>({{"CROWN_PROGRESS_CPUS", bad}}) ==
+               "crown::config_error: rank ?: CROWN_PROGRESS_CPUS: invalid value '" +
+                   std::string(bad) + "' (allowed: host, rank, or a CPU list such as 0-3,8)");
+}
+
+BOOST_AUTO_TEST_CASE(cpu_lists_name_every_cpu_in_a_range) {
+  using crown::detail::parse_cpu_list;
+  BOOST_TEST(parse_cpu_list("0-3,8").value() == (std::vector<int>{0, 1, 2, 3, 8}),
+             boost::test_tools::per_element());
+  BOOST_TEST(parse_cpu_list("7").value() == std::vector<int>{7}, boost::test_tools::per_element());
+  BOOST_TEST(!parse_cpu_list("8-7"));
+  BOOST_TEST(!parse_cpu_list(""));
 }
 
 BOOST_AUTO_TEST_CASE(wait_and_call_timeouts_are_checked) {
