@@ -127,22 +127,9 @@ public:
       : async_op(rank), window_(window), win_(win), put_(put), rank_(rank) {}
 
   /// Issues the transfer now; `sequence` numbers it for mpi_window's flush ledger.
-  void issue(std::span<const run> runs, std::byte* packed) {
+  void issue(std::span<const run> runs, std::byte* packed) override {
     rma_transfer(put_, win_, rank_, runs, packed);
     sequence_ = window_.started(rank_);
-  }
-  /// Keeps the runs for the progress thread to issue (mpi_window::deferred_).
-  void defer(std::span<const run> runs, std::byte* packed) {
-    deferred_runs_.emplace(runs.begin(), runs.end());
-    deferred_packed_ = packed;
-  }
-  void issue_deferred() noexcept override {
-    try {
-      issue(*deferred_runs_, deferred_packed_);
-    } catch (...) {
-      start_failure_ = std::current_exception();
-    }
-    deferred_runs_.reset();
   }
 
   bool test_local() override {
@@ -175,7 +162,7 @@ private:
   /// to start once. False when there is nothing to flush (it failed to start).
   bool begun() {
     if (!issued()) window_.deferred_.issue_all();
-    if (start_failure_) std::rethrow_exception(std::exchange(start_failure_, nullptr));
+    if (const std::exception_ptr failure = take_start_failure()) std::rethrow_exception(failure);
     return sequence_ != 0;
   }
 
@@ -185,9 +172,6 @@ private:
   int rank_;
   std::uint64_t sequence_ = 0;
   bool local_ = false, remote_ = false;
-  std::optional<std::vector<run>> deferred_runs_;
-  std::byte* deferred_packed_ = nullptr;
-  std::exception_ptr start_failure_;
 };
 
 } // namespace
@@ -202,14 +186,7 @@ async_handle mpi_window::start(bool put, int rank, std::span<const run> runs, st
   const polling_scope polling;
   auto* op = new window_op(*this, win_, put, rank);
   async_handle handle(op);
-  std::size_t total = 0;
-  for (const run& r : runs) total += r.bytes;
-  if (deferred_.wanted(total)) {
-    op->defer(runs, packed);
-    deferred_.push(*op);
-  } else {
-    op->issue(runs, packed);
-  }
+  if (!deferred_.take(*op, runs, packed)) op->issue(runs, packed);
   return handle;
 }
 

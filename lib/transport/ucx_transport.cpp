@@ -230,8 +230,8 @@ public:
   /// null); stops at the first that fails to start (its error is kept). `packed_rkey`:
   /// memory the peer registered apart from its heap; the key unpacked here is the
   /// operation's, destroyed with it.
-  void issue(std::span<const run> runs, std::byte* packed, std::uint64_t base = 0,
-             std::span<const std::byte> packed_rkey = {}) {
+  void issue(std::span<const run> runs, std::byte* packed, std::uint64_t base,
+             std::span<const std::byte> packed_rkey) {
     ucx_transport::peer& p = t_.connect(rank_);
     ucp_request_param_t param{};
     const auto serial = t_.worker_gate_.hold();
@@ -259,26 +259,14 @@ public:
     if (put_ || failed()) flush_ = ucp_ep_flush_nbx(p.ep, &param);
   }
 
-  /// Keeps the runs for the progress thread to issue (ucx_transport::deferred_).
-  void defer(std::span<const run> runs, std::byte* packed) {
-    deferred_runs_.emplace(runs.begin(), runs.end());
-    deferred_packed_ = packed;
-  }
-  void issue_deferred() noexcept override {
-    try {
-      issue(*deferred_runs_, deferred_packed_);
-    } catch (...) {
-      start_failure_ = std::current_exception();
-    }
-    deferred_runs_.reset();
-  }
+  void issue(std::span<const run> runs, std::byte* packed) override { issue(runs, packed, 0, {}); }
 
   bool test_local() override {
     if (done_local_) return true;
     if (!issued()) t_.deferred_.issue_all(); // not waiting for the thread
-    if (start_failure_) {
+    if (const std::exception_ptr failure = take_start_failure()) {
       done_local_ = reported_ = true;
-      std::rethrow_exception(std::exchange(start_failure_, nullptr));
+      std::rethrow_exception(failure);
     }
     t_.progress_worker();
     for (ucs_status_ptr_t r : requests_)
@@ -323,9 +311,6 @@ private:
   int rank_;
   bool put_;
   bool done_local_ = false, reported_ = false;
-  std::optional<std::vector<run>> deferred_runs_;
-  std::byte* deferred_packed_ = nullptr;
-  std::exception_ptr start_failure_;
   std::vector<ucs_status_ptr_t> requests_;
   ucs_status_ptr_t flush_ = nullptr;
   ucp_rkey_h own_rkey_ = nullptr;
@@ -336,13 +321,9 @@ async_handle ucx_transport::start(bool put, int rank, std::span<const run> runs,
   if (pack_instead(runs)) return packed_->start(put, rank, runs, packed);
   auto* op = new ucx_transfer(*this, rank, put);
   async_handle handle(op);
-  std::size_t total = 0;
-  for (const run& r : runs) total += r.bytes;
   // A large transfer, or any behind one still queued (they keep their order), goes to
   // the progress thread, which writes its bytes while the caller goes on.
-  if (deferred_.wanted(total)) {
-    op->defer(runs, packed);
-    deferred_.push(*op);
+  if (deferred_.take(*op, runs, packed)) {
     if (event_fd_ >= 0) ucp_worker_signal(worker_); // the thread may sleep on the event fd
     return handle;
   }
