@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <sstream>
+#include <unistd.h>
 
 extern char** environ;
 
@@ -358,9 +359,16 @@ config config::parse(const std::map<std::string, std::string>& vars,
     } else if (name == "CROWN_PROGRESS_THREAD") {
       c.progress_thread = value == "auto" ? -1 : parse_flag(name, value);
     } else if (name == "CROWN_PROGRESS_CPUS") {
-      if (value != "host" && value != "rank" && !detail::parse_cpu_list(value))
+      // A list names CPUs of this machine (a CPU it lacks would silently leave the
+      // thread where its rank is bound).
+      const long cpus = std::max(1L, sysconf(_SC_NPROCESSORS_CONF));
+      const auto listed = detail::parse_cpu_list(value);
+      if (value != "host" && value != "rank" &&
+          (!listed ||
+           std::any_of(listed->begin(), listed->end(), [&](int c) { return c >= cpus; })))
         throw config_error(name, "invalid value '" + value +
-                                     "' (allowed: host, rank, or a CPU list such as 0-3,8)");
+                                     "' (allowed: host, rank, or a list of CPUs 0-" +
+                                     std::to_string(cpus - 1) + " such as 0-3,8)");
       c.progress_cpus = value;
     } else if (name == "CROWN_CHECK") {
       c.check = value == "default" ? -1 : parse_int(name, value, 0);

@@ -1,6 +1,7 @@
 // lib/transport/backend.hpp — the contract every one-sided backend implements.
 #pragma once
 #include "async_op.hpp"
+#include "progress_nap.hpp"
 #include "transfer.hpp"
 #include <chrono>
 #include <cstdint>
@@ -71,10 +72,8 @@ public:
   /// thread.
   virtual bool progress() noexcept = 0;
   /// The progress thread's nap when idle: returns after `limit`, or sooner when traffic
-  /// arrives where the backend can tell.
-  virtual void idle_wait(std::chrono::microseconds limit) noexcept {
-    std::this_thread::sleep_for(limit);
-  }
+  /// arrives where the backend can tell, or when work is queued for the thread.
+  virtual void idle_wait(std::chrono::microseconds limit) noexcept { progress_nap(limit); }
 };
 
 } // namespace crown::detail

@@ -1,5 +1,6 @@
 // lib/transport/deferred_issues.hpp — large transfers that the progress thread issues.
 #pragma once
+#include "progress_nap.hpp"
 #include "progress_thread.hpp"
 #include "transfer.hpp"
 #include <atomic>
@@ -77,6 +78,7 @@ public:
     queue_.push_back(&op);
     op.issued_.store(false, std::memory_order_relaxed);
     count_.fetch_add(1, std::memory_order_release);
+    wake_progress_thread();
     return true;
   }
   /// Issues every queued transfer, in order (any thread); true when there were any.

@@ -1,16 +1,22 @@
 // The progress thread: busy while traffic moves, asleep in short naps when idle.
 #include "progress_thread.hpp"
 #include "async_op.hpp"
+#include "progress_nap.hpp"
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
+#include <climits>
 #include <crown/detail/wait.hpp>
 #include <crown/log.hpp>
+#include <cstdint>
 #include <cstring>
+#include <linux/futex.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 namespace crown::detail {
 namespace {
@@ -20,6 +26,11 @@ thread_local bool g_on_progress_thread = false;
 
 constexpr auto busy_for = std::chrono::milliseconds(1);
 constexpr auto nap = std::chrono::microseconds(100);
+/// The nap while another thread polls inside a Crown wait (it progresses itself): a
+/// wake-up steals a core from a busy rank, so this is long, and a large transfer queued
+/// for the thread ends it early (100 us naps cost 1.1-1.3x in 8 B latency, crown-bench
+/// progress).
+constexpr auto aside_nap = std::chrono::milliseconds(1);
 /// While this rank's own transfers are alive and moving, the thread naps this long
 /// between polls instead of yielding: a yielding thread stays runnable and shares the
 /// core of an owner that computes (crown-bench progress: 20 us hid 0.9-1.0 of a 1 MiB
@@ -32,6 +43,10 @@ constexpr auto in_flight_nap = std::chrono::microseconds(20);
 /// to a long-idle rank waits up to one nap.
 constexpr auto long_idle = std::chrono::milliseconds(100);
 constexpr auto long_nap = std::chrono::milliseconds(5);
+
+/// Bumped by every wake_progress_thread(); a nap sleeps on it.
+std::atomic<std::uint32_t> g_wake_word{0};
+std::atomic<int> g_napping{0};
 
 /// Widens or narrows the calling thread's binding (CROWN_PROGRESS_CPUS); empty: as is.
 void bind_to(const std::vector<int>& cpus) noexcept {
@@ -50,6 +65,23 @@ void bind_to(const std::vector<int>& cpus) noexcept {
 
 } // namespace
 
+void progress_nap(std::chrono::microseconds limit) noexcept {
+  // The word is read before the thread says it naps: a wake between the two changes the
+  // word, and the futex then returns at once instead of sleeping through it.
+  const std::uint32_t seen = g_wake_word.load(std::memory_order_seq_cst);
+  g_napping.fetch_add(1, std::memory_order_seq_cst);
+  const timespec wait{static_cast<time_t>(limit.count() / 1000000),
+                      static_cast<long>(limit.count() % 1000000) * 1000};
+  syscall(SYS_futex, &g_wake_word, FUTEX_WAIT_PRIVATE, seen, &wait, nullptr, 0);
+  g_napping.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void wake_progress_thread() noexcept {
+  g_wake_word.fetch_add(1, std::memory_order_seq_cst);
+  if (g_napping.load(std::memory_order_seq_cst) > 0)
+    syscall(SYS_futex, &g_wake_word, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr, nullptr, 0);
+}
+
 bool progress_thread_running() noexcept { return g_running.load(std::memory_order_relaxed) > 0; }
 bool on_progress_thread() noexcept { return g_on_progress_thread; }
 
@@ -64,7 +96,7 @@ std::jthread launch_progress_thread(symmetric_heap& h, std::vector<int> cpus) {
     auto last_moved = std::chrono::steady_clock::now();
     while (!stop.stop_requested()) {
       if (polling_threads().load(std::memory_order_relaxed) > 0) { // they progress
-        std::this_thread::sleep_for(nap);
+        progress_nap(aside_nap);
         continue;
       }
       if (h.progress()) {

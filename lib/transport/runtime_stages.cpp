@@ -10,6 +10,7 @@
 #include "../runtime/runtime_state.hpp"
 #include "heap_state.hpp"
 #include "host_collectives.hpp"
+#include "progress_nap.hpp"
 #include "progress_thread.hpp"
 #include "symmetric_heap.hpp"
 #include <algorithm>
@@ -108,6 +109,7 @@ void stop_progress_thread(runtime_state& st) noexcept {
   auto& thread = state_of(st).progress_thread;
   if (thread.joinable()) {
     thread.request_stop();
+    wake_progress_thread();
     thread.join();
   }
 }

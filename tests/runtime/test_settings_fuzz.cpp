@@ -36,6 +36,7 @@ const std::map<std::string, std::pair<std::string, std::string>> good_values{
     {"CROWN_ACTOR_STDOUT", {"0", "1"}},
     {"CROWN_MAILBOX_SIZE", {"256K", "0"}},
     {"CROWN_PROGRESS_THREAD", {"0", "1"}},
+    {"CROWN_PROGRESS_CPUS", {"host", "0"}},
     {"CROWN_SINGLE_COPY", {"auto", "0"}},
     {"CROWN_WAIT_WARN", {"60", "61"}},
     {"CROWN_WAIT_TIMEOUT", {"0", "100"}},
@@ -95,6 +96,9 @@ BOOST_AUTO_TEST_CASE(bad_values_on_every_rank_fail_everywhere) {
   for (const auto& v : crown::config_variables())
     for (const char* bad : bad_values) {
       const std::string name(v.name);
+      if (name == "CROWN_PROGRESS_CPUS" && std::string(bad) == "1,5" &&
+          sysconf(_SC_NPROCESSORS_CONF) > 5)
+        continue; // CPUs 1 and 5 of a machine that has them
       const setting s(name, bad);
       const std::string m = start();
       BOOST_TEST(m.starts_with(config_error_of(name) + ": invalid value '" + bad + "'"),

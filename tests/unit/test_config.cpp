@@ -8,6 +8,7 @@
 #include <harness/crown_test.hpp>
 #include <runtime/cpu_list.hpp>
 #include <sstream>
+#include <unistd.h>
 
 using crown::config;
 
@@ -106,12 +107,17 @@ BOOST_AUTO_TEST_CASE(single_copy_is_auto_or_off) {
 
 BOOST_AUTO_TEST_CASE(progress_cpus_are_host_rank_or_a_cpu_list) {
   BOOST_TEST(config::parse({}).progress_cpus == "host");
-  for (auto good : {"host", "rank", "0", "0-3", "0-3,8", "2,0,5-6"})
+  const long cpus = sysconf(_SC_NPROCESSORS_CONF);
+  const std::string last = std::to_string(cpus - 1);
+  for (const std::string& good :
+       std::vector<std::string>{"host", "rank", "0", "0-" + last, "0," + last})
     BOOST_TEST(config::parse({{"CROWN_PROGRESS_CPUS", good}}).progress_cpus == good);
-  for (auto bad : {"", "all", "3-1", "0-", "-2", "1,", ",1", "0 1", "65536", "x"})
+  for (const std::string& bad :
+       std::vector<std::string>{"", "all", "3-1", "0-", "-2", "1,", ",1", "0 1", "65536", "x",
+                                std::to_string(cpus), "0-" + std::to_string(cpus)})
     BOOST_TEST(message_of<crown::config_error>({{"CROWN_PROGRESS_CPUS", bad}}) ==
-               "crown::config_error: rank ?: CROWN_PROGRESS_CPUS: invalid value '" +
-                   std::string(bad) + "' (allowed: host, rank, or a CPU list such as 0-3,8)");
+               "crown::config_error: rank ?: CROWN_PROGRESS_CPUS: invalid value '" + bad +
+                   "' (allowed: host, rank, or a list of CPUs 0-" + last + " such as 0-3,8)");
 }
 
 BOOST_AUTO_TEST_CASE(cpu_lists_name_every_cpu_in_a_range) {
