@@ -30,7 +30,9 @@ std::string list_of(hwloc_const_bitmap_t set) {
 std::string current_binding(const hw& h) {
   std::unique_ptr<hwloc_bitmap_s, void (*)(hwloc_bitmap_t)> set(hwloc_bitmap_alloc(),
                                                                 hwloc_bitmap_free);
-  hwloc_get_cpubind(h.topo, set.get(), HWLOC_CPUBIND_PROCESS);
+  // The main thread's: the process's binding also holds the progress thread's CPUs
+  // (CROWN_PROGRESS_CPUS=host: every CPU of this host's ranks).
+  hwloc_get_cpubind(h.topo, set.get(), HWLOC_CPUBIND_THREAD);
   return list_of(set.get());
 }
 
