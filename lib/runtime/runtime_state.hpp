@@ -11,6 +11,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -64,6 +65,13 @@ struct local_discovery {
   host_resources host;
   MPI_Comm host_comm = MPI_COMM_NULL; ///< ranks of this (possibly pretend) host
 };
+
+/// What CROWN_FAKE_HOSTS appends to the real host name: "name/fakeK".
+inline constexpr std::string_view pretend_host_mark = "/fake";
+/// The real host of a placement's host name (itself unless a pretend host's).
+inline std::string real_host_of(const std::string& host) {
+  return host.substr(0, host.find(pretend_host_mark));
+}
 
 /// Discovers this rank's host (honouring CROWN_FAKE_HOSTS), applies the binding
 /// policy, and returns what it found. Collective over `world`.

@@ -137,7 +137,7 @@ local_discovery discover_local(MPI_Comm world, int world_rank, const config& cfg
     check_mpi(MPI_Comm_split(real_host, color, real_local_rank, &d.host_comm),
               "MPI_Comm_split(CROWN_FAKE_HOSTS)");
     host_owner = comm_handle(d.host_comm);
-    d.self.host += "/fake" + std::to_string(color);
+    d.self.host += std::string(pretend_host_mark) + std::to_string(color);
   } else {
     check_mpi(MPI_Comm_dup(real_host, &d.host_comm), "MPI_Comm_dup(host)");
     host_owner = comm_handle(d.host_comm);

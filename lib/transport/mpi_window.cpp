@@ -150,9 +150,7 @@ public:
       if (!begun()) return true;
       if (window_.complete(rank_, sequence_)) return true;
       const polling_scope polling;
-      const std::uint64_t mark = window_.mark();
-      check_mpi(MPI_Win_flush(rank_, win_), "MPI_Win_flush");
-      window_.flushed(rank_, mark);
+      check_mpi(window_.flush(rank_), "MPI_Win_flush");
     }
     return true;
   }
@@ -196,17 +194,20 @@ std::uint64_t mpi_window::started(int rank) {
   return started_;
 }
 
-std::uint64_t mpi_window::mark() {
-  const std::lock_guard lock(ledger_);
-  return started_;
-}
-
-void mpi_window::flushed(int rank, std::uint64_t mark) {
+int mpi_window::flush(int rank) {
+  std::uint64_t before = 0;
+  {
+    const std::lock_guard lock(ledger_);
+    before = started_;
+  }
+  const int rc = MPI_Win_flush(rank, win_);
+  if (rc != MPI_SUCCESS) return rc;
   const std::lock_guard lock(ledger_);
   std::uint64_t& done = complete_[rank];
-  done = std::max(done, mark);
+  done = std::max(done, before);
   if (const auto it = unflushed_.find(rank); it != unflushed_.end() && it->second <= done)
     unflushed_.erase(it);
+  return rc;
 }
 
 bool mpi_window::complete(int rank, std::uint64_t sequence) {
@@ -217,14 +218,11 @@ bool mpi_window::complete(int rank, std::uint64_t sequence) {
 
 bool mpi_window::flush_started() {
   std::vector<int> ranks;
-  std::uint64_t mark = 0;
   {
     const std::lock_guard lock(ledger_);
     for (const auto& [rank, newest] : unflushed_) ranks.push_back(rank);
-    mark = started_;
   }
-  for (const int rank : ranks)
-    if (MPI_Win_flush(rank, win_) == MPI_SUCCESS) flushed(rank, mark); // else: its own test throws
+  for (const int rank : ranks) (void)flush(rank); // a failure: the transfer's own test throws
   return !ranks.empty();
 }
 

@@ -35,12 +35,11 @@ public:
   void sync_local() override;
   bool progress() noexcept override;
 
-  /// Transfers to `rank` started so far count as remotely complete once a flush of
-  /// `rank` started after them has returned: mark() before the flush, flushed() after.
-  std::uint64_t mark();
   /// Numbers a transfer to `rank` just issued.
   std::uint64_t started(int rank);
-  void flushed(int rank, std::uint64_t mark);
+  /// MPI_Win_flush of `rank` (blocking); on success every transfer to `rank` numbered
+  /// before it began counts as remotely complete. MPI's return code.
+  int flush(int rank);
   /// Whether the transfer numbered `sequence` to `rank` is known to be complete.
   bool complete(int rank, std::uint64_t sequence);
 

@@ -71,11 +71,10 @@ std::vector<int> progress_cpus(const runtime_state& st) {
   const std::string& choice = st.cfg.progress_cpus;
   if (choice == "rank" || !st.topo) return {};
   if (choice != "host") return parse_cpu_list(choice).value_or(std::vector<int>{});
-  const auto real_host = [](const std::string& host) { return host.substr(0, host.find("/fake")); };
-  const std::string mine = real_host(st.topo->self().host);
+  const std::string mine = real_host_of(st.topo->self().host);
   std::vector<int> cpus;
   for (const rank_placement& p : st.topo->all())
-    if (real_host(p.host) == mine)
+    if (real_host_of(p.host) == mine)
       if (auto listed = parse_cpu_list(p.cpuset))
         cpus.insert(cpus.end(), listed->begin(), listed->end());
   std::sort(cpus.begin(), cpus.end());

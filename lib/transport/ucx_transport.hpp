@@ -4,7 +4,6 @@
 #include "backend.hpp"
 #include "deferred_issues.hpp"
 #include <atomic>
-#include <deque>
 #include <memory>
 #include <mpi.h>
 #include <mutex>
