@@ -212,8 +212,10 @@ fault_spec parse_fault(std::string_view name, const std::string& value) {
       f.count = integer(1);
       have_count = true;
     } else if (key == "at" && !have_point) {
-      constexpr std::array points{fault_point::startup,  fault_point::put,  fault_point::co_sum,
-                                  fault_point::sync_all, fault_point::call, fault_point::shutdown};
+      constexpr std::array points{fault_point::startup, fault_point::put,
+                                  fault_point::co_sum,  fault_point::sync_all,
+                                  fault_point::call,    fault_point::shutdown,
+                                  fault_point::step,    fault_point::checkpoint};
       const auto it = std::find_if(points.begin(), points.end(),
                                    [&](fault_point q) { return to_string(q) == v; });
       if (it == points.end()) throw bad("unknown point '" + v + "'");
@@ -276,8 +278,8 @@ std::string_view to_string(transport_choice t) {
 }
 
 std::string_view to_string(fault_point p) {
-  constexpr std::array<std::string_view, 6> names{"startup",  "put",  "co_sum",
-                                                  "sync_all", "call", "shutdown"};
+  constexpr std::array<std::string_view, 8> names{"startup", "put",      "co_sum", "sync_all",
+                                                  "call",    "shutdown", "step",   "checkpoint"};
   return names.at(static_cast<std::size_t>(p));
 }
 

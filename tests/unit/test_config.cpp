@@ -159,7 +159,8 @@ BOOST_AUTO_TEST_CASE(fault_injection_is_parsed_and_validated) {
               f.at == crown::fault_point::co_sum && f.count == 7));
   BOOST_TEST(crown::to_string(f) == "stop:rank=3:at=co_sum:count=7");
   for (const char* good : {"kill:rank=0:at=startup", "throw:rank=1:at=put", "kill:at=call:rank=2",
-                           "stop:rank=1:at=sync_all", "kill:rank=0:at=shutdown"})
+                           "stop:rank=1:at=sync_all", "kill:rank=0:at=shutdown",
+                           "kill:rank=1:at=step:count=50", "throw:rank=0:at=checkpoint"})
     BOOST_TEST(crown::to_string(config::parse({{"CROWN_FAULT", good}}).fault) != "none", good);
   for (auto bad : {"", "kill", "kill:rank=1", "kill:at=put", "boom:rank=1:at=put",
                    "kill:rank=-1:at=put", "kill:rank=1:at=lunch", "kill:rank=1:at=put:count=0",
