@@ -20,7 +20,17 @@ enum class gpu_mapping_choice { automatic, vmm, ipc };
 /// CROWN_FAULT: a fault injected on purpose, for tests of how jobs end.
 enum class fault_action { none, kill, stop, raise };
 /// Where an injected fault strikes (the first time the rank gets there, or the count-th).
-enum class fault_point { startup, put, co_sum, sync_all, call, shutdown, step, checkpoint };
+enum class fault_point {
+  startup,
+  put,
+  co_sum,
+  sync_all,
+  call,
+  shutdown,
+  step,
+  checkpoint,
+  gpu_heap
+};
 struct fault_spec {
   fault_action action = fault_action::none; ///< kill: SIGKILL; stop: SIGSTOP; raise: throws
   int rank = -1;                            ///< the world rank it strikes
