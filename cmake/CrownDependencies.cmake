@@ -100,6 +100,20 @@ else()
   crown_report("HDF5" "disabled" "CROWN_ENABLE_HDF5=OFF")
 endif()
 
+# OpenBLAS (CBLAS): the training layer's GEMMs (libcrown_parallel, crown-train).
+set(CROWN_HAVE_OPENBLAS OFF)
+if(CROWN_ENABLE_PARALLEL)
+  pkg_check_modules(OPENBLAS IMPORTED_TARGET openblas)
+  if(OPENBLAS_FOUND)
+    set(CROWN_HAVE_OPENBLAS ON)
+    crown_report("OpenBLAS" "found" "${OPENBLAS_VERSION}")
+  else()
+    crown_report("OpenBLAS" "not found" "install libopenblas-dev (training: libcrown_parallel)")
+  endif()
+else()
+  crown_report("OpenBLAS" "disabled" "CROWN_ENABLE_PARALLEL=OFF")
+endif()
+
 # gfortran
 set(CROWN_HAVE_FORTRAN OFF)
 if(CROWN_ENABLE_FORTRAN)
