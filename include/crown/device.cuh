@@ -6,6 +6,7 @@
     "<crown/device.cuh> is for CUDA sources compiled by nvcc; host code includes <crown/device/coarray_view.hpp>"
 #endif
 #include <crown/device/coarray_view.hpp>
+#include <cuda/atomic>
 
 namespace crown::device {
 
@@ -84,8 +85,11 @@ __device__ T coarray_view<T, N>::compare_and_swap(int image, std::size_t i, T ex
 
 template <typename T, std::size_t N>
 __device__ T coarray_view<T, N>::atomic_load(int image, std::size_t i) const {
-  T* where = bases[image] + i;
-  return detail::atomic_cas(where, T{}, T{}); // returns the word, changes nothing
+  static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomics need 4- or 8-byte elements");
+  // A plain load, relaxed as the other view atomics (a compare-and-swap would be a write:
+  // slower, and an error on memory mapped read-only).
+  return cuda::atomic_ref<T, cuda::thread_scope_system>(bases[image][i])
+      .load(cuda::std::memory_order_relaxed);
 }
 
 template <typename T, std::size_t N>

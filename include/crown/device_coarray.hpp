@@ -12,9 +12,15 @@ namespace crown {
 /// A remote reference to one image's device block: `a.on(img)`. Sources and
 /// destinations may be host or device memory. Blocking transfers return once the data
 /// is at the target (put) or here (get); the *_async ones return a completion (local
-/// and remote completion coincide: the copy writes the target's memory itself); the
-/// ones that take a `stream` are enqueued on it and complete in its order. Images on
-/// other hosts are not reachable yet (state_error naming both hosts).
+/// and remote completion coincide: the copy writes the target's memory itself).
+/// Streams, one rule for every overload (docs/memory-model.md): without a stream, or
+/// with `stream` nullptr, a transfer runs on Crown's own stream, and sync_all, quiet and
+/// event::post complete it; with a stream handle (cudaStreamLegacy or
+/// cudaStreamPerThread for a default stream: a library cannot tell which one a caller's
+/// 0 means) it is enqueued on that stream and completes with it (its completion, or a
+/// synchronisation of that stream), never from sync_all, which would also wait for a
+/// kernel queued before it. Images on other hosts are not reachable yet (state_error
+/// naming both hosts).
 template <typename T, std::size_t N>
 class image_ref<T, N, memory_kind::cuda>
     : public detail::image_ref_common<T, N, memory_kind::cuda> {
@@ -33,20 +39,14 @@ public:
     this->check_count(dst.size(), "get");
     detail::device_get(rank_, a_->block().offset, dst.data(), dst.size_bytes());
   }
-  [[nodiscard]] completion put_async(std::span<const T> src) const {
-    return start(true, const_cast<T*>(src.data()), src.size(), false, nullptr, "put_async");
+  /// Enqueued on `stream` (a cudaStream_t; nullptr: Crown's stream): ordered after the
+  /// stream's earlier work (a kernel that produced `src`), before its later work.
+  /// `src`/`dst` are device or page-locked host memory when a stream is given.
+  [[nodiscard]] completion put_async(std::span<const T> src, CUstream_st* stream = nullptr) const {
+    return start(true, const_cast<T*>(src.data()), src.size(), stream, "put_async");
   }
-  [[nodiscard]] completion get_async(std::span<T> dst) const {
-    return start(false, dst.data(), dst.size(), false, nullptr, "get_async");
-  }
-  /// Enqueued on `stream` (a cudaStream_t): ordered after the stream's earlier work (a
-  /// kernel that produced `src`), before its later work. `src`/`dst` are device or
-  /// page-locked host memory.
-  [[nodiscard]] completion put_async(std::span<const T> src, CUstream_st* stream) const {
-    return start(true, const_cast<T*>(src.data()), src.size(), true, stream, "put_async");
-  }
-  [[nodiscard]] completion get_async(std::span<T> dst, CUstream_st* stream) const {
-    return start(false, dst.data(), dst.size(), true, stream, "get_async");
+  [[nodiscard]] completion get_async(std::span<T> dst, CUstream_st* stream = nullptr) const {
+    return start(false, dst.data(), dst.size(), stream, "get_async");
   }
 
   void put(const index_type& i, const T& value) const {
@@ -68,14 +68,14 @@ public:
                                      CUstream_st* stream = nullptr) const {
     completion c;
     detail::device_start_strided(true, rank_, this->layout(s, src.size(), "put_async"),
-                                 const_cast<T*>(src.data()), stream != nullptr, stream, c);
+                                 const_cast<T*>(src.data()), stream, c);
     return c;
   }
   [[nodiscard]] completion get_async(const section<N>& s, std::span<T> dst,
                                      CUstream_st* stream = nullptr) const {
     completion c;
     detail::device_start_strided(false, rank_, this->layout(s, dst.size(), "get_async"), dst.data(),
-                                 stream != nullptr, stream, c);
+                                 stream, c);
     return c;
   }
 
@@ -104,11 +104,10 @@ private:
   image_ref(const coarray<T, N, memory_kind::cuda>* a, int image, int rank)
       : common(a, image, rank) {}
 
-  completion start(bool put, T* buffer, std::size_t n, bool ordered, CUstream_st* stream,
-                   const char* op) const {
+  completion start(bool put, T* buffer, std::size_t n, CUstream_st* stream, const char* op) const {
     this->check_count(n, op);
     completion c;
-    detail::device_start(put, rank_, a_->block().offset, buffer, n * sizeof(T), ordered, stream, c);
+    detail::device_start(put, rank_, a_->block().offset, buffer, n * sizeof(T), stream, c);
     return c;
   }
   T atomic(const index_type& i, detail::atomic_op op, T operand, T compare = T{}) const {

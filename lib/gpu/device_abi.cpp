@@ -13,6 +13,7 @@
 #include <crown/log.hpp>
 #include <crown/mesh.hpp>
 #include <cstdio>
+#include <utility>
 
 namespace crown::detail {
 namespace {
@@ -124,23 +125,39 @@ std::uint64_t agree_on_device(device_heap& h, MPI_Comm comm, std::size_t rounded
   return offset;
 }
 
+/// Collective over `comm`: the lowest image of `m` whose `problem` is not empty, with
+/// that problem (-1 and empty when every member has none). Non-blocking collectives:
+/// Crown's waits keep the progress of a rank that waits here.
+std::pair<int, std::string> first_member_problem(const mesh& m, MPI_Comm comm,
+                                                 const std::string& problem,
+                                                 const std::string& what) {
+  int first = problem.empty() ? m.size() : m.rank();
+  MPI_Request r;
+  complete(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm, &r), r,
+           "MPI_Allreduce(" + what + ")");
+  if (first == m.size()) return {-1, {}};
+  char text[512] = {};
+  if (first == m.rank()) std::snprintf(text, sizeof text, "%s", problem.c_str());
+  complete(MPI_Ibcast(text, sizeof text, MPI_CHAR, first, comm, &r), r, "MPI_Bcast(" + what + ")");
+  return {first, text};
+}
+
+std::string image_and_rank(const mesh& m, int image) {
+  return "image " + std::to_string(image) + " (rank " +
+         std::to_string(m.ranks()[static_cast<std::size_t>(image)]) + ")";
+}
+
 /// Every member has a device heap, or every member throws naming the first without.
 void require_device_heaps(const mesh& m, MPI_Comm comm, const std::string& op) {
   std::string why;
-  const bool mine = find_device_heap(&why) != nullptr;
-  int first = mine ? m.size() : m.rank();
-  MPI_Request r;
-  complete(MPI_Iallreduce(MPI_IN_PLACE, &first, 1, MPI_INT, MPI_MIN, comm, &r), r,
-           "MPI_Allreduce(" + op + ": device heaps)");
-  if (first == m.size()) return;
-  char text[512] = {};
-  if (!mine) std::snprintf(text, sizeof text, "%s", why.c_str());
-  complete(MPI_Ibcast(text, sizeof text, MPI_CHAR, first, comm, &r), r,
-           "MPI_Bcast(" + op + ": device heaps)");
-  throw state_error(op, "memory_kind::cuda needs a device heap on every member, but image " +
-                            std::to_string(first) + " (rank " +
-                            std::to_string(m.ranks()[static_cast<std::size_t>(first)]) +
-                            ") has none: " + text);
+  if (find_device_heap(&why))
+    why.clear();
+  else if (why.empty())
+    why = "no device heap";
+  const auto [first, text] = first_member_problem(m, comm, why, op + ": device heaps");
+  if (first < 0) return;
+  throw state_error(op, "memory_kind::cuda needs a device heap on every member, but " +
+                            image_and_rank(m, first) + " has none: " + text);
 }
 
 } // namespace
@@ -164,15 +181,25 @@ heap_block device_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_
     b.offset = agree_on_device(h, comm, rounded, op);
     h.space.take(b.offset, rounded);
   }
+  std::string problem;
   try {
     const device_guard on(h.device());
     check_cuda(cudaMemsetAsync(h.local(b.offset), 0, rounded, h.stream()),
                op + ": cudaMemsetAsync(" + std::to_string(rounded) + " bytes)");
     check_cuda(cudaStreamSynchronize(h.stream()), op + ": cudaStreamSynchronize");
-  } catch (...) {
-    const std::lock_guard lock(h.mutex);
-    h.space.give(b.offset);
-    throw;
+  } catch (const error& e) {
+    problem = e.what();
+  }
+  // Agreed before anyone throws: a member that threw alone would leave the others in
+  // the barrier below.
+  if (const auto [first, text] = first_member_problem(m, comm, problem, op + ": clearing");
+      first >= 0) {
+    {
+      const std::lock_guard lock(h.mutex);
+      h.space.give(b.offset);
+    }
+    throw state_error(op,
+                      "clearing the new block failed on " + image_and_rank(m, first) + ": " + text);
   }
   crown_barrier(m); // nobody writes into a block before its owner has cleared it
   return b;
@@ -224,23 +251,23 @@ void device_get_strided(int world_rank, const strided& s, void* packed) {
 }
 
 void device_start(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
-                  bool stream_ordered, CUstream_st* stream, completion& into) {
+                  CUstream_st* stream, completion& into) {
   const char* op = put ? "device put_async" : "device get_async";
   device_heap& h = active_device_heap(op);
-  cuda_backend* b = checked_contiguous(h, world_rank, offset, buffer, bytes, stream_ordered, op);
+  cuda_backend* b = checked_contiguous(h, world_rank, offset, buffer, bytes, stream != nullptr, op);
   if (!b) return;
   const run r{offset, bytes};
-  into.add(b->start_on(stream_ordered ? stream : h.stream(), put, world_rank, {&r, 1},
+  into.add(b->start_on(stream ? stream : h.stream(), put, world_rank, {&r, 1},
                        static_cast<std::byte*>(buffer)));
 }
 
 void device_start_strided(bool put, int world_rank, const strided& s, void* packed,
-                          bool stream_ordered, CUstream_st* stream, completion& into) {
+                          CUstream_st* stream, completion& into) {
   const char* op = put ? "device put_async (section)" : "device get_async (section)";
   device_heap& h = active_device_heap(op);
-  cuda_backend* b = checked_strided(h, world_rank, s, packed, stream_ordered, op);
+  cuda_backend* b = checked_strided(h, world_rank, s, packed, stream != nullptr, op);
   if (!b) return;
-  into.add(b->start_strided(stream_ordered ? stream : h.stream(), put, world_rank, s,
+  into.add(b->start_strided(stream ? stream : h.stream(), put, world_rank, s,
                             static_cast<std::byte*>(packed)));
 }
 

@@ -4,8 +4,11 @@
 #include "device_startup.hpp"
 #include "host_agreement.hpp"
 #include "pointer_checks.hpp"
+#include <crown/detail/fault.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 
 namespace crown::detail {
@@ -30,10 +33,6 @@ std::string reason_for_none(const runtime_state& st) {
 
 } // namespace
 
-device_heap::device_buffer::~device_buffer() {
-  if (p) (void)cudaFree(p);
-}
-
 device_heap::device_heap(runtime_state& st, MPI_Comm group, std::unique_ptr<device_memory> memory,
                          int device)
     : space(memory->size()), group_(group), device_(device), memory_(std::move(memory)) {
@@ -46,13 +45,76 @@ device_heap::device_heap(runtime_state& st, MPI_Comm group, std::unique_ptr<devi
   for (int i = 0; i < members; ++i)
     peers_[static_cast<std::size_t>(world_ranks[static_cast<std::size_t>(i)])] = memory_->peer(i);
   for (const auto& p : st.topo->all()) hosts_.push_back(p.host);
-  backend_ = std::make_unique<cuda_backend>(device_, peers_.data(), st.size);
+  // Agreed over the group: a member that threw alone would leave the others in the
+  // barrier its memory's destructor meets them in.
+  std::string problem;
+  try {
+    const device_guard on(device_);
+    backend_ = std::make_unique<cuda_backend>(device_, peers_.data(), st.size);
+    // Room for 256 tables over the whole world, at least 256 KiB.
+    views_area_ = std::make_unique<view_area>(std::max<std::size_t>(
+        std::size_t{1} << 18, std::size_t{256} * sizeof(std::byte*) * peers_.size()));
+  } catch (const error& e) {
+    problem = e.what();
+  }
+  if (auto p = first_problem(group, problem); !p.empty()) {
+    views_area_.reset();
+    backend_.reset();
+    throw state_error("device heap on GPU " + std::to_string(device_), p);
+  }
+}
+
+device_heap::view_area::view_area(std::size_t bytes) : slots_(bytes) {
+  void* d = nullptr;
+  check_cuda(cudaMalloc(&d, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes, view area)");
+  device_ = static_cast<std::byte*>(d);
+  void* h = nullptr;
+  if (const cudaError_t rc = cudaHostAlloc(&h, bytes, cudaHostAllocDefault); rc != cudaSuccess) {
+    (void)cudaFree(d);
+    check_cuda(rc, "cudaHostAlloc(" + std::to_string(bytes) + " bytes, view staging)");
+  }
+  staging_ = static_cast<std::byte*>(h);
+}
+
+device_heap::view_area::~view_area() {
+  (void)cudaFreeHost(staging_);
+  (void)cudaFree(device_); // at shutdown, after Crown's stream was synchronised
+}
+
+void* device_heap::view_area::upload(const std::vector<std::byte*>& bases, cudaStream_t stream,
+                                     std::string_view what) {
+  const std::size_t bytes = bases.size() * sizeof(std::byte*);
+  const std::uint64_t at = slots_.first_fit_from(0, bytes);
+  if (at >= slots_.capacity())
+    throw resource_error(std::string(what),
+                         "the area for kernel-view tables is full (" +
+                             std::to_string(slots_.capacity()) + " bytes, " +
+                             std::to_string(slots_.in_use()) +
+                             " in use): free device coarrays whose views are no longer used");
+  slots_.take(at, std::max<std::size_t>(bytes, 1));
+  try {
+    std::memcpy(staging_ + at, bases.data(), bytes);
+    check_cuda(cudaMemcpyAsync(device_ + at, staging_ + at, bytes, cudaMemcpyHostToDevice, stream),
+               std::string(what) + ": cudaMemcpyAsync(view table, " + std::to_string(bytes) +
+                   " bytes)");
+    // Only Crown's stream: the table is complete before any kernel the caller launches.
+    check_cuda(cudaStreamSynchronize(stream), std::string(what) + ": cudaStreamSynchronize");
+  } catch (...) {
+    slots_.give(at);
+    throw;
+  }
+  return device_ + at;
+}
+
+void device_heap::view_area::release(void* table) noexcept {
+  (void)slots_.give(static_cast<std::uint64_t>(static_cast<std::byte*>(table) - device_));
 }
 
 device_heap::~device_heap() {
   views_.clear();
   backend_.reset(); // synchronises Crown's stream
-  memory_.reset();  // unmaps the peers, meets them, frees this rank's memory
+  views_area_.reset();
+  memory_.reset(); // unmaps the peers, meets them, frees this rank's memory
 }
 
 cuda_backend& device_heap::backend_for(int world_rank, std::string_view op) const {
@@ -88,21 +150,25 @@ void* device_heap::view_table(std::uint64_t offset, const std::vector<int>& rank
   }
   const std::lock_guard lock(mutex);
   auto& slot = views_[{offset, ranks}];
-  if (slot) return slot->p;
-  auto table = std::make_unique<device_buffer>();
-  const device_guard on(device_);
-  const std::size_t bytes = bases.size() * sizeof(std::byte*);
-  check_cuda(cudaMalloc(&table->p, bytes),
-             std::string(what) + ": cudaMalloc(" + std::to_string(bytes) + " bytes, view table)");
-  check_cuda(cudaMemcpy(table->p, bases.data(), bytes, cudaMemcpyHostToDevice),
-             std::string(what) + ": cudaMemcpy(view table)");
-  slot = std::move(table);
-  return slot->p;
+  if (!slot) {
+    const device_guard on(device_);
+    try {
+      slot = views_area_->upload(bases, stream(), what);
+    } catch (...) {
+      views_.erase({offset, ranks});
+      throw;
+    }
+  }
+  return slot;
 }
 
 void device_heap::forget_views(std::uint64_t offset) noexcept {
   const std::lock_guard lock(mutex);
-  std::erase_if(views_, [&](const auto& v) { return v.first.first == offset; });
+  std::erase_if(views_, [&](const auto& v) {
+    if (v.first.first != offset) return false;
+    views_area_->release(v.second);
+    return true;
+  });
 }
 
 device_heap* find_device_heap(std::string* why) noexcept {
@@ -116,21 +182,11 @@ device_heap& active_device_heap(std::string_view op) {
   throw state_error(std::string(op), "this rank has no device heap: " + why);
 }
 
-void start_device_heap(runtime_state& st) {
-  // Without a visible GPU there is no device memory to pass by mistake: no checks.
-  g_check_host_buffers = st.cfg.check == 1 && st.topo->host().gpus > 0;
-  g_device_heap.reset();
-  std::string why = reason_for_none(st);
-  const int gpu = st.topo->self().gpu;
-  // The ranks of this host that get a device heap map each other's.
-  MPI_Comm group = MPI_COMM_NULL;
-  check_mpi(MPI_Comm_split(st.host_comm.get(), why.empty() ? 0 : MPI_UNDEFINED, st.rank, &group),
-            "MPI_Comm_split(device heap)");
-  if (!why.empty()) {
-    g_no_device_heap = why;
-    return;
-  }
-  comm_handle owned(group);
+namespace {
+
+/// Collective over `group` (this host's ranks that make a device heap): the heap, or a
+/// throw on every member.
+std::unique_ptr<device_heap> make_device_heap(runtime_state& st, comm_handle group, int gpu) {
   // Each step that can fail on one rank ends in an agreement over the group, so that no
   // rank walks into the group's next collective alone.
   std::string problem;
@@ -141,13 +197,13 @@ void start_device_heap(runtime_state& st) {
   } catch (const error& e) {
     problem = e.what();
   }
-  if (auto p = first_problem(group, problem); !p.empty())
+  if (auto p = first_problem(group.get(), problem); !p.empty())
     throw state_error("device heap on GPU " + std::to_string(gpu), p);
   std::unique_ptr<device_memory> memory;
   std::string not_vmm = "CROWN_GPU_MAPPING=ipc";
   if (st.cfg.gpu_mapping != gpu_mapping_choice::ipc) {
     try {
-      memory = map_vmm(group, gpu, st.cfg.gpu_heap_size, not_vmm);
+      memory = map_vmm(group.get(), gpu, st.cfg.gpu_heap_size, not_vmm);
     } catch (const state_error& e) { // the descriptor exchange failed on every rank
       not_vmm = e.what();
     }
@@ -157,11 +213,71 @@ void start_device_heap(runtime_state& st) {
   if (!memory) {
     if (st.cfg.gpu_mapping == gpu_mapping_choice::automatic)
       log(log_level::info, "device heap: CUDA VMM unavailable (", not_vmm, "), using CUDA IPC");
-    memory = map_ipc(group, gpu, st.cfg.gpu_heap_size);
+    memory = map_ipc(group.get(), gpu, st.cfg.gpu_heap_size);
   }
-  auto heap = std::make_unique<device_heap>(st, owned.release(), std::move(memory), gpu);
+  return std::make_unique<device_heap>(st, group.release(), std::move(memory), gpu);
+}
+
+/// The device-heap settings were chosen (environment or a config that is not the
+/// default): a failed set-up then ends the start-up instead of running without.
+bool settings_chosen(const config& c) {
+  return std::getenv("CROWN_GPU_HEAP_SIZE") || std::getenv("CROWN_GPU_MAPPING") ||
+         c.gpu_heap_size != config{}.gpu_heap_size ||
+         c.gpu_mapping != gpu_mapping_choice::automatic;
+}
+
+} // namespace
+
+void start_device_heap(runtime_state& st) {
+  // Without a visible GPU there is no device memory to pass by mistake: no checks.
+  g_check_host_buffers = st.cfg.check == 1 && st.topo->host().gpus > 0;
+  g_device_heap.reset();
+  std::string problem; // why this rank's set-up failed
+  try {
+    fault_point_reached(fault_point::gpu_heap); // a test hook: as if the set-up failed here
+  } catch (const error& e) {
+    problem = e.what();
+  }
+  const std::string none = reason_for_none(st); // by design, not a failure
+  // The ranks of this host that make a device heap map each other's.
+  MPI_Comm group = MPI_COMM_NULL;
+  check_mpi(MPI_Comm_split(st.host_comm.get(), none.empty() && problem.empty() ? 0 : MPI_UNDEFINED,
+                           st.rank, &group),
+            "MPI_Comm_split(device heap)");
+  std::unique_ptr<device_heap> heap;
+  if (group != MPI_COMM_NULL) {
+    try {
+      heap = make_device_heap(st, comm_handle(group), st.topo->self().gpu);
+    } catch (const error& e) { // thrown on every member of the group
+      problem = e.what();
+    }
+  }
+  // Decided together over the world: a failure anywhere means no device heap anywhere
+  // (an allocation needs one on every member); the usable size is the world's smallest
+  // (VMM rounds to the granularity of each host, IPC does not).
+  const std::string failed = first_problem(st.world_comm.get(), problem);
+  unsigned long long agreed[2] = {heap ? heap->size() : ~0ULL, settings_chosen(st.cfg) ? 0ULL : 1};
+  check_mpi(
+      MPI_Allreduce(MPI_IN_PLACE, agreed, 2, MPI_UNSIGNED_LONG_LONG, MPI_MIN, st.world_comm.get()),
+      "MPI_Allreduce(device heap size)");
+  if (!failed.empty()) {
+    heap.reset(); // every member of a group frees together (they meet in the destructor)
+    if (agreed[1] == 0)
+      throw state_error("device heap", failed + " (CROWN_GPU_HEAP_SIZE or CROWN_GPU_MAPPING "
+                                                "was set: a failed device heap ends the start-up)");
+    g_no_device_heap = "the device heap failed at start-up on " + failed +
+                       "; Crown runs without one (set CROWN_GPU_HEAP_SIZE or CROWN_GPU_MAPPING "
+                       "to make such a failure end the start-up)";
+    if (st.rank == 0) log(log_level::warn, "device heap: ", g_no_device_heap);
+    return;
+  }
+  if (!heap) {
+    g_no_device_heap = none;
+    return;
+  }
+  heap->limit(agreed[0]);
   if (st.rank == 0)
-    log(log_level::info, "device heap: ", heap->size(), " bytes per rank on GPU ", gpu,
+    log(log_level::info, "device heap: ", heap->size(), " bytes per rank on GPU ", heap->device(),
         ", same-host peers mapped with ", heap->mapping());
   g_device_heap = std::move(heap);
 }

@@ -5,6 +5,7 @@
 #include "../transport/symmetric_heap.hpp"
 #include "cuda_backend.hpp"
 #include "device_memory.hpp"
+#include <algorithm>
 #include <cuda_runtime_api.h>
 #include <map>
 #include <memory>
@@ -24,13 +25,19 @@ class device_heap {
 public:
   /// `memory` was mapped over `group` (the ranks of this host that have a device heap),
   /// which the heap keeps until its memory is gone.
+  /// Collective over `group`: throws on every member when Crown's stream or the view
+  /// area cannot be made on one.
   device_heap(runtime_state& st, MPI_Comm group, std::unique_ptr<device_memory> memory, int device);
   ~device_heap();
   device_heap(const device_heap&) = delete;
   device_heap& operator=(const device_heap&) = delete;
 
   [[nodiscard]] int device() const noexcept { return device_; }
-  [[nodiscard]] std::size_t size() const noexcept { return memory_->size(); }
+  /// Usable bytes: the smallest heap of the world (limit()), so that an allocation that
+  /// fits on one rank fits on every rank.
+  [[nodiscard]] std::size_t size() const noexcept { return space.capacity(); }
+  /// Restricts the heap to its first `bytes` (before any allocation).
+  void limit(std::size_t bytes) { space = free_list(std::min(bytes, memory_->size())); }
   [[nodiscard]] const char* mapping() const noexcept { return memory_->kind(); }
   [[nodiscard]] std::byte* local(std::uint64_t offset) const noexcept {
     return memory_->local() + offset;
@@ -47,7 +54,7 @@ public:
   [[nodiscard]] cuda_backend& local_backend() const noexcept { return *backend_; }
 
   /// The device table of base addresses for a kernel view of the block at `offset`
-  /// over `ranks` (world ranks in image order), made on first use.
+  /// over `ranks` (world ranks in image order), made on first use in the view area.
   void* view_table(std::uint64_t offset, const std::vector<int>& ranks, std::string_view what);
   /// Frees the view tables of the block at `offset` (the block is being freed).
   void forget_views(std::uint64_t offset) noexcept;
@@ -62,11 +69,27 @@ private:
   std::vector<std::byte*> peers_;  ///< per world rank: mapped base, or nullptr
   std::vector<std::string> hosts_; ///< per world rank: host name, for errors
   std::unique_ptr<cuda_backend> backend_;
-  struct device_buffer {
-    void* p = nullptr;
-    ~device_buffer();
+  /// Kernel-view tables live in device memory reserved at start-up and are written from
+  /// a page-locked mirror with cudaMemcpyAsync on Crown's stream: cudaMalloc, a
+  /// synchronous cudaMemcpy and cudaFree would wait behind a user kernel spinning in
+  /// wait_until (they synchronise with the device or the legacy default stream).
+  class view_area {
+  public:
+    explicit view_area(std::size_t bytes); // on the current device
+    ~view_area();
+    view_area(const view_area&) = delete;
+    view_area& operator=(const view_area&) = delete;
+    /// A table holding `bases`, complete on the device when this returns.
+    void* upload(const std::vector<std::byte*>& bases, cudaStream_t stream, std::string_view what);
+    void release(void* table) noexcept;
+
+  private:
+    std::byte* device_ = nullptr;
+    std::byte* staging_ = nullptr; ///< page-locked mirror of device_
+    free_list slots_;
   };
-  std::map<std::pair<std::uint64_t, std::vector<int>>, std::unique_ptr<device_buffer>> views_;
+  std::unique_ptr<view_area> views_area_;
+  std::map<std::pair<std::uint64_t, std::vector<int>>, void*> views_;
 };
 
 /// The heap made at start-up; throws state_error naming `op` and why there is none

@@ -30,10 +30,10 @@ void device_put(int, std::uint64_t, const void*, std::size_t) { no_cuda("device 
 void device_get(int, std::uint64_t, void*, std::size_t) { no_cuda("device get"); }
 void device_put_strided(int, const strided&, const void*) { no_cuda("device put"); }
 void device_get_strided(int, const strided&, void*) { no_cuda("device get"); }
-void device_start(bool, int, std::uint64_t, void*, std::size_t, bool, CUstream_st*, completion&) {
+void device_start(bool, int, std::uint64_t, void*, std::size_t, CUstream_st*, completion&) {
   no_cuda("device transfer");
 }
-void device_start_strided(bool, int, const strided&, void*, bool, CUstream_st*, completion&) {
+void device_start_strided(bool, int, const strided&, void*, CUstream_st*, completion&) {
   no_cuda("device transfer");
 }
 std::uint64_t device_atomic(int, std::uint64_t, atomic_op, int, bool, std::uint64_t,

@@ -55,7 +55,42 @@ __global__ void put_signal(crown::device::coarray_view<double, 1> from,
   if (threadIdx.x == 0) flags.atomic_add(target, flag, std::int64_t{1});
 }
 
+/// Every operation of <crown/device.cuh> on the local block (one thread), so that each
+/// is compiled for every element type in every CUDA build; out[0..7] are checked by
+/// the test.
+template <typename T>
+__global__ void every_op(crown::device::coarray_view<T, 1> v, T* out) {
+  namespace d = crown::device;
+  const int me = v.this_image;
+  v(0) = T(5);
+  v.on(me)(1) = T(7);
+  d::fence();
+  d::quiet();
+  out[0] = v.atomic_load(me, 0);                   // 5
+  out[1] = v.compare_and_swap(me, 1, T(7), T(9));  // 7, now 9
+  out[2] = v.compare_and_swap(me, 1, T(7), T(11)); // 9, unchanged
+  out[3] = v.atomic_add(me, 2, T(3));              // 0, now 3
+  out[4] = v.wait_until(2, d::cmp::ge, T(3));      // 3
+  out[5] = d::wait_until(&v(1), d::cmp::eq, T(9)); // 9
+  out[6] = v.atomic_load(me, 1);                   // 9
+  out[7] = T(v.num_images);
+}
+
 } // namespace
+
+template <typename T>
+void every_operation(crown::device::coarray_view<T, 1> v, T* out) {
+  every_op<<<1, 1>>>(v, out);
+  check(cudaDeviceSynchronize(), "every_operation");
+}
+template void every_operation(crown::device::coarray_view<int, 1>, int*);
+template void every_operation(crown::device::coarray_view<unsigned, 1>, unsigned*);
+template void every_operation(crown::device::coarray_view<long long, 1>, long long*);
+template void every_operation(crown::device::coarray_view<unsigned long long, 1>,
+                              unsigned long long*);
+template void every_operation(crown::device::coarray_view<long, 1>, long*);
+template void every_operation(crown::device::coarray_view<float, 1>, float*);
+template void every_operation(crown::device::coarray_view<double, 1>, double*);
 
 buffer::buffer(std::size_t bytes) { check(cudaMalloc(&p_, bytes), "cudaMalloc"); }
 buffer::~buffer() { cudaFree(p_); }

@@ -125,6 +125,61 @@ BOOST_AUTO_TEST_CASE(asynchronous_and_stream_ordered_transfers) {
   crown::sync_all();
 }
 
+BOOST_AUTO_TEST_CASE(a_null_stream_is_crowns_stream_for_every_overload) {
+  dcoarray<int, 2> a(w(), {4, 8});
+  // nullptr is Crown's stream, as no stream at all: pageable memory is accepted, and
+  // sync_all completes the transfers (the whole block and a section alike).
+  const std::vector<int> mine = iota_from(100 * me(), 32);
+  crown::completion whole = a.on(right()).put_async(mine, nullptr);
+  crown::sync_all();
+  BOOST_TEST(whole.test());
+  std::vector<int> seen(32);
+  a.on(me()).get(seen);
+  BOOST_TEST(seen == iota_from(100 * left(), 32));
+  crown::sync_all();
+  const std::vector<int> row = iota_from(-8 * me(), 8);
+  const crown::section<2> second_row{crown::triplet{1, 2, 1}, crown::all(8)};
+  crown::completion part = a.on(right()).put_async(second_row, row, nullptr);
+  crown::sync_all();
+  BOOST_TEST(part.test());
+  a.on(me()).get(seen);
+  BOOST_TEST(std::vector<int>(seen.begin() + 8, seen.begin() + 16) == iota_from(-8 * left(), 8));
+  crown::sync_all();
+}
+
+template <typename T>
+void every_kernel_operation() {
+  dcoarray<T> a(w(), 4);
+  gpu_test::buffer out(8 * sizeof(T));
+  gpu_test::every_operation(a.device(), static_cast<T*>(out.get()));
+  std::vector<T> seen(8);
+  out.download(seen.data(), 8 * sizeof(T));
+  const std::vector<T> expected{T(5), T(7), T(9), T(0), T(3), T(9), T(9), T(n())};
+  BOOST_TEST(seen == expected, boost::test_tools::per_element());
+  crown::sync_all();
+}
+
+BOOST_AUTO_TEST_CASE(every_kernel_operation_for_every_element_type) {
+  every_kernel_operation<int>();
+  every_kernel_operation<unsigned>();
+  every_kernel_operation<long long>();
+  every_kernel_operation<unsigned long long>();
+  every_kernel_operation<std::int64_t>();
+  every_kernel_operation<float>();
+  every_kernel_operation<double>();
+}
+
+BOOST_AUTO_TEST_CASE(view_tables_are_reused_after_their_block_is_freed) {
+  // More views than the area holds at once (256 world-sized tables): each is freed with
+  // its block, so the area never fills.
+  for (int i = 0; i < 300; ++i) {
+    dcoarray<int> a(w(), 4);
+    const auto v = a.device();
+    BOOST_TEST_REQUIRE(v.bases == a.device().bases); // made once per block
+  }
+  crown::sync_all();
+}
+
 BOOST_AUTO_TEST_CASE(atomics_on_int32_and_int64_from_every_image) {
   dcoarray<std::int64_t> c64(w(), 2);
   dcoarray<std::int32_t> c32(w(), 2);
@@ -163,6 +218,15 @@ BOOST_AUTO_TEST_CASE(a_kernel_waits_for_a_host_put_with_signal) {
   gpu_test::buffer out(count * sizeof(double));
   gpu_test::wait_then_copy(flags.device(), 2, 1, data.device(), static_cast<double*>(out.get()),
                            count, s.get());
+  {
+    // While the kernel spins: allocating, the first device() (its table upload), a
+    // transfer on Crown's stream, sync_all and freeing must not wait behind it.
+    dcoarray<int> other(w(), 8);
+    BOOST_TEST(other.device().num_images == n());
+    other.on(right()).put(iota_from(me(), 8));
+    crown::sync_all();
+    BOOST_TEST(own_block(other) == iota_from(left(), 8));
+  }
   crown::sync_all(); // every waiting kernel is queued before anyone signals
   std::vector<double> mine(count);
   for (std::size_t i = 0; i < count; ++i) mine[i] = me() + 0.5 * static_cast<double>(i);

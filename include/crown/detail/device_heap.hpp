@@ -37,15 +37,17 @@ void device_get(int world_rank, std::uint64_t offset, void* dst, std::size_t byt
 void device_put_strided(int world_rank, const strided& s, const void* packed);
 void device_get_strided(int world_rank, const strided& s, void* packed);
 
-/// Starts a transfer and adds it to `into`: on Crown's own stream (`stream_ordered`
-/// false: the transfer overlaps the caller's work), or on the caller's `stream` (any
-/// handle, the default stream 0 too): the transfer then runs in that stream's order
-/// and the completion holds an event recorded after it. Stream-ordered transfers need
-/// device or page-locked host buffers (argument_error otherwise).
+/// Starts a transfer and adds it to `into`. `stream` nullptr: on Crown's own stream (the
+/// transfer overlaps the caller's work; sync_all, quiet and event::post complete it).
+/// Any other handle (cudaStreamLegacy and cudaStreamPerThread for the default streams
+/// too): in that stream's order, the completion holding an event recorded after it;
+/// such a transfer completes with that stream (its completion, a stream or device
+/// synchronisation), never from sync_all. Stream-ordered transfers need device or
+/// page-locked host buffers (argument_error otherwise).
 void device_start(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
-                  bool stream_ordered, CUstream_st* stream, completion& into);
+                  CUstream_st* stream, completion& into);
 void device_start_strided(bool put, int world_rank, const strided& s, void* packed,
-                          bool stream_ordered, CUstream_st* stream, completion& into);
+                          CUstream_st* stream, completion& into);
 
 /// Atomic on a 4- or 8-byte word of `world_rank`'s device heap, executed by the GPU
 /// (atomic with kernels' atomics on the same word, the owner's too). Returns the
