@@ -9,9 +9,13 @@
 #     Every rank buffers its Boost.Test output and prints it only if it failed; rank 0
 #     prints one summary line; the program fails if any rank failed.
 #   crown_run_suite(<suite> [VARIANT <name>] [NP <counts...>] [ENV <VAR=value...>]
-#                   [LABELS <labels...>] [TIMEOUT <seconds>])
+#                   [LABELS <labels...>] [TIMEOUT <seconds>] [ARGS <test arguments...>]
+#                   [PASS_REGEX <regex>] [FAIL_REGEX <regex>])
 #     registers <suite>[.<variant>].np<N> for each N (default 1 2 3 4) under
 #     mpirun -np N --oversubscribe, with a timeout (default 60 s) and PROCESSORS N.
+#     ARGS go to the test program (e.g. --run_test=<case>); PASS_REGEX: the test passes
+#     when its output matches, whatever its exit code (a job that must end itself,
+#     naming a cause), unless FAIL_REGEX matches too.
 #   crown_add_unit_test(<suite> SOURCES <files...>): a single-process test, label unit.
 
 set(CROWN_TEST_ENV
@@ -47,7 +51,8 @@ function(crown_add_suite suite)
 endfunction()
 
 function(crown_run_suite suite)
-  cmake_parse_arguments(PARSE_ARGV 1 arg "" "VARIANT;TIMEOUT" "NP;ENV;LABELS")
+  cmake_parse_arguments(PARSE_ARGV 1 arg "" "VARIANT;TIMEOUT;PASS_REGEX;FAIL_REGEX"
+                        "NP;ENV;LABELS;ARGS")
   if(NOT arg_NP)
     set(arg_NP 1 2 3 4)
   endif()
@@ -69,10 +74,17 @@ function(crown_run_suite suite)
     set(name ${prefix}.np${np})
     add_test(NAME ${name}
              COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${np} --oversubscribe
-                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_${suite}> ${MPIEXEC_POSTFLAGS})
+                     ${MPIEXEC_PREFLAGS} $<TARGET_FILE:test_${suite}> ${MPIEXEC_POSTFLAGS}
+                     ${arg_ARGS})
     set_tests_properties(${name} PROPERTIES
       TIMEOUT ${arg_TIMEOUT} PROCESSORS ${np} LABELS "${arg_LABELS}"
       ENVIRONMENT "${CROWN_TEST_ENV};${arg_ENV}" SKIP_RETURN_CODE 77)
+    if(arg_PASS_REGEX)
+      set_tests_properties(${name} PROPERTIES PASS_REGULAR_EXPRESSION "${arg_PASS_REGEX}")
+    endif()
+    if(arg_FAIL_REGEX)
+      set_tests_properties(${name} PROPERTIES FAIL_REGULAR_EXPRESSION "${arg_FAIL_REGEX}")
+    endif()
   endforeach()
 endfunction()
 

@@ -66,8 +66,12 @@ void print_text(const crown::runtime& rt, const std::vector<host_numbers>& hosts
     std::printf("host %s: %d cores, %d hardware threads, %d NUMA nodes, %d GPUs\n", p.host.c_str(),
                 h.cores, h.pus, h.numa_nodes, h.gpus);
   }
-  if (!rt.transports().mpi_rma && rt.size() > 1)
-    std::printf("note: %s\n", rt.transports().mpi_rma_problem.c_str());
+  const auto& t = rt.transports();
+  std::printf("one-sided off-host: %s (%s)\n", t.heap_transport.c_str(),
+              t.heap_transport_why.c_str());
+  std::printf("progress: %s (%s)\n", t.progress.c_str(), t.progress_why.c_str());
+  if (t.progress == "crown-calls") std::printf("note: %s\n", crown::detail::unserved_consequence);
+  if (!t.mpi_rma && rt.size() > 1) std::printf("note: %s\n", t.mpi_rma_problem.c_str());
   for (const auto& p : topo.all()) {
     std::string gpu = p.gpu < 0 ? "none" : std::to_string(p.gpu);
     if (checked && p.gpu >= 0) gpu += hosts[p.rank].gpu_ok ? "(works)" : "(FAILED self-test)";
@@ -87,6 +91,10 @@ void print_json(const crown::runtime& rt, const std::vector<host_numbers>& hosts
      << ",\n  \"world\": " << json_string(rt.world().to_string())
      << ",\n  \"wait_spins\": " << rt.wait_spins()
      << ",\n  \"mpi_rma_problem\": " << json_string(rt.transports().mpi_rma_problem)
+     << ",\n  \"heap_transport\": " << json_string(rt.transports().heap_transport)
+     << ",\n  \"heap_transport_why\": " << json_string(rt.transports().heap_transport_why)
+     << ",\n  \"progress\": " << json_string(rt.transports().progress)
+     << ",\n  \"progress_why\": " << json_string(rt.transports().progress_why)
      << ",\n  \"placements\": [";
   for (const auto& p : topo.all()) {
     const auto& h = hosts[p.rank];

@@ -27,6 +27,16 @@ struct transport_support {
   bool nccl = false; ///< built with NCCL
   std::string nccl_version;
   bool progress_thread = false; ///< Crown's progress thread runs (CROWN_PROGRESS_THREAD)
+  /// The backend that reaches peers off this rank's host (the same on every rank):
+  /// "ucx", "mpi" (one MPI window), "am" (active messages over two-sided MPI), or
+  /// "none" (every peer shares memory, or no transport could start), and why.
+  std::string heap_transport = "none";
+  std::string heap_transport_why;
+  /// Who serves other ranks' one-sided requests: "thread" (the progress thread, also
+  /// while the rank computes or blocks in its own MPI calls), "crown-calls" (only this
+  /// rank's Crown calls), or "none-needed" (loads and stores only), and why.
+  std::string progress = "none-needed";
+  std::string progress_why;
 };
 
 /// One per process, alive for as long as Crown is used.

@@ -1,6 +1,7 @@
 // The one stall report of every Crown wait (include/crown/detail/wait.hpp): a wait longer
 // than CROWN_WAIT_WARN names itself once; one longer than CROWN_WAIT_TIMEOUT ends the job.
 #include "layer_hooks.hpp"
+#include "runtime_state.hpp"
 #include <atomic>
 #include <crown/detail/wait.hpp>
 #include <crown/log.hpp>
@@ -16,6 +17,19 @@ std::atomic<double> g_warn{60};
 std::atomic<double> g_timeout{0};
 std::atomic<double> g_unserved{5}; ///< a one-sided request with no progress thread
 
+/// Why no progress thread serves one-sided requests in this job, as the runtime decided.
+std::string no_thread_because() {
+  const auto st = current_state();
+  if (st && !st->transports.progress_why.empty()) return st->transports.progress_why;
+  return "it needs MPI_THREAD_MULTIPLE, or CROWN_PROGRESS_THREAD is 0";
+}
+
+/// The cause of a one-sided request that no progress thread serves, and the choices.
+std::string unserved_cause() {
+  return "No progress thread serves one-sided requests in this job (" + no_thread_because() +
+         "): " + unserved_consequence;
+}
+
 std::string describe(const wait_site& site) {
   std::string s = site.what;
   if (site.on) s += " on " + site.on->to_string();
@@ -24,6 +38,12 @@ std::string describe(const wait_site& site) {
 }
 
 } // namespace
+
+const char* const unserved_consequence =
+    "one-sided requests to a rank are served only inside its Crown calls, and a rank that "
+    "computes or blocks in its own MPI call (MPI_Allreduce, MPI_Barrier, ...) serves nothing "
+    "meanwhile. Call crown::progress() in such loops, or initialise MPI at MPI_THREAD_MULTIPLE "
+    "(over UCX, MPI_THREAD_FUNNELED or MPI_THREAD_SERIALIZED suffice).";
 
 void set_wait_limits(double warn_seconds, double timeout_seconds,
                      double unserved_seconds) noexcept {
@@ -41,13 +61,14 @@ void backoff::watch() noexcept {
   const double waited = std::chrono::duration<double>(now - since_).count();
   const double timeout = g_timeout.load(std::memory_order_relaxed);
   try {
+    const bool unserved = site_.needs_target_progress && !progress_thread_serves();
     if (timeout > 0 && waited >= timeout) {
       log(log_level::error, describe(site_), ": has waited ", static_cast<long>(waited),
-          " s, longer than CROWN_WAIT_TIMEOUT (", timeout, " s with the scale). Aborting the job.");
+          " s, longer than CROWN_WAIT_TIMEOUT (", timeout, " s with the scale). ",
+          unserved ? unserved_cause() + " " : std::string(), "Aborting the job.");
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (warned_) return;
-    const bool unserved = site_.needs_target_progress && !progress_thread_serves();
     const double warn = unserved ? g_unserved.load(std::memory_order_relaxed)
                                  : g_warn.load(std::memory_order_relaxed);
     if (warn <= 0 || waited < warn) return;
@@ -56,13 +77,8 @@ void backoff::watch() noexcept {
     const std::string target =
         site_.rank >= 0 ? "rank " + std::to_string(site_.rank) : "the target";
     if (unserved)
-      log(log_level::warn, what, ": no answer for ", static_cast<long>(waited),
-          " s. No progress thread serves one-sided requests in this job (it needs "
-          "MPI_THREAD_MULTIPLE, or CROWN_PROGRESS_THREAD is 0), so a rank answers only inside "
-          "Crown calls: ",
-          target,
-          " most likely computes or blocks in its own MPI calls. Call into Crown there "
-          "(crown::progress()), or initialise MPI with MPI_THREAD_MULTIPLE.");
+      log(log_level::warn, what, ": no answer for ", static_cast<long>(waited), " s. ",
+          unserved_cause(), " CROWN_WAIT_TIMEOUT ends such a job.");
     else if (site_.needs_target_progress)
       log(log_level::warn, what, ": no answer for ", static_cast<long>(waited), " s although ",
           target,

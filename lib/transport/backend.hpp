@@ -71,6 +71,15 @@ public:
   /// Advances incoming and outgoing traffic; true when anything moved. Safe from any
   /// thread.
   virtual bool progress() noexcept = 0;
+  /// Whether this backend serves every request addressed to this rank without an MPI
+  /// call, so that a progress thread may serve them below MPI_THREAD_MULTIPLE
+  /// (serve_without_mpi() first).
+  [[nodiscard]] virtual bool serves_without_mpi() const noexcept { return false; }
+  /// From now on sends nothing that the target could serve only inside MPI (called before
+  /// a progress thread that makes no MPI call starts); only where serves_without_mpi().
+  virtual void serve_without_mpi() noexcept {}
+  /// progress() without any MPI call; true when anything moved.
+  virtual bool progress_without_mpi() noexcept { return false; }
   /// The progress thread's nap when idle: returns after `limit`, or sooner when traffic
   /// arrives where the backend can tell, or when work is queued for the thread.
   virtual void idle_wait(std::chrono::microseconds limit) noexcept { progress_nap(limit); }

@@ -85,8 +85,8 @@ void wake_progress_thread() noexcept {
 bool progress_thread_running() noexcept { return g_running.load(std::memory_order_relaxed) > 0; }
 bool on_progress_thread() noexcept { return g_on_progress_thread; }
 
-std::jthread launch_progress_thread(symmetric_heap& h, std::vector<int> cpus) {
-  return std::jthread([&h, cpus = std::move(cpus)](std::stop_token stop) {
+std::jthread launch_progress_thread(symmetric_heap& h, std::vector<int> cpus, bool without_mpi) {
+  return std::jthread([&h, cpus = std::move(cpus), without_mpi](std::stop_token stop) {
     ++g_running;
     g_on_progress_thread = true;
     // Without this the kernel's default 50 us timer slack stretches every nap.
@@ -99,7 +99,7 @@ std::jthread launch_progress_thread(symmetric_heap& h, std::vector<int> cpus) {
         progress_nap(aside_nap);
         continue;
       }
-      if (h.progress()) {
+      if (without_mpi ? h.progress_without_mpi() : h.progress()) {
         last_moved = std::chrono::steady_clock::now();
         continue;
       }

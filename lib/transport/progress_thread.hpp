@@ -14,8 +14,10 @@ namespace crown::detail {
 /// after 1 ms without any it naps for 100 us at a time, after 100 ms
 /// for 5 ms (UCX: asleep on the worker's event fd, woken by traffic at once, and by a
 /// large transfer queued for it). It runs on `cpus` (none: where its rank is bound) and
-/// is named crown-progress.
-std::jthread launch_progress_thread(symmetric_heap& h, std::vector<int> cpus);
+/// is named crown-progress. `without_mpi` (below MPI_THREAD_MULTIPLE, where a second
+/// thread may not call MPI): it drives only what serves requests without an MPI call
+/// (symmetric_heap::progress_without_mpi), and only where the transport can.
+std::jthread launch_progress_thread(symmetric_heap& h, std::vector<int> cpus, bool without_mpi);
 
 /// Whether a progress thread serves this rank (the stall reports depend on it).
 bool progress_thread_running() noexcept;

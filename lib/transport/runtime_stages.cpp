@@ -17,6 +17,7 @@
 #include <atomic>
 #include <crown/detail/fault.hpp>
 #include <crown/detail/heap.hpp>
+#include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
 #include <cstdlib>
@@ -82,26 +83,67 @@ std::vector<int> progress_cpus(const runtime_state& st) {
   return cpus;
 }
 
-/// Starts the CROWN_PROGRESS_THREAD thread (needs MPI_THREAD_MULTIPLE).
+/// Who serves other ranks' one-sided requests on this rank, and why (every rank
+/// decides alike: same thread level, same transport, same settings).
+struct progress_plan {
+  bool thread = false;      ///< a progress thread may run
+  bool without_mpi = false; ///< ... one that makes no MPI call (below MULTIPLE)
+  std::string why;
+};
+
+progress_plan plan_progress(const runtime_state& st, const symmetric_heap& heap) {
+  const backend* b = heap.transport();
+  if (!b) return {false, false, "loads and stores need no progress"};
+  const std::string name = b->name();
+  const std::string level(to_string(st.level));
+  switch (st.level) {
+  case thread_level::multiple:
+    return {true, false, level + ": the thread drives the " + name + " transport, MPI included"};
+  case thread_level::single:
+    return {false, false, "MPI_THREAD_SINGLE allows no thread but the main one"};
+  default:
+    if (b->serves_without_mpi())
+      return {true, true,
+              level + ": the thread makes no MPI call; the " + name +
+                  " transport serves requests without one"};
+    return {false, false,
+            level + " lets no second thread call MPI, and the " + name +
+                " transport serves requests only inside MPI calls (CROWN_TRANSPORT=ucx needs "
+                "none)"};
+  }
+}
+
+void launch(onesided_state& mine, const progress_plan& plan) {
+  // Nothing the target could serve only inside MPI may go out once the thread serves.
+  if (plan.without_mpi) mine.heap->transport()->serve_without_mpi();
+  mine.progress_thread = launch_progress_thread(*mine.heap, mine.progress_cpus, plan.without_mpi);
+}
+
+/// Starts the progress thread where the plan allows one and CROWN_PROGRESS_THREAD wants
+/// it, and says (rank 0, info) which transport and which progress this job got, and why.
 void start_progress_thread(runtime_state& st) {
   auto& mine = state_of(st);
   const int wanted = st.cfg.progress_thread; // -1 auto
-  if (wanted == 0) return;
-  if (st.level != thread_level::multiple) {
-    const std::string provided(to_string(st.level));
-    if (wanted == 1)
-      throw config_error("CROWN_PROGRESS_THREAD",
-                         "a progress thread needs MPI_THREAD_MULTIPLE, but MPI provides " +
-                             provided);
-    if (mine.heap->has_transport() && st.rank == 0)
-      log(log_level::info, "no progress thread (MPI provides ", provided,
-          "): ranks serve one-sided requests only inside Crown calls");
-    return;
+  const progress_plan plan = plan_progress(st, *mine.heap);
+  auto& t = st.transports;
+  t.progress = !mine.heap->has_transport() ? "none-needed" : "crown-calls";
+  t.progress_why = plan.why;
+  if (wanted == 1 && !plan.thread && mine.heap->has_transport())
+    throw config_error("CROWN_PROGRESS_THREAD", "a progress thread cannot run here: " + plan.why +
+                                                    " (MPI provides " +
+                                                    std::string(to_string(st.level)) + ")");
+  if (wanted == 0 && plan.thread) t.progress_why = "CROWN_PROGRESS_THREAD=0";
+  if (plan.thread && wanted != 0) {
+    mine.progress_cpus = progress_cpus(st);
+    launch(mine, plan);
+    t.progress_thread = true;
+    t.progress = "thread";
   }
-  if (!mine.heap->has_transport()) return; // load/store needs no progress
-  mine.progress_cpus = progress_cpus(st);
-  mine.progress_thread = launch_progress_thread(*mine.heap, mine.progress_cpus);
-  st.transports.progress_thread = true;
+  if (st.rank != 0) return;
+  log(log_level::info, "one-sided transport off-host: ", t.heap_transport, " (",
+      t.heap_transport_why, "); progress: ", t.progress, " (", t.progress_why, ")",
+      t.progress == "crown-calls" ? ": " : "",
+      t.progress == "crown-calls" ? unserved_consequence : "");
 }
 
 void stop_progress_thread(runtime_state& st) noexcept {
@@ -180,9 +222,8 @@ bool set_progress_thread(bool on) {
   if (!st) throw state_error("set_progress_thread", "no crown::runtime is active");
   auto& mine = state_of(*st);
   if (!on) stop_progress_thread(*st);
-  if (on && !mine.progress_thread.joinable() && st->level == thread_level::multiple &&
-      mine.heap->has_transport())
-    mine.progress_thread = launch_progress_thread(*mine.heap, mine.progress_cpus);
+  if (on && !mine.progress_thread.joinable())
+    if (const progress_plan plan = plan_progress(*st, *mine.heap); plan.thread) launch(mine, plan);
   st->transports.progress_thread = mine.progress_thread.joinable();
   return st->transports.progress_thread;
 }

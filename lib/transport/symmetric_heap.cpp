@@ -111,19 +111,31 @@ void symmetric_heap::choose_transport(runtime_state& st) {
   int need_transport = std::count(peers_.begin(), peers_.end(), nullptr) > 0;
   check_mpi(MPI_Allreduce(MPI_IN_PLACE, &need_transport, 1, MPI_INT, MPI_MAX, st.world_comm.get()),
             "MPI_Allreduce(heap transport)");
-  if (!need_transport) return;
+  auto& chosen = st.transports;
+  const auto because = [&](std::string why) {
+    chosen.heap_transport = transport_ ? transport_->name() : "none";
+    chosen.heap_transport_why = std::move(why);
+  };
+  if (!need_transport)
+    return because(st.size == 1 ? "a single rank" : "every rank shares memory with every other");
   // CROWN_TRANSPORT: ucx = UCX RMA driven by Crown's progress engine; am = requests over
   // two-sided MPI; mpi = one MPI window; auto = ucx when built with it and UCX starts on
-  // every rank, else the window when MPI can make one, else am.
+  // every rank (it serves requests without MPI calls, so a progress thread serves them
+  // below MPI_THREAD_MULTIPLE too), else the window when MPI can make one, else am.
   const auto choice = st.cfg.transport;
+  const std::string asked = "CROWN_TRANSPORT=" + std::string(to_string(choice));
+  std::string no_ucx = "built without UCX";
   if (choice == transport_choice::ucx || choice == transport_choice::automatic) {
 #if CROWN_HAVE_UCX
     try {
       transport_ = std::make_unique<ucx_transport>(st.world_comm.get(), mine_, size_);
-      return;
+      return because(choice == transport_choice::ucx
+                         ? asked
+                         : asked + ": UCX is built in and started on every rank");
     } catch (const state_error& e) {
       if (choice == transport_choice::ucx) throw;
       log(log_level::info, "UCX transport unavailable, trying the MPI window: ", e.what());
+      no_ucx = std::string("UCX did not start: ") + e.what();
     }
 #else
     if (choice == transport_choice::ucx)
@@ -131,13 +143,20 @@ void symmetric_heap::choose_transport(runtime_state& st) {
                                             "without UCX (install libucx-dev and rebuild)");
 #endif
   }
-  if (choice == transport_choice::am) return use_active_messages(st);
+  if (choice == transport_choice::am) {
+    use_active_messages(st);
+    return because(asked);
+  }
   if (!st.transports.mpi_rma)
     no_transport_reason_ = st.transports.mpi_rma_problem;
   else if ((transport_ =
                 mpi_window::create(st.world_comm.get(), mine_, size_, no_transport_reason_)))
-    return;
-  if (choice == transport_choice::automatic) use_active_messages(st);
+    return because(choice == transport_choice::mpi ? asked : asked + ": " + no_ucx);
+  if (choice == transport_choice::automatic) {
+    use_active_messages(st);
+    return because(asked + ": " + no_ucx + ", and no MPI window (" + no_transport_reason_ + ")");
+  }
+  because(asked + ", but no MPI window: " + no_transport_reason_);
 }
 
 void symmetric_heap::use_active_messages(runtime_state& st) {

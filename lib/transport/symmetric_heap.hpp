@@ -73,6 +73,9 @@ public:
   [[nodiscard]] active_messages* messages() const noexcept { return messages_; }
   /// Progress of the transport and of the messages beside it; true when anything moved.
   bool progress() noexcept;
+  /// The transport's progress without any MPI call (a progress thread below
+  /// MPI_THREAD_MULTIPLE); true when anything moved.
+  bool progress_without_mpi() noexcept { return transport_ && transport_->progress_without_mpi(); }
   [[nodiscard]] bool all_peers_shared() const noexcept {
     for (std::byte* p : peers_)
       if (!p) return false;

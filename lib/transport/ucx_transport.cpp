@@ -318,7 +318,8 @@ private:
 
 async_handle ucx_transport::start(bool put, int rank, std::span<const run> runs,
                                   std::byte* packed) {
-  if (pack_instead(runs)) return packed_->start(put, rank, runs, packed);
+  if (pack_strided_.load(std::memory_order_relaxed) && pack_instead(runs))
+    return packed_->start(put, rank, runs, packed);
   auto* op = new ucx_transfer(*this, rank, put);
   async_handle handle(op);
   // A large transfer, or any behind one still queued (they keep their order), goes to
@@ -435,9 +436,13 @@ void ucx_transport::quiet() {
 }
 
 bool ucx_transport::progress() noexcept {
-  deferred_.issue_all();
-  const bool ucx = progress_worker();
+  const bool ucx = progress_without_mpi();
   return packed_->progress() || ucx;
+}
+
+bool ucx_transport::progress_without_mpi() noexcept {
+  deferred_.issue_all();
+  return progress_worker();
 }
 
 bool ucx_transport::progress_worker() noexcept {

@@ -56,6 +56,11 @@ public:
   [[nodiscard]] active_messages& messages() noexcept { return *packed_; }
   void quiet() override;
   bool progress() noexcept override;
+  /// UCX's own requests need no MPI: the worker serves them (the packed messages do not,
+  /// so serve_without_mpi() stops packing strided transfers).
+  [[nodiscard]] bool serves_without_mpi() const noexcept override { return true; }
+  void serve_without_mpi() noexcept override { pack_strided_.store(false); }
+  bool progress_without_mpi() noexcept override;
   /// Sleeps on the worker's event file descriptor (armed), so UCX traffic wakes it.
   void idle_wait(std::chrono::microseconds limit) noexcept override;
 
@@ -86,7 +91,10 @@ private:
   std::vector<std::uint64_t> bases_;
   std::unique_ptr<peer[]> peers_;
   std::unique_ptr<active_messages> packed_; ///< many-run transfers, packed in one message
-  int event_fd_ = -1;                       ///< the worker's, owned by UCX
+  /// Off below MPI_THREAD_MULTIPLE with a progress thread: a packed message is served only
+  /// inside the target's MPI calls, one put per run by its worker.
+  std::atomic<bool> pack_strided_{true};
+  int event_fd_ = -1; ///< the worker's, owned by UCX
   int size_ = 0;
   int rank_ = 0;
   std::mutex connecting_;

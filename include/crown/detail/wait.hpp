@@ -64,6 +64,10 @@ struct wait_site {
   bool needs_target_progress = false;
 };
 
+/// What a rank without a progress thread serves, and the choices: the start-up log,
+/// crown-info and the stall reports say it.
+extern const char* const unserved_consequence;
+
 /// Sets the seconds (already scaled) after which a wait is logged and after which it
 /// ends the job; 0 = never. The runtime applies CROWN_WAIT_WARN and CROWN_WAIT_TIMEOUT.
 void set_wait_limits(double warn_seconds, double timeout_seconds, double unserved_seconds) noexcept;
