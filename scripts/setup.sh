@@ -10,7 +10,7 @@ CROWN_PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   openmpi-bin libopenmpi-dev libhwloc-dev hwloc libboost-test-dev libcereal-dev
   libucx-dev ucx-utils libhdf5-openmpi-dev gfortran gfortran-11 clang-format iproute2
-  clang libclang-rt-14-dev slurm-wlm munge libpng-dev libcoarrays-openmpi-dev
+  clang libclang-rt-14-dev slurm-wlm munge libpng-dev libcoarrays-openmpi-dev hdf5-tools
 )
 
 crown_install_dependencies() {

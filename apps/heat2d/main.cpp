@@ -2,11 +2,14 @@
 // grid, a dist_tensor with halos over a rows x cols mesh of all ranks.
 //   mpirun -np 4 crown-heat2d [--n 1024] [--iterations 100] [--mesh 2x2] [--no-overlap]
 //                             [--png heat2d.png] [--controller]
+//                             [--checkpoint-every N] [--checkpoint-dir DIR] [--keep N] [--resume]
 // Prints the throughput in million lattice updates per second and `checksum <sum>`,
 // the sum of all cells in global order: bitwise the same for any rank count and mesh.
 // With --controller, rank 0 drives the solver on the other ranks through a tensor
 // engine, and runs the SPMD solver on the same ranks for comparison: both checksums
-// (bitwise the same) and the ratio of their times.
+// (bitwise the same) and the ratio of their times. With --checkpoint-every N the field
+// is checkpointed every N iterations (docs/checkpoint.md); --resume starts from the
+// newest valid checkpoint in the directory, at any rank count, with the same checksum.
 #include "controller_solver.hpp"
 #include "heatmap_png.hpp"
 #include "solver.hpp"
@@ -21,7 +24,8 @@ namespace {
 [[noreturn]] void usage(const char* program, const std::string& problem) {
   std::fprintf(stderr,
                "heat2d: %s\nusage: mpirun -np P %s [--n N] [--iterations K] [--mesh RxC] "
-               "[--no-overlap] [--png FILE] [--controller]\n",
+               "[--no-overlap] [--png FILE] [--controller] [--checkpoint-every N] "
+               "[--checkpoint-dir DIR] [--keep N] [--resume]\n",
                problem.c_str(), program);
   std::exit(2);
 }
@@ -74,6 +78,7 @@ int main(int argc, char** argv) {
   heat2d::options o;
   std::string png;
   bool controller = false;
+  heat2d::checkpointing ck;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     const char* next = i + 1 < argc ? argv[i + 1] : "";
@@ -87,6 +92,15 @@ int main(int argc, char** argv) {
       ++i;
     } else if (a == "--no-overlap") {
       o.overlap = false;
+    } else if (a == "--checkpoint-every") {
+      ck.every = static_cast<int>(number(argv[0], "--checkpoint-every", next)), ++i;
+    } else if (a == "--keep") {
+      ck.keep = static_cast<int>(number(argv[0], "--keep", next)), ++i;
+    } else if (a == "--checkpoint-dir") {
+      ck.dir = next, ++i;
+      if (ck.dir.empty()) usage(argv[0], "--checkpoint-dir needs a directory");
+    } else if (a == "--resume") {
+      ck.resume = true;
     } else if (a == "--controller") {
       controller = true;
     } else if (a == "--png") {
@@ -96,9 +110,11 @@ int main(int argc, char** argv) {
       usage(argv[0], "unknown option " + std::string(a));
     }
   }
+  if (controller && (ck.every > 0 || ck.resume))
+    usage(argv[0], "--checkpoint-every and --resume work without --controller");
   if (controller) return from_controller(rt, o, png); // failures are logged by control
   try {
-    const heat2d::result r = heat2d::solve(crown::world(), o, !png.empty());
+    const heat2d::result r = heat2d::solve(crown::world(), o, !png.empty(), ck);
     if (crown::world().rank() == 0) {
       print_run(o, crown::world().size(), "");
       std::printf("time %.4f s, %.1f MLUP/s\n", r.seconds, mlups(o, r.seconds));

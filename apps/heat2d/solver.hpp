@@ -2,7 +2,12 @@
 // halos of width 1, the exchange overlapped with the interior update.
 #pragma once
 #include "problem.hpp"
+#include <crown/checkpoint.hpp>
 #include <crown/crown.hpp>
+#include <crown/detail/fault.hpp>
+#include <cstdio>
+#include <optional>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -18,6 +23,15 @@ struct options {
   void serialize(Ar& ar) {
     ar(n, iterations, rows, cols, overlap);
   }
+};
+
+/// Checkpoints of the field every `every` iterations into `dir` (the newest `keep`), and
+/// with `resume` a start from the newest valid one there (any rank count or mesh).
+struct checkpointing {
+  int every = 0; ///< 0: none
+  std::string dir = "heat2d-checkpoints";
+  bool resume = false;
+  int keep = 2;
 };
 
 struct result {
@@ -82,9 +96,37 @@ inline void step(crown::dist_tensor<double, 2>& u, crown::dist_tensor<double, 2>
   }
 }
 
+/// Writes the field after `iteration` iterations into the checkpoint directory.
+inline void save(const crown::checkpoint_dir& dir, const crown::dist_tensor<double, 2>& u,
+                 const options& o, int iteration) {
+  crown::checkpoint_writer w = dir.begin(iteration);
+  w.write("u", u);
+  w.put("iteration", std::int64_t{iteration});
+  w.put("n", static_cast<std::int64_t>(o.n));
+  dir.commit(w);
+}
+
+/// Reads the newest valid checkpoint into u; the iteration it was written after, or 0.
+inline int resume(const crown::checkpoint_dir& dir, crown::dist_tensor<double, 2>& u,
+                  const options& o) {
+  const auto found = dir.newest_valid();
+  if (!found) return 0;
+  crown::checkpoint_reader r(u.mesh(), found->path);
+  if (r.get_int("n") != static_cast<std::int64_t>(o.n))
+    throw crown::argument_error(
+        "heat2d --resume", found->path + " holds a grid of n = " + std::to_string(r.get_int("n")) +
+                               ", not " + std::to_string(o.n));
+  r.read("u", u);
+  const auto iteration = static_cast<int>(r.get_int("iteration"));
+  if (u.mesh().rank() == 0)
+    std::printf("resumed from %s at iteration %d\n", found->path.c_str(), iteration);
+  return iteration;
+}
+
 /// Collective over `world`. Throws crown::argument_error for a mesh shape that does
 /// not match the rank count, or a grid too small for it.
-inline result solve(const crown::mesh& world, const options& o, bool keep_field) {
+inline result solve(const crown::mesh& world, const options& o, bool keep_field,
+                    const checkpointing& ck = {}) {
   const auto [rows, cols] = decomposition(o, world.size());
   const crown::mesh m = world.reshape({{"rows", rows}, {"cols", cols}});
   crown::dist_tensor<double, 2> a(m, {o.n, o.n}, placements(), halo);
@@ -93,11 +135,17 @@ inline result solve(const crown::mesh& world, const options& o, bool keep_field)
   set_edges(b);
   auto* u = &a;
   auto* v = &b;
+  std::optional<crown::checkpoint_dir> dir;
+  if (ck.every > 0 || ck.resume) dir.emplace(m, ck.dir, ck.keep);
+  const int first = ck.resume ? resume(*dir, *u, o) : 0;
   crown::sync_all(m);
   const double start = MPI_Wtime();
-  for (int it = 0; it < o.iterations; ++it) {
+  for (int it = first; it < o.iterations; ++it) {
+    crown::detail::fault_point_reached(crown::fault_point::step);
     step(*u, *v, o.overlap);
     std::swap(u, v);
+    if (ck.every > 0 && (it + 1) % ck.every == 0 && it + 1 < o.iterations)
+      save(*dir, *u, o, it + 1);
   }
   result out;
   out.seconds = MPI_Wtime() - start;
