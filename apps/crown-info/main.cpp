@@ -1,5 +1,5 @@
 // crown-info: where every rank runs and what it can use. Run under mpirun or srun.
-//   crown-info [--json] [--check-gpu]
+//   crown-info [--json] [--check-gpu] [--thread-level single|funneled|serialized|multiple]
 #include <crown/crown.hpp>
 #include <cstdio>
 #include <cstring>
@@ -114,27 +114,32 @@ void print_json(const crown::runtime& rt, const std::vector<host_numbers>& hosts
   std::fputs(os.str().c_str(), stdout);
 }
 
-} // namespace
+/// MPI_THREAD_* for a --thread-level name, or -1.
+int thread_level_named(const char* name) {
+  const char* names[] = {"single", "funneled", "serialized", "multiple"};
+  const int levels[] = {MPI_THREAD_SINGLE, MPI_THREAD_FUNNELED, MPI_THREAD_SERIALIZED,
+                        MPI_THREAD_MULTIPLE};
+  for (int i = 0; i < 4; ++i)
+    if (!std::strcmp(name, names[i])) return levels[i];
+  return -1;
+}
 
-int main(int argc, char** argv) {
-  bool json = false, check_gpu = false;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strcmp(argv[i], "--json")) {
-      json = true;
-    } else if (!std::strcmp(argv[i], "--check-gpu")) {
-      check_gpu = true;
-    } else {
-      std::fprintf(stderr,
-                   "usage: %s [--json] [--check-gpu]\n"
-                   "  one line per rank: host, local rank, cpuset, NUMA nodes, GPU, transports\n"
-                   "  --json       one JSON document instead\n"
-                   "  --check-gpu  run a small kernel on each rank's GPU\n",
-                   argv[0]);
-      return std::strcmp(argv[i], "--help") ? 2 : 0;
-    }
+/// With --thread-level, MPI is initialised here at that level, as an application that
+/// attaches Crown would, and finalised after the runtime is gone.
+struct application_mpi {
+  explicit application_mpi(int level) : owned(level >= 0) {
+    int provided = 0;
+    if (owned) MPI_Init_thread(nullptr, nullptr, level, &provided);
   }
+  ~application_mpi() {
+    if (owned) MPI_Finalize();
+  }
+  bool owned;
+};
+
+int run(bool json, bool check_gpu) {
   try {
-    crown::runtime rt(argc, argv);
+    crown::runtime rt;
     const auto& me = rt.topology().self();
     const auto& host = rt.topology().host();
     const host_numbers mine{host.cores, host.pus, host.numa_nodes, host.gpus,
@@ -152,4 +157,34 @@ int main(int argc, char** argv) {
     return 1;
   }
   return 0;
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  bool json = false, check_gpu = false;
+  int level = -1; // Crown initialises MPI (at MPI_THREAD_MULTIPLE)
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--json")) {
+      json = true;
+    } else if (!std::strcmp(argv[i], "--check-gpu")) {
+      check_gpu = true;
+    } else if (!std::strcmp(argv[i], "--thread-level") && i + 1 < argc &&
+               thread_level_named(argv[i + 1]) >= 0) {
+      level = thread_level_named(argv[++i]);
+    } else {
+      std::fprintf(stderr,
+                   "usage: %s [--json] [--check-gpu] [--thread-level LEVEL]\n"
+                   "  one line per rank: host, local rank, cpuset, NUMA nodes, GPU, transports;\n"
+                   "  the job's off-host transport and progress, and why\n"
+                   "  --json          one JSON document instead\n"
+                   "  --check-gpu     run a small kernel on each rank's GPU\n"
+                   "  --thread-level  single|funneled|serialized|multiple: initialise MPI at that\n"
+                   "                  level first, as an application that attaches Crown would\n",
+                   argv[0]);
+      return std::strcmp(argv[i], "--help") ? 2 : 0;
+    }
+  }
+  const application_mpi mpi(level);
+  return run(json, check_gpu);
 }

@@ -9,7 +9,9 @@
 #include <cstdlib>
 #include <harness/crown_test.hpp>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 using namespace crown_test; // w(), me(), n(), right(), left()
 
@@ -46,6 +48,12 @@ void put_then(Collective&& collective) {
   }
 }
 
+void allreduce_of_ones() {
+  std::int64_t sum = 1;
+  MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_INT64_T, MPI_SUM, w().comm());
+  BOOST_TEST(sum == n());
+}
+
 } // namespace
 
 BOOST_AUTO_TEST_CASE(says_which_transport_and_progress_it_got) {
@@ -71,11 +79,25 @@ BOOST_AUTO_TEST_CASE(says_which_transport_and_progress_it_got) {
 }
 
 BOOST_AUTO_TEST_CASE(blocking_put_then_the_applications_allreduce) {
-  put_then([](int) {
-    std::int64_t sum = 1;
-    MPI_Allreduce(MPI_IN_PLACE, &sum, 1, MPI_INT64_T, MPI_SUM, w().comm());
-    BOOST_TEST(sum == n());
-  });
+  put_then([](int) { allreduce_of_ones(); });
+}
+
+BOOST_AUTO_TEST_CASE(strided_put_then_the_applications_allreduce) {
+  // Many small runs: over UCX at MULTIPLE one packed message (served by the thread's
+  // MPI progress), below it one put per run (a packed message would wait for the target
+  // to leave MPI).
+  crown::coarray<std::int32_t> a(w(), 256);
+  std::vector<std::int32_t> every_third(86);
+  for (int round = 0; round < rounds; ++round) {
+    for (std::size_t i = 0; i < every_third.size(); ++i)
+      every_third[i] = me() * 100000 + round * 1000 + static_cast<std::int32_t>(i);
+    a.on(right()).put({{0, 256, 3}}, std::span<const std::int32_t>(every_third));
+    allreduce_of_ones();
+    crown::sync_all();
+    for (std::size_t i = 0; i < every_third.size(); ++i)
+      BOOST_TEST_REQUIRE(a(3 * i) == left() * 100000 + round * 1000 + static_cast<std::int32_t>(i));
+    crown::sync_all();
+  }
 }
 
 BOOST_AUTO_TEST_CASE(blocking_put_then_the_applications_barrier) {
