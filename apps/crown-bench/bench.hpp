@@ -64,6 +64,7 @@ void apps(const options& o);
 void engine(const options& o); ///< heat2d from the controller (engine.cpp)
 void fortran(const options& o);
 void progress(const options& o);
-void gpu(const options& o); ///< built with CUDA only (gpu.cpp)
+void checkpoint(const options& o); ///< checkpoint write/read vs dd (checkpoint.cpp)
+void gpu(const options& o);        ///< built with CUDA only (gpu.cpp)
 
 } // namespace crown_bench

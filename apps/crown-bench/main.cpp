@@ -7,6 +7,7 @@
 //                                   (overlap, idle CPU, latency with the progress thread)
 //   crown-bench fortran --crown FILE --baseline FILE   (coarray Fortran: scripts/bench-fortran)
 //   mpirun -np 2 crown-bench gpu [--smoke] [--nvshmem FILE]   (device coarrays: scripts/gpu-check)
+//   mpirun -np N crown-bench checkpoint [--smoke]      (checkpoint write/read vs dd)
 // Each figure is the median of 11 batches (3 with --smoke). ratio > 1 means Crown is
 // better (baseline time / Crown time, or Crown rate / baseline rate). --shmem reads
 // crown-shmem-baseline's figures (run just before by scripts/bench) and adds an
@@ -21,7 +22,7 @@ int main(int argc, char** argv) {
   crown_bench::options o;
   const std::string_view group = argc > 1 ? argv[1] : "";
   bool usage = group != "onesided" && group != "actors" && group != "apps" && group != "fortran" &&
-               group != "progress" && group != "gpu" && group != "engine";
+               group != "progress" && group != "gpu" && group != "engine" && group != "checkpoint";
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--smoke" && group != "fortran") {
@@ -49,8 +50,9 @@ int main(int argc, char** argv) {
         "       mpirun -np N %s engine [--smoke]\n"
         "       mpirun -np 2 -x CROWN_FAKE_HOSTS=2 %s progress [--smoke]\n"
         "       %s fortran --crown FILE --baseline FILE   (scripts/bench-fortran runs it)\n"
-        "       mpirun -np 2 %s gpu [--smoke] [--nvshmem FILE]\n",
-        argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
+        "       mpirun -np 2 %s gpu [--smoke] [--nvshmem FILE]\n"
+        "       mpirun -np N %s checkpoint [--smoke]\n",
+        argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
     return 2;
   }
   if (group == "fortran") { // reads two files: no MPI
@@ -72,6 +74,8 @@ int main(int argc, char** argv) {
       crown_bench::engine(o);
     else if (group == "progress")
       crown_bench::progress(o);
+    else if (group == "checkpoint")
+      crown_bench::checkpoint(o);
     else if (group == "gpu")
 #if CROWN_HAVE_CUDA
       crown_bench::gpu(o);
