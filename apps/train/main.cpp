@@ -1,0 +1,297 @@
+// crown-train: trains a character-level GPT on English text under a parallel plan.
+//   mpirun -np 2 crown-train --plan dp=2 [options]              (SPMD: every rank trains)
+//   mpirun -np 3 crown-train --plan dp=2 --controller [options] (rank 0 drives 2 trainer actors)
+// Prints progress (a bar on a terminal), the final loss, sampled text; writes the loss curve
+// as CSV (--csv) and a PNG plot (--plot). Deterministic given --seed: in double precision
+// the loss of every step matches the single-rank run of the same global batch to ~1e-12.
+#include "report.hpp"
+#include <cereal/types/string.hpp>
+#include <cereal/types/vector.hpp>
+#include <chrono>
+#include <climits>
+#include <crown/crown.hpp>
+#include <crown/parallel/nn.hpp>
+#include <crown/parallel/trainer.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <string_view>
+
+namespace crown::parallel { // wire formats of the options (controller mode's spawn)
+template <class A>
+void serialize(A& a, gpt_config& c) {
+  a(c.vocabulary, c.context, c.channels, c.heads, c.blocks);
+}
+template <class A>
+void serialize(A& a, plan& p) {
+  a(p.dp, p.tp, p.pp, p.fsdp, p.microbatches, p.stages);
+}
+template <class A>
+void serialize(A& a, ddp_options& d) {
+  a(d.first_bucket_bytes, d.bucket_bytes, d.heap_buckets);
+}
+template <class A>
+void serialize(A& a, train_options& o) {
+  a(o.model, o.plan, o.batch, o.seed, o.optimizer, o.lr, o.ddp);
+}
+} // namespace crown::parallel
+
+namespace {
+
+namespace par = crown::parallel;
+
+struct app_options {
+  par::train_options train;
+  std::string plan_text = "dp=1";
+  std::string data = "/usr/share/games/fortunes";
+  std::string dtype = "float";
+  std::string csv, plot;
+  long steps = 100;
+  int eval_every = 0, eval_batches = 4, sample_bytes = 300, threads = 1;
+  bool controller = false, quiet = false, memory_report = false;
+  /// What every worker needs, on the wire (controller mode).
+  template <class A>
+  void serialize(A& a) {
+    a(train, data, dtype);
+  }
+};
+
+[[noreturn]] void usage(const std::string& problem) {
+  std::fprintf(
+      stderr,
+      "crown-train: %s\n"
+      "usage: mpirun -np N crown-train [--plan dp=N] [--controller] [--steps S] [--batch B]\n"
+      "         [--micro M] [--context T] [--channels C] [--heads H] [--blocks L]\n"
+      "         [--dtype float|double] [--optimizer adam|sgd] [--lr X] [--seed S]\n"
+      "         [--data FILE|DIR] [--csv FILE] [--plot FILE.png] [--eval-every N]\n"
+      "         [--eval-batches N] [--sample BYTES] [--threads N] [--memory-report] [--quiet]\n",
+      problem.c_str());
+  std::exit(2);
+}
+
+long number(std::string_view flag, const char* text, long low = 1, long high = INT_MAX) {
+  char* end = nullptr;
+  const long v = std::strtol(text, &end, 10);
+  if (!*text || *end || v < low || v > high)
+    usage(std::string(flag) + " needs a whole number from " + std::to_string(low) + " to " +
+          std::to_string(high) + ", not '" + text + "'");
+  return v;
+}
+
+app_options parse(int argc, char** argv) {
+  app_options o;
+  int micro = 0;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view a = argv[i];
+    auto next = [&]() -> const char* {
+      if (i + 1 >= argc) usage(std::string(a) + " needs a value");
+      return argv[++i];
+    };
+    auto& m = o.train.model;
+    if (a == "--plan")
+      o.plan_text = next();
+    else if (a == "--controller")
+      o.controller = true;
+    else if (a == "--steps")
+      o.steps = number(a, next());
+    else if (a == "--batch")
+      o.train.batch = int(number(a, next()));
+    else if (a == "--micro")
+      micro = int(number(a, next()));
+    else if (a == "--context")
+      m.context = int(number(a, next()));
+    else if (a == "--channels")
+      m.channels = int(number(a, next()));
+    else if (a == "--heads")
+      m.heads = int(number(a, next()));
+    else if (a == "--blocks")
+      m.blocks = int(number(a, next()));
+    else if (a == "--dtype")
+      o.dtype = next();
+    else if (a == "--optimizer")
+      o.train.optimizer = next();
+    else if (a == "--lr")
+      o.train.lr = std::strtod(next(), nullptr);
+    else if (a == "--seed")
+      o.train.seed = std::uint64_t(number(a, next(), 0, LONG_MAX));
+    else if (a == "--data")
+      o.data = next();
+    else if (a == "--csv")
+      o.csv = next();
+    else if (a == "--plot")
+      o.plot = next();
+    else if (a == "--eval-every")
+      o.eval_every = int(number(a, next(), 0));
+    else if (a == "--eval-batches")
+      o.eval_batches = int(number(a, next()));
+    else if (a == "--sample")
+      o.sample_bytes = int(number(a, next(), 0));
+    else if (a == "--threads")
+      o.threads = int(number(a, next()));
+    else if (a == "--memory-report")
+      o.memory_report = true;
+    else if (a == "--quiet")
+      o.quiet = true;
+    else
+      usage("unknown option " + std::string(a));
+  }
+  if (o.dtype != "float" && o.dtype != "double")
+    usage("--dtype must be float or double, not '" + o.dtype + "'");
+  o.train.plan = par::parse_plan(o.plan_text);
+  if (micro) o.train.plan.microbatches = micro;
+  return o;
+}
+
+/// The bytes of the symmetric heap this model's gradient buckets need, when more than
+/// the default: set before the runtime starts, the same on every rank.
+void size_heap(const app_options& o) {
+  if (std::getenv("CROWN_HEAP_SIZE")) return;
+  const std::size_t element = o.dtype == "float" ? 4 : 8;
+  const std::size_t need =
+      par::param_layout::of(o.train.model).total * element + (std::size_t{64} << 20);
+  if (need > (std::size_t{128} << 20))
+    ::setenv("CROWN_HEAP_SIZE", (std::to_string((need >> 20) + 1) + "M").c_str(), 1);
+}
+
+/// One worker's training, wrapped for the controller: the same trainer SPMD ranks use.
+template <typename T>
+class trainer_actor {
+public:
+  explicit trainer_actor(const app_options& o)
+      : t_(crown::this_actor().mesh,
+           std::make_shared<const par::corpus>(o.data, o.train.model.context), o.train) {}
+  /// This worker's loss over its samples, divided by dp: summed along the reply tree
+  /// (reduce), it is the global loss.
+  double step() { return double(t_.step()) / t_.options().plan.dp; }
+  double evaluate(int batches) { return double(t_.evaluate(batches)); }
+  double hidden_fraction() const { return t_.data_parallel().last_timing().hidden_fraction(); }
+  std::string sample(int bytes, std::uint64_t seed) { return t_.sample("\n", bytes, 0.8, seed); }
+  static constexpr auto endpoints =
+      crown::endpoints(&trainer_actor::step, &trainer_actor::evaluate,
+                       &trainer_actor::hidden_fraction, &trainer_actor::sample);
+
+private:
+  par::trainer<T> t_;
+};
+
+/// The loop both modes share: step, evaluate now and then, report.
+template <typename Step, typename Eval, typename Hidden>
+train::report run_steps(const app_options& o, std::size_t tokens_per_step, Step step, Eval eval,
+                        Hidden hidden, bool show) {
+  train::report rep(o.steps, tokens_per_step, o.quiet || !show);
+  const auto start = std::chrono::steady_clock::now();
+  auto last = start;
+  for (long s = 1; s <= o.steps; ++s) {
+    train::step_record r;
+    r.step = s;
+    r.loss = step();
+    const auto now = std::chrono::steady_clock::now();
+    r.seconds = std::chrono::duration<double>(now - start).count();
+    r.tokens_per_second =
+        double(tokens_per_step) / std::chrono::duration<double>(now - last).count();
+    r.hidden_fraction = hidden();
+    if (o.eval_every > 0 && (s % o.eval_every == 0 || s == o.steps)) r.eval_loss = eval();
+    last = std::chrono::steady_clock::now();
+    rep.add(r);
+  }
+  if (show) rep.finish();
+  return rep;
+}
+
+void outputs(const app_options& o, const train::report& rep, const std::string& text,
+             const std::string& title) {
+  if (!o.csv.empty()) rep.write_csv(o.csv);
+  if (!o.plot.empty() && rep.write_plot(o.plot, title)) std::printf("wrote %s\n", o.plot.c_str());
+  if (!text.empty()) std::printf("--- sampled text ---\n%s\n--------------------\n", text.c_str());
+}
+
+std::string title_of(const app_options& o, bool controller) {
+  return "crown-train " + o.train.plan.to_string() + (controller ? " (controller)" : "") + ", " +
+         o.train.model.to_string() + ", " + o.dtype;
+}
+
+template <typename T>
+int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::corpus> data) {
+  par::trainer<T> t(rt.world(), std::move(data), o.train);
+  const bool show = rt.rank() == 0;
+  if (show)
+    std::printf("crown-train: %s on %d ranks, %zu parameters (%s), %zu tokens per step%s\n",
+                o.train.plan.to_string().c_str(), rt.size(), t.params().size(), o.dtype.c_str(),
+                t.tokens_per_step(),
+                t.data_parallel().grads_in_heap() ? ", gradients in the symmetric heap" : "");
+  auto rep = run_steps(
+      o, t.tokens_per_step(), [&] { return double(t.average(t.step())); },
+      [&] { return double(t.evaluate(o.eval_batches)); },
+      [&] { return t.data_parallel().last_timing().hidden_fraction(); }, show);
+  if (o.memory_report) {
+    const auto m = t.memory();
+    std::printf("memory rank %d: params %zu, grads %zu, optimizer %zu, activations %zu bytes\n",
+                rt.rank(), m.params, m.grads, m.optimizer, m.activations);
+  }
+  const std::string text =
+      show && o.sample_bytes > 0 ? t.sample("\n", o.sample_bytes, 0.8, o.train.seed) : "";
+  if (show) outputs(o, rep, text, title_of(o, false));
+  return 0;
+}
+
+template <typename T>
+int controlled(crown::runtime& rt, const app_options& o) {
+  return rt.control([&](crown::controller& c) {
+    const auto& p = o.train.plan;
+    auto trainers = c.workers()
+                        .reshape({{"pp", p.pp}, {"dp", p.dp}, {"tp", p.tp}})
+                        .spawn<trainer_actor<T>>("trainers", o);
+    const std::size_t tokens = std::size_t(p.dp) * o.train.batch * o.train.model.context;
+    std::printf("crown-train: %s, controller on rank 0 driving %d trainer actors, %zu parameters "
+                "(%s), %zu tokens per step\n",
+                p.to_string().c_str(), c.workers().mesh().size(),
+                par::param_layout::of(o.train.model).total, o.dtype.c_str(), tokens);
+    auto rep = run_steps(
+        o, tokens,
+        [&] { return trainers.reduce(crown::reduce_op::sum, &trainer_actor<T>::step).get(); },
+        [&] {
+          return trainers.reduce(crown::reduce_op::max, &trainer_actor<T>::evaluate, o.eval_batches)
+              .get();
+        },
+        [&] {
+          return trainers.call_one({0, 0, 0}, &trainer_actor<T>::hidden_fraction).get();
+        },
+        true);
+    const std::string text =
+        o.sample_bytes > 0
+            ? trainers.call_one({0, 0, 0}, &trainer_actor<T>::sample, o.sample_bytes, o.train.seed)
+                  .get()
+            : "";
+    outputs(o, rep, text, title_of(o, true));
+  });
+}
+
+} // namespace
+
+int main(int argc, char** argv) {
+  const app_options o = [&] {
+    try {
+      return parse(argc, argv);
+    } catch (const crown::error& e) {
+      usage(e.message() + " (" + e.context() + ")");
+    }
+  }();
+  size_heap(o);
+  crown::runtime rt(argc, argv);
+  par::nn::set_blas_threads(o.threads);
+  std::shared_ptr<const par::corpus> data;
+  try { // every rank checks everything before any work starts, and fails alike
+    const int workers = rt.size() - (o.controller ? 1 : 0);
+    par::check_options(o.train, workers);
+    data = std::make_shared<const par::corpus>(o.data, o.train.model.context);
+  } catch (const crown::error& e) {
+    std::fprintf(stderr, "crown-train: %s\n", e.what());
+    return 2;
+  }
+  if (o.controller) {
+    if (rt.rank() != 0) data.reset(); // actors read their own copy
+    return o.dtype == "double" ? controlled<double>(rt, o) : controlled<float>(rt, o);
+  }
+  return o.dtype == "double" ? spmd<double>(rt, o, data) : spmd<float>(rt, o, data);
+}

@@ -1,0 +1,94 @@
+// What crown-train shows: progress, CSV, plot (apps/train/report.hpp).
+#include "report.hpp"
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <unistd.h>
+
+namespace train {
+
+report::report(long steps, std::size_t tokens_per_step, bool quiet)
+    : steps_(steps), tokens_per_step_(tokens_per_step), quiet_(quiet),
+      terminal_(::isatty(STDOUT_FILENO) == 1), every_(std::max(1L, steps / 20)) {}
+
+namespace {
+std::string clock_time(double seconds) {
+  const long s = long(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+  return buf;
+}
+} // namespace
+
+void report::add(const step_record& r) {
+  records_.push_back(r);
+  if (quiet_) return;
+  const double eta = r.step > 0 ? r.seconds / double(r.step) * double(steps_ - r.step) : 0;
+  char eval[40] = "";
+  if (r.eval_loss >= 0) std::snprintf(eval, sizeof eval, " val %.4f", r.eval_loss);
+  if (terminal_) {
+    constexpr int width = 30;
+    const int filled = int(width * r.step / std::max(steps_, 1L));
+    std::printf("\r[%s%s] step %ld/%ld loss %.4f%s %.0f tok/s ETA %s ",
+                std::string(std::size_t(filled), '#').c_str(),
+                std::string(std::size_t(width - filled), '.').c_str(), r.step, steps_, r.loss, eval,
+                r.tokens_per_second, clock_time(eta).c_str());
+  } else if (r.step % every_ == 0 || r.step == steps_ || r.step == 1 || r.eval_loss >= 0) {
+    std::printf("step %ld/%ld loss %.6f%s %.0f tok/s ETA %s\n", r.step, steps_, r.loss, eval,
+                r.tokens_per_second, clock_time(eta).c_str());
+  }
+  std::fflush(stdout);
+}
+
+void report::finish() {
+  if (terminal_ && !quiet_) std::printf("\n");
+  if (records_.empty()) return;
+  const auto& last = records_.back();
+  std::printf("trained %ld steps in %.2f s: %.0f tokens/s, final loss %.6f\n", last.step,
+              last.seconds, double(tokens_per_step_) * double(records_.size()) / last.seconds,
+              last.loss);
+}
+
+void report::write_csv(const std::string& path) const {
+  std::ofstream out(path);
+  out << "step,loss,eval_loss,seconds,tokens_per_s,allreduce_hidden\n";
+  char line[200];
+  for (const auto& r : records_) {
+    char eval[32] = "";
+    if (r.eval_loss >= 0) std::snprintf(eval, sizeof eval, "%.17g", r.eval_loss);
+    std::snprintf(line, sizeof line, "%ld,%.17g,%s,%.6f,%.1f,%.3f\n", r.step, r.loss, eval,
+                  r.seconds, r.tokens_per_second, r.hidden_fraction);
+    out << line;
+  }
+  if (!out) std::fprintf(stderr, "crown-train: could not write %s\n", path.c_str());
+}
+
+bool report::write_plot(const std::string& path, const std::string& title) const {
+  const std::string data = path + ".dat";
+  {
+    std::ofstream out(data);
+    for (const auto& r : records_)
+      out << r.step << ' ' << r.loss << ' ' << (r.eval_loss >= 0 ? r.eval_loss : -1) << '\n';
+  }
+  const bool any_eval = std::any_of(records_.begin(), records_.end(),
+                                    [](const step_record& r) { return r.eval_loss >= 0; });
+  std::string script = "set terminal pngcairo size 900,540 noenhanced\nset output '" + path +
+                       "'\nset title '" + title +
+                       "'\nset xlabel 'step'\nset ylabel 'loss "
+                       "(cross-entropy, nats)'\nset grid\nplot '" +
+                       data + "' using 1:2 with lines lw 2 title 'training'";
+  if (any_eval)
+    script += ", '' using 1:($3 >= 0 ? $3 : 1/0) with linespoints pt 7 title 'validation'";
+  script += "\n";
+  FILE* gp = ::popen("gnuplot 2>&1", "w");
+  const bool ok = gp && std::fputs(script.c_str(), gp) >= 0 && ::pclose(gp) == 0;
+  std::remove(data.c_str());
+  if (!ok)
+    std::fprintf(stderr,
+                 "crown-train: no plot written to %s: gnuplot (Debian's gnuplot-nox) is "
+                 "missing or failed\n",
+                 path.c_str());
+  return ok;
+}
+
+} // namespace train

@@ -1,0 +1,40 @@
+// apps/train/report.hpp — what crown-train shows a person: a progress bar on a terminal
+// (plain lines otherwise), the loss curve as CSV, and a PNG plot of it drawn by gnuplot.
+#pragma once
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace train {
+
+struct step_record {
+  long step = 0;
+  double loss = 0;
+  double eval_loss = -1; ///< < 0: not evaluated at this step
+  double seconds = 0;    ///< since training started
+  double tokens_per_second = 0;
+  double hidden_fraction = 0; ///< of DDP's all-reduce, behind backward
+};
+
+class report {
+public:
+  report(long steps, std::size_t tokens_per_step, bool quiet);
+  /// Shows step `r` (a bar redrawn in place on a terminal, a line every few steps otherwise).
+  void add(const step_record& r);
+  void finish();
+  [[nodiscard]] const std::vector<step_record>& records() const noexcept { return records_; }
+  /// Writes the records as CSV, losses with 17 significant digits (tests compare them).
+  void write_csv(const std::string& path) const;
+  /// Plots loss (and validation loss) against step into a PNG with gnuplot; returns false
+  /// and says why on stderr when gnuplot is missing or fails.
+  bool write_plot(const std::string& path, const std::string& title) const;
+
+private:
+  long steps_;
+  std::size_t tokens_per_step_;
+  bool quiet_, terminal_;
+  long every_;
+  std::vector<step_record> records_;
+};
+
+} // namespace train

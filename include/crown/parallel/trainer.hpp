@@ -1,0 +1,81 @@
+// include/crown/parallel/trainer.hpp — one worker's part of training a GPT under a plan:
+// the model, its data-parallel gradients, the optimizer and the data order. Apps see only
+// step(), evaluate() and sample(); controller-mode actors wrap the same object.
+#pragma once
+#include <crown/mesh.hpp>
+#include <crown/parallel/data.hpp>
+#include <crown/parallel/ddp.hpp>
+#include <crown/parallel/gpt.hpp>
+#include <crown/parallel/optim.hpp>
+#include <crown/parallel/plan.hpp>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+
+namespace crown::parallel {
+
+struct train_options {
+  gpt_config model;
+  parallel::plan plan;
+  int batch = 8;                  ///< samples per step and data-parallel rank
+  std::uint64_t seed = 1234;      ///< initialisation and sample order
+  std::string optimizer = "adam"; ///< adam or sgd
+  double lr = 1e-3;
+  ddp_options ddp;
+};
+
+/// Bytes this worker holds for training, by kind.
+struct memory_use {
+  std::size_t params = 0, grads = 0, optimizer = 0, activations = 0;
+  [[nodiscard]] std::size_t total() const noexcept {
+    return params + grads + optimizer + activations;
+  }
+};
+
+/// Checks `o` against a job of `workers` workers: the plan (validate()), the model's
+/// sizes, the optimizer's name and the learning rate; throws argument_error naming the
+/// numbers and the rule. Needs no communication, so every rank fails alike, before work.
+void check_options(const train_options& o, int workers);
+
+/// Collective over `workers` at construction (the plan's mesh, DDP's broadcast).
+template <typename T>
+class trainer {
+public:
+  trainer(const mesh& workers, std::shared_ptr<const corpus> data, train_options o);
+
+  /// One optimizer step over the next global batch (dp x batch samples); returns this
+  /// worker's mean loss over its samples. Strikes CROWN_FAULT's `step` point first.
+  T step();
+  /// The mean of one value per data-parallel rank (the global loss from step()'s),
+  /// bitwise the same everywhere. Collective over the data-parallel group.
+  T average(T local);
+  /// Mean validation loss over `batches` batches per data-parallel rank. Collective.
+  T evaluate(int batches);
+  /// `length` bytes continuing `prompt`, sampled at `temperature` from this worker's
+  /// replica; deterministic given `seed`. Local: no communication.
+  std::string sample(const std::string& prompt, int length, double temperature, std::uint64_t seed);
+
+  [[nodiscard]] long steps_done() const noexcept { return step_; }
+  [[nodiscard]] const train_options& options() const noexcept { return o_; }
+  [[nodiscard]] const mesh& plan_mesh() const noexcept { return mesh_; }
+  [[nodiscard]] std::span<const T> params() const noexcept { return model_.params(); }
+  [[nodiscard]] std::span<const T> grads() noexcept { return ddp_.grads(); }
+  [[nodiscard]] const ddp<T>& data_parallel() const noexcept { return ddp_; }
+  [[nodiscard]] memory_use memory() const noexcept;
+  [[nodiscard]] std::size_t tokens_per_step() const noexcept {
+    return std::size_t(o_.plan.dp) * o_.batch * o_.model.context;
+  }
+
+private:
+  train_options o_;
+  std::shared_ptr<const corpus> data_;
+  mesh mesh_, dp_mesh_;
+  gpt<T> model_;
+  ddp<T> ddp_;
+  std::variant<adam<T>, sgd<T>> optimizer_;
+  long step_ = 0;
+  std::vector<int> inputs_, targets_;
+};
+
+} // namespace crown::parallel
