@@ -22,7 +22,10 @@ enum crown_status {
   CROWN_ERR_STATE = 2,    /* not initialised, freed handle, mismatched collective */
   CROWN_ERR_MPI = 3,      /* MPI reported an error */
   CROWN_ERR_OTHER = 4,
-  CROWN_ERR_RESOURCE = 5 /* the heap is full, or a size no heap can hold (nothing allocated) */
+  CROWN_ERR_RESOURCE = 5, /* the heap is full, or a size no heap can hold (nothing allocated) */
+  CROWN_ERR_CHECKPOINT = 6 /* a checkpoint file that cannot be written, or is corrupt, truncated
+                              or does not match what is read (the message names file, dataset
+                              and field) */
 };
 
 /* Element types (Fortran: int32, int64, real32, real64, complex of real32 and real64).
@@ -114,6 +117,43 @@ int crown_co_sum(int type, void* data, size_t count, int result_image);
 int crown_co_min(int type, void* data, size_t count, int result_image);
 int crown_co_max(int type, void* data, size_t count, int result_image);
 int crown_co_broadcast(int type, void* data, size_t count, int source_image);
+
+/* Checkpoints (docs/checkpoint.md): one parallel HDF5 file, collective over all images;
+ * every image makes the same calls. A writer's file appears under `path` only when
+ * crown_checkpoint_commit returns (temporary name, fsync, rename, fsync of the directory);
+ * closing an uncommitted writer removes its temporary file. Element types: CROWN_INT32,
+ * CROWN_INT64, CROWN_FLOAT, CROWN_DOUBLE. */
+typedef struct crown_checkpoint crown_checkpoint;
+int crown_checkpoint_create(const char* path, crown_checkpoint** out); /* a writer */
+int crown_checkpoint_open(const char* path, crown_checkpoint** out);   /* a reader */
+int crown_checkpoint_commit(crown_checkpoint* c);
+int crown_checkpoint_close(crown_checkpoint* c);
+/* Every image's block, as a dataset [images, extents...]; read back onto as many images. */
+int crown_checkpoint_write_coarray(crown_checkpoint* c, const char* name, const crown_coarray* a);
+int crown_checkpoint_read_coarray(crown_checkpoint* c, const char* name, const crown_coarray* a);
+/* A 1-D array of `global` elements in contiguous pieces: image i of n holds
+ * [i*global/n, (i+1)*global/n) (crown_checkpoint_piece), `count` elements; read back
+ * under any image count. */
+int crown_checkpoint_piece(size_t global, size_t* begin, size_t* end);
+int crown_checkpoint_write_sharded(crown_checkpoint* c, const char* name, int type,
+                                   const void* piece, size_t count, size_t global);
+int crown_checkpoint_read_sharded(crown_checkpoint* c, const char* name, int type, void* piece,
+                                  size_t count, size_t global);
+/* An array the same on every image (row-major, `ndim` extents), stored once. */
+int crown_checkpoint_write_replicated(crown_checkpoint* c, const char* name, int type,
+                                      const void* data, int ndim, const size_t* shape);
+int crown_checkpoint_read_replicated(crown_checkpoint* c, const char* name, int type, void* data,
+                                     int ndim, const size_t* shape);
+/* Metadata (image 0's value is stored). */
+int crown_checkpoint_put_int(crown_checkpoint* c, const char* name, int64_t value);
+int crown_checkpoint_get_int(crown_checkpoint* c, const char* name, int64_t* value);
+int crown_checkpoint_put_double(crown_checkpoint* c, const char* name, double value);
+int crown_checkpoint_get_double(crown_checkpoint* c, const char* name, double* value);
+/* The newest checkpoint in `dir` that verifies (step-<12 digits>.h5), invalid newer ones
+ * reported on image 0's stderr: its path into path[size] and its step, or path "" and
+ * step -1 when there is none. crown_checkpoint_step_path names the file of a step. */
+int crown_checkpoint_newest(const char* dir, char* path, size_t size, int64_t* step);
+int crown_checkpoint_step_path(const char* dir, int64_t step, char* path, size_t size);
 
 #ifdef __cplusplus
 }

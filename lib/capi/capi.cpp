@@ -2,6 +2,7 @@
 // the heap ABI, every exception turned into a status code and a thread-local message.
 #include <array>
 #include <complex>
+#include <crown/checkpoint.hpp>
 #include <crown/collectives.hpp>
 #include <crown/crown.h>
 #include <crown/detail/checked.hpp>
@@ -13,9 +14,11 @@
 #include <crown/runtime.hpp>
 #include <crown/section.hpp>
 #include <crown/sync.hpp>
+#include <cstring>
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +29,10 @@ struct crown_coarray {
   std::array<std::size_t, 3> extents;
   std::size_t elements;
   crown::detail::heap_block block;
+};
+struct crown_checkpoint {
+  std::optional<crown::checkpoint_writer> w;
+  std::optional<crown::checkpoint_reader> r;
 };
 struct crown_event {
   crown::event e;
@@ -48,6 +55,9 @@ int guarded(F&& f) {
     t_error.clear();
     f();
     return CROWN_OK;
+  } catch (const crown::checkpoint_error& e) {
+    t_error = e.what();
+    return CROWN_ERR_CHECKPOINT;
   } catch (const crown::argument_error& e) {
     t_error = e.what();
     return CROWN_ERR_ARGUMENT;
@@ -435,3 +445,187 @@ int crown_co_broadcast(int type, void* data, size_t count, int source_image) {
 }
 
 } // extern "C"
+
+// ------------------------------------------------------------------ checkpoints
+
+namespace {
+
+crown::detail::ckpt_type checkpoint_type(int type, const char* what) {
+  switch (type) {
+  case CROWN_INT32:
+    return crown::detail::ckpt_type::i32;
+  case CROWN_INT64:
+    return crown::detail::ckpt_type::i64;
+  case CROWN_FLOAT:
+    return crown::detail::ckpt_type::f32;
+  case CROWN_DOUBLE:
+    return crown::detail::ckpt_type::f64;
+  }
+  throw crown::argument_error(what, "element type " + std::to_string(type) +
+                                        " (checkpoints hold int32, int64, float and double)");
+}
+
+crown::checkpoint_writer& writer_of(crown_checkpoint* c, const char* what) {
+  if (!c || !c->w) throw crown::argument_error(what, "not a checkpoint opened for writing");
+  return *c->w;
+}
+crown::checkpoint_reader& reader_of(crown_checkpoint* c, const char* what) {
+  if (!c || !c->r) throw crown::argument_error(what, "not a checkpoint opened for reading");
+  return *c->r;
+}
+std::string name_of(const char* name, const char* what) {
+  if (!name) throw crown::argument_error(what, "a null name");
+  return name;
+}
+std::vector<std::size_t> shape_of(int ndim, const size_t* shape, const char* what) {
+  if (ndim < 1 || !shape) throw crown::argument_error(what, "a shape needs ndim >= 1 extents");
+  return {shape, shape + ndim};
+}
+std::size_t elements_of(const std::vector<std::size_t>& shape) {
+  std::size_t n = 1;
+  for (std::size_t e : shape) n *= e;
+  return n;
+}
+/// The coarray's dataset and this image's piece (its whole block).
+std::pair<crown::detail::ckpt_dataset, crown::detail::ckpt_piece>
+coarray_layout(const crown_coarray& a, const std::string& name, const char* what) {
+  std::vector<std::size_t> extents(a.extents.begin(), a.extents.begin() + a.rank);
+  crown::detail::ckpt_dataset d{
+      name, crown::detail::ckpt_kind::coarray, checkpoint_type(a.type, what), extents, "", ""};
+  d.shape.insert(d.shape.begin(), static_cast<std::size_t>(a.team.size()));
+  return {d, crown::checkpoint_writer::coarray_piece(a.team.rank(), extents,
+                                                     crown::detail::heap_address(a.block.offset))};
+}
+void copy_out(const std::string& text, char* out, std::size_t size, const char* what) {
+  if (!out || size <= text.size())
+    throw crown::argument_error(what, "room for " + std::to_string(size) + " characters, " +
+                                          std::to_string(text.size() + 1) + " needed");
+  std::memcpy(out, text.c_str(), text.size() + 1);
+}
+
+} // namespace
+
+int crown_checkpoint_create(const char* path, crown_checkpoint** out) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_create";
+    if (!out) throw crown::argument_error(what, "null argument");
+    auto c = std::make_unique<crown_checkpoint>();
+    c->w.emplace(world(what), name_of(path, what));
+    *out = c.release();
+  });
+}
+int crown_checkpoint_open(const char* path, crown_checkpoint** out) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_open";
+    if (!out) throw crown::argument_error(what, "null argument");
+    auto c = std::make_unique<crown_checkpoint>();
+    c->r.emplace(world(what), name_of(path, what));
+    *out = c.release();
+  });
+}
+int crown_checkpoint_commit(crown_checkpoint* c) {
+  return guarded([&] { writer_of(c, "crown_checkpoint_commit").commit(); });
+}
+int crown_checkpoint_close(crown_checkpoint* c) {
+  return guarded([&] { delete c; });
+}
+int crown_checkpoint_write_coarray(crown_checkpoint* c, const char* name, const crown_coarray* a) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_write_coarray";
+    const auto [d, p] = coarray_layout(live(a, what), name_of(name, what), what);
+    writer_of(c, what).write_piece(d, p);
+  });
+}
+int crown_checkpoint_read_coarray(crown_checkpoint* c, const char* name, const crown_coarray* a) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_read_coarray";
+    const auto [d, p] = coarray_layout(live(a, what), name_of(name, what), what);
+    reader_of(c, what).read_piece(d, p);
+  });
+}
+int crown_checkpoint_piece(size_t global, size_t* begin, size_t* end) {
+  return guarded([&] {
+    const crown::mesh& m = world("crown_checkpoint_piece");
+    if (!begin || !end) throw crown::argument_error("crown_checkpoint_piece", "null argument");
+    *begin = crown::detail::shard_begin(global, m.rank(), m.size());
+    *end = crown::detail::shard_begin(global, m.rank() + 1, m.size());
+  });
+}
+int crown_checkpoint_write_sharded(crown_checkpoint* c, const char* name, int type,
+                                   const void* piece, size_t count, size_t global) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_write_sharded";
+    writer_of(c, what).write_sharded_raw(name_of(name, what), checkpoint_type(type, what), global,
+                                         piece, count);
+  });
+}
+int crown_checkpoint_read_sharded(crown_checkpoint* c, const char* name, int type, void* piece,
+                                  size_t count, size_t global) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_read_sharded";
+    reader_of(c, what).read_sharded_into(name_of(name, what), checkpoint_type(type, what), global,
+                                         piece, count);
+  });
+}
+int crown_checkpoint_write_replicated(crown_checkpoint* c, const char* name, int type,
+                                      const void* data, int ndim, const size_t* shape) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_write_replicated";
+    auto s = shape_of(ndim, shape, what);
+    const std::size_t n = elements_of(s);
+    writer_of(c, what).write_replicated_raw(name_of(name, what), checkpoint_type(type, what),
+                                            std::move(s), data, n);
+  });
+}
+int crown_checkpoint_read_replicated(crown_checkpoint* c, const char* name, int type, void* data,
+                                     int ndim, const size_t* shape) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_read_replicated";
+    auto s = shape_of(ndim, shape, what);
+    const std::size_t n = elements_of(s);
+    reader_of(c, what).read_whole(name_of(name, what), crown::detail::ckpt_kind::replicated,
+                                  checkpoint_type(type, what), std::move(s), data, n);
+  });
+}
+int crown_checkpoint_put_int(crown_checkpoint* c, const char* name, int64_t value) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_put_int";
+    writer_of(c, what).put(name_of(name, what), std::int64_t{value});
+  });
+}
+int crown_checkpoint_get_int(crown_checkpoint* c, const char* name, int64_t* value) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_get_int";
+    if (!value) throw crown::argument_error(what, "null argument");
+    *value = reader_of(c, what).get_int(name_of(name, what));
+  });
+}
+int crown_checkpoint_put_double(crown_checkpoint* c, const char* name, double value) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_put_double";
+    writer_of(c, what).put(name_of(name, what), value);
+  });
+}
+int crown_checkpoint_get_double(crown_checkpoint* c, const char* name, double* value) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_get_double";
+    if (!value) throw crown::argument_error(what, "null argument");
+    *value = reader_of(c, what).get_double(name_of(name, what));
+  });
+}
+int crown_checkpoint_newest(const char* dir, char* path, size_t size, int64_t* step) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_newest";
+    if (!step) throw crown::argument_error(what, "null argument");
+    const auto found = crown::checkpoint_dir(world(what), name_of(dir, what), 0).newest_valid();
+    copy_out(found ? found->path : "", path, size, what);
+    *step = found ? found->step : -1;
+  });
+}
+int crown_checkpoint_step_path(const char* dir, int64_t step, char* path, size_t size) {
+  return guarded([&] {
+    const char* what = "crown_checkpoint_step_path";
+    copy_out(crown::checkpoint_dir(world(what), name_of(dir, what), 0).path_of(step), path, size,
+             what);
+  });
+}
