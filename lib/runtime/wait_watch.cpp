@@ -40,10 +40,13 @@ std::string describe(const wait_site& site) {
 } // namespace
 
 const char* const unserved_consequence =
-    "one-sided requests to a rank are served only inside its Crown calls, and a rank that "
-    "computes or blocks in its own MPI call (MPI_Allreduce, MPI_Barrier, ...) serves nothing "
-    "meanwhile. Call crown::progress() in such loops, or initialise MPI at MPI_THREAD_MULTIPLE "
-    "(over UCX, MPI_THREAD_FUNNELED or MPI_THREAD_SERIALIZED suffice).";
+    "one-sided requests to a rank are served only inside its Crown calls (over the MPI window "
+    "also inside its own MPI calls, where MPI's one-sided component progresses there), so a rank "
+    "that computes or blocks in its own MPI call (MPI_Allreduce, MPI_Barrier, ...) may serve "
+    "nothing meanwhile. Call crown::progress() in such loops and end one-sided phases with a "
+    "Crown synchronisation (crown::sync_all()) before the application's own MPI calls, or "
+    "initialise MPI at MPI_THREAD_MULTIPLE (over UCX, MPI_THREAD_FUNNELED or "
+    "MPI_THREAD_SERIALIZED suffice).";
 
 void set_wait_limits(double warn_seconds, double timeout_seconds,
                      double unserved_seconds) noexcept {

@@ -108,8 +108,7 @@ progress_plan plan_progress(const runtime_state& st, const symmetric_heap& heap)
                   " transport serves requests without one"};
     return {false, false,
             level + " lets no second thread call MPI, and the " + name +
-                " transport serves requests only inside MPI calls (CROWN_TRANSPORT=ucx needs "
-                "none)"};
+                " transport needs an MPI call to serve a request (CROWN_TRANSPORT=ucx does not)"};
   }
 }
 
