@@ -94,8 +94,10 @@ BOOST_AUTO_TEST_CASE(strided_put_then_the_applications_allreduce) {
     a.on(right()).put({{0, 256, 3}}, std::span<const std::int32_t>(every_third));
     allreduce_of_ones();
     crown::sync_all();
+    int wrong = 0; // one check, so every rank reaches the next collective
     for (std::size_t i = 0; i < every_third.size(); ++i)
-      BOOST_TEST_REQUIRE(a(3 * i) == left() * 100000 + round * 1000 + static_cast<std::int32_t>(i));
+      wrong += a(3 * i) != left() * 100000 + round * 1000 + static_cast<std::int32_t>(i);
+    BOOST_TEST(wrong == 0, "round " << round << ": " << wrong << " elements wrong");
     crown::sync_all();
   }
 }
