@@ -55,6 +55,9 @@ public:
 
 private:
   std::uint64_t sum_over_mesh(std::uint64_t local) const;
+  /// The transfer list of one collective H5Dwrite or H5Dread of these pieces.
+  h5_handle transfer(const std::vector<std::size_t>& shape,
+                     const std::vector<std::size_t>& count) const;
   void set_attr(hid_t obj, const char* name, const std::string& value);
   void set_attr(hid_t obj, const char* name, const char* value) {
     set_attr(obj, name, std::string(value));
