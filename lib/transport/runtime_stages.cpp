@@ -223,8 +223,10 @@ bool set_progress_thread(bool on) {
   if (!on) stop_progress_thread(*st);
   if (on && !mine.progress_thread.joinable())
     if (const progress_plan plan = plan_progress(*st, *mine.heap); plan.thread) launch(mine, plan);
-  st->transports.progress_thread = mine.progress_thread.joinable();
-  return st->transports.progress_thread;
+  auto& t = st->transports;
+  t.progress_thread = mine.progress_thread.joinable();
+  if (mine.heap->has_transport()) t.progress = t.progress_thread ? "thread" : "crown-calls";
+  return t.progress_thread;
 }
 
 } // namespace crown::detail

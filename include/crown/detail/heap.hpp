@@ -80,7 +80,8 @@ std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, 
                             bool floating, std::uint64_t operand, std::uint64_t compare, bool cpu);
 
 /// Starts or stops Crown's progress thread (benchmarks compare both); false when the
-/// thread cannot run (no transport, or no MPI_THREAD_MULTIPLE). Not thread-safe.
+/// thread cannot run (no transport, MPI_THREAD_SINGLE, or below MPI_THREAD_MULTIPLE a
+/// transport that needs MPI calls to serve). Not thread-safe.
 bool set_progress_thread(bool on);
 
 /// Drives MPI's progress engine once (some transports, e.g. UCX over TCP or shared
