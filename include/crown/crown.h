@@ -22,7 +22,7 @@ enum crown_status {
   CROWN_ERR_STATE = 2,    /* not initialised, freed handle, mismatched collective */
   CROWN_ERR_MPI = 3,      /* MPI reported an error */
   CROWN_ERR_OTHER = 4,
-  CROWN_ERR_RESOURCE = 5, /* the heap is full, or a size no heap can hold (nothing allocated) */
+  CROWN_ERR_RESOURCE = 5,  /* the heap is full, or a size no heap can hold (nothing allocated) */
   CROWN_ERR_CHECKPOINT = 6 /* a checkpoint file that cannot be written, or is corrupt, truncated
                               or does not match what is read (the message names file, dataset
                               and field) */
