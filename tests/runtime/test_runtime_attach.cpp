@@ -131,8 +131,18 @@ BOOST_AUTO_TEST_CASE(progress_thread_below_multiple_only_where_no_mpi_call_serve
   BOOST_TEST(!crown::runtime::active());
 #if CROWN_HAVE_UCX
   setenv("CROWN_TRANSPORT", "ucx", 1);
+  setenv("CROWN_LOG", "info", 1);
+  std::vector<std::string> lines;
+  crown::detail::set_log_sink([&](std::string_view l) { lines.emplace_back(l); });
   {
     crown::runtime rt;
+    crown::detail::set_log_sink({});
+    // Rank 0 says at start-up which transport and which progress the job got, and why.
+    const auto said = std::count_if(lines.begin(), lines.end(), [](const std::string& l) {
+      return l.find("one-sided transport off-host: ucx (CROWN_TRANSPORT=ucx); progress: thread "
+                    "(MPI_THREAD_FUNNELED: the thread makes no MPI call") != std::string::npos;
+    });
+    BOOST_TEST(said == (world_rank() == 0 ? 1 : 0));
     BOOST_TEST(rt.transports().progress_thread);
     BOOST_TEST(rt.transports().progress == "thread");
     BOOST_TEST(rt.transports().progress_why.find("MPI_THREAD_FUNNELED: the thread makes no MPI "
@@ -150,6 +160,7 @@ BOOST_AUTO_TEST_CASE(progress_thread_below_multiple_only_where_no_mpi_call_serve
       BOOST_TEST(a(static_cast<std::size_t>(2 * i + 1)) == left * 1000 + i);
   }
 #endif
+  unsetenv("CROWN_LOG");
   unsetenv("CROWN_SHM");
   unsetenv("CROWN_PROGRESS_THREAD");
   unsetenv("CROWN_TRANSPORT");
