@@ -1,5 +1,6 @@
 // Host-initiated atomics on device memory: one thread, system-scope atomics.
 #include "device_atomics.hpp"
+#include <cuda/atomic>
 #include <type_traits>
 
 namespace crown::detail {
@@ -8,8 +9,9 @@ namespace {
 template <typename T, typename U>
 __device__ U apply(T* w, int op, U operand, U compare) {
   switch (op) {
-  case load:
-    return atomicAdd_system(reinterpret_cast<U*>(w), U(0));
+  case load: // a plain load, not a read-modify-write
+    return cuda::atomic_ref<U, cuda::thread_scope_system>(*reinterpret_cast<U*>(w))
+        .load(cuda::std::memory_order_relaxed);
   case store:
   case swap:
     return atomicExch_system(reinterpret_cast<U*>(w), operand);
@@ -31,7 +33,7 @@ __device__ U float_op(U* w, int op, U operand, U compare) {
   using F = typename std::conditional<sizeof(U) == 4, float, double>::type;
   switch (op) {
   case load:
-    return atomicAdd_system(w, U(0));
+    return cuda::atomic_ref<U, cuda::thread_scope_system>(*w).load(cuda::std::memory_order_relaxed);
   case store:
   case swap:
     return atomicExch_system(w, operand);
