@@ -114,6 +114,12 @@ void copy(const crown::caf_api::heap_block& to_t, int to_image, const walk& to,
   transfer(true, to_image, to_t, to, const_cast<std::byte*>(ready), "coarray put");
 }
 
+/// gfortran passes ERRMSG= of SYNC ALL, SYNC IMAGES and SYNC MEMORY as the address of a
+/// temporary that holds the variable's address (gfc_trans_sync takes the address of the
+/// string's address; seen in gfortran 11's and 12's code), unlike LOCK's and EVENT's.
+/// Writing the message there would overwrite the caller's stack.
+char* sync_errmsg(char* errmsg) { return errmsg ? *reinterpret_cast<char**>(errmsg) : nullptr; }
+
 } // namespace
 
 extern "C" {
@@ -211,27 +217,36 @@ int _gfortran_caf_is_present(void* token, int image, reference* refs) {
 }
 
 void _gfortran_caf_sync_all(int* stat, char* errmsg, std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len, [] { sync_team(current_team(), "sync all"); });
+  guarded(stat, sync_errmsg(errmsg), errmsg_len, [] { sync_team(current_team(), "sync all"); });
 }
 
 void _gfortran_caf_sync_memory(int* stat, char* errmsg, std::size_t errmsg_len) {
-  guarded(stat, errmsg, errmsg_len, [] { crown::sync_memory(); });
+  guarded(stat, sync_errmsg(errmsg), errmsg_len, [] { crown::sync_memory(); });
 }
 
 void _gfortran_caf_sync_images(int count, int images[], int* stat, char* errmsg,
                                std::size_t errmsg_len) {
+  errmsg = sync_errmsg(errmsg);
+  // The standard forbids an image twice in the set; checked before any image is waited
+  // for, this image included (it is then left out of the partners).
+  std::vector<int> named(images, images + std::max(count, 0));
+  std::sort(named.begin(), named.end());
+  if (const auto twice = std::adjacent_find(named.begin(), named.end()); twice != named.end()) {
+    fail(stat, errmsg, errmsg_len,
+         "sync images: image " + std::to_string(*twice) +
+             " appears more than once in the image set",
+         stat_duplicate_image);
+    return;
+  }
   guarded(stat, errmsg, errmsg_len, [&] {
     team& t = current_team();
     const int me = t.images.rank();
-    std::vector<int> partners; // 0-based
+    std::vector<int> partners; // 0-based, in increasing order
     for (int i = 0; i < (count < 0 ? t.images.size() : count); ++i) {
-      const int image = count < 0 ? i + 1 : images[i];
+      const int image = count < 0 ? i + 1 : named[static_cast<std::size_t>(i)];
       (void)rank_of(image, "sync images");
       if (image - 1 != me) partners.push_back(image - 1);
     }
-    std::sort(partners.begin(), partners.end());
-    if (std::adjacent_find(partners.begin(), partners.end()) != partners.end())
-      throw crown::argument_error("sync images", "an image is named twice");
     sync_partners(t, partners);
   });
 }

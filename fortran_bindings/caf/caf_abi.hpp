@@ -20,6 +20,8 @@ inline constexpr int caf_register_static = 0, caf_register_alloc = 1, caf_regist
 inline constexpr int caf_atomic_add = 1, caf_atomic_and = 2, caf_atomic_or = 3, caf_atomic_xor = 4;
 inline constexpr int stat_unlocked = 0, stat_locked = 1, stat_locked_other_image = 2, // gfortran's
     stat_stopped_image = 6000, stat_failed_image = 6001;
+/// STAT= of SYNC IMAGES naming an image twice: OpenCoarrays' STAT_DUP_SYNC_IMAGES.
+inline constexpr int stat_duplicate_image = 3;
 // co_reduce's opr_flags (GFC_CAF_*): the result comes by reference, hidden string
 // lengths follow, the arguments are passed by value.
 inline constexpr int caf_byref = 1, caf_hiddenlen = 2, caf_arg_value = 4, caf_arg_desc = 8;

@@ -54,6 +54,7 @@ void write_int(void* p, int width, std::int64_t v) {
 void check_holder(std::int64_t holder) {
   const image_state s = state_of(static_cast<int>(holder - 1));
   if (s == image_state::running) return;
+  learn(static_cast<int>(holder - 1), s);
   const std::string why =
       "the lock is held by image " + std::to_string(holder) + " (of the initial team), which has ";
   if (s == image_state::stopped) throw image_stopped("lock", why + "stopped");

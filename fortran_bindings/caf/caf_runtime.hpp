@@ -76,6 +76,8 @@ void start(int* argc, char*** argv);
 /// The current team (the initial team until CHANGE TEAM).
 team& current_team();
 void set_current_team(team* t);
+/// The team a team variable holds (set by FORM TEAM; else a state_error for `what`).
+team* team_of(void** variable, const char* what);
 /// Keeps a team formed by FORM TEAM until the end (team variables are never freed).
 team* keep_team(std::unique_ptr<team> t);
 /// The initial team and every team this image formed.

@@ -6,6 +6,7 @@
 #include <crown/runtime.hpp>
 #include <cstdio>
 #include <cstring>
+#include <vector>
 
 namespace crown::caf {
 namespace {
@@ -13,6 +14,8 @@ namespace {
 /// Per image: [0] its state, [1] how many images it knows to have failed.
 crown::caf_api::heap_block g_status;
 constexpr std::uint64_t state_word = 0, failures_word = 8;
+/// Per world rank: how it is known here to have ended (caf_status.hpp).
+std::vector<image_state> g_known;
 
 std::uint64_t load(int rank, const crown::caf_api::heap_block& b, std::uint64_t at) {
   return crown::caf_api::remote_atomic(rank, b.offset + at, crown::caf_api::atomic_op::load, 8,
@@ -54,9 +57,20 @@ void init_status(const crown::mesh& world) {
   g_status = crown::caf_api::heap_allocate(world, 16, 0x63616602u, "image states");
   std::memset(crown::caf_api::heap_address(g_status.offset), 0,
               16); // cleared before the first barrier
+  g_known.assign(static_cast<std::size_t>(world.size()), image_state::running);
 }
 
 void release_status() noexcept { g_status = {}; }
+
+image_state known_state(int world_rank) noexcept {
+  const auto i = static_cast<std::size_t>(world_rank);
+  return i < g_known.size() ? g_known[i] : image_state::running;
+}
+
+void learn(int world_rank, image_state s) noexcept {
+  const auto i = static_cast<std::size_t>(world_rank);
+  if (i < g_known.size() && s != image_state::running) g_known[i] = s; // an end is final
+}
 
 image_state state_of(int world_rank) {
   return static_cast<image_state>(load(world_rank, g_status, state_word));
@@ -72,9 +86,11 @@ std::uint64_t failures_seen() noexcept {
 
 void check_reachable(int world_rank, const char* what) {
   if (failures_seen() == 0 || world_rank == crown::this_runtime().rank()) return;
-  if (state_of(world_rank) == image_state::failed)
+  if (state_of(world_rank) == image_state::failed) {
+    learn(world_rank, image_state::failed);
     throw image_failed(what, "image " + std::to_string(world_rank + 1) +
                                  " (of the initial team) has failed");
+  }
 }
 
 int reachable_rank(int image, const char* what) {
@@ -90,20 +106,26 @@ image_state missing_part(const team& t, int image, counter c) {
   const image_state s = state_of(rank);
   if (s == image_state::running) return s;
   const std::uint64_t done = load(rank, t.progress, progress_word(c, me));
-  return done >= own_count(t, c, image) ? image_state::running : s; // did its part first
+  if (done >= own_count(t, c, image)) return image_state::running; // did its part first
+  learn(rank, s);
+  return s;
 }
 
 void check_partners(const team& t, const char* what, counter c, std::span<const int> watched) {
-  int failed = -1;
+  // Every image that ended without its part becomes known, not only the one reported.
+  int stopped = -1, failed = -1;
   const auto check = [&](int i) {
     const image_state s = missing_part(t, i, c);
-    if (s == image_state::stopped)
-      throw image_stopped(what, "image " + std::to_string(i + 1) + " has stopped");
+    if (s == image_state::stopped && stopped < 0) stopped = i;
     if (s == image_state::failed && failed < 0) failed = i;
   };
   if (watched.empty())
     for (int i = 0; i < t.images.size(); ++i) check(i);
   for (const int i : watched) check(i);
+  // STAT_STOPPED_IMAGE first: the standard gives STAT_FAILED_IMAGE only when no other
+  // error condition occurs.
+  if (stopped >= 0)
+    throw image_stopped(what, "image " + std::to_string(stopped + 1) + " has stopped");
   if (failed >= 0) throw image_failed(what, "image " + std::to_string(failed + 1) + " has failed");
 }
 

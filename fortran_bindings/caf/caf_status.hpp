@@ -6,6 +6,13 @@
 // waiting for it in the k-th such operation therefore knows exactly whether its part
 // was done (k <= published: keep waiting, it has arrived or will) or never will be
 // (the operation ends with STAT_STOPPED_IMAGE or STAT_FAILED_IMAGE). No timeout decides.
+//
+// STOPPED_IMAGES and FAILED_IMAGES list the images *known* here to have ended (the
+// standard's words): an image becomes known when an image control statement, collective,
+// coindexed access or lock of this image finds that it ended without doing its part, and
+// when IMAGE_STATUS reports it. An image that ends after doing its part in everything
+// this image did with it is not known until then, so the lists do not depend on how fast
+// the other images run on to their own end.
 #pragma once
 #include "caf_runtime.hpp"
 #include <span>
@@ -21,7 +28,12 @@ enum class counter { collectives, sync_all, sync_images };
 void init_status(const crown::mesh& world);
 /// Forgets the state words (the heap goes at the end).
 void release_status() noexcept;
+/// How `world_rank` stands now (IMAGE_STATUS; also what makes it known).
 image_state state_of(int world_rank);
+/// How `world_rank` is known here to have ended (running when it is not known to have).
+image_state known_state(int world_rank) noexcept;
+/// Records that `world_rank` has ended as `s` (not running).
+void learn(int world_rank, image_state s) noexcept;
 /// The number of images known here to have failed (cheap: a word in this image's heap
 /// that each failing image increments).
 std::uint64_t failures_seen() noexcept;

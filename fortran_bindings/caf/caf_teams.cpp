@@ -10,9 +10,7 @@
 #include <cstring>
 #include <vector>
 
-namespace {
-
-using namespace crown::caf;
+namespace crown::caf {
 
 team* team_of(void** variable, const char* what) {
   team* t = variable ? static_cast<team*>(*variable) : nullptr;
@@ -20,7 +18,9 @@ team* team_of(void** variable, const char* what) {
   return t;
 }
 
-} // namespace
+} // namespace crown::caf
+
+using namespace crown::caf;
 
 extern "C" {
 

@@ -41,12 +41,18 @@ void return_images(descriptor* out, const int* kind, const std::vector<int>& lis
   out->span = k;
 }
 
-/// The images (1-based) of the current team in state `s`.
-std::vector<int> images_in(image_state s) {
+/// The team an inquiry names: a team variable (gfortran 11-14 refuse the argument at
+/// compile time, so only a caller of the ABI passes one), else the current team.
+const team& team_or_current(void* variable, const char* what) {
+  return variable ? *team_of(static_cast<void**>(variable), what) : current_team();
+}
+
+/// The images (1-based) of team `t` known here to have ended as `s` (caf_status.hpp).
+std::vector<int> images_known(const team& t, image_state s) {
   std::vector<int> list;
-  const crown::mesh& m = images();
+  const crown::mesh& m = t.images;
   for (int i = 0; i < m.size(); ++i)
-    if (state_of(m.ranks()[static_cast<std::size_t>(i)]) == s) list.push_back(i + 1);
+    if (known_state(m.ranks()[static_cast<std::size_t>(i)]) == s) list.push_back(i + 1);
   return list;
 }
 
@@ -107,16 +113,20 @@ int _gfortran_caf_num_images(int distance, int failed) {
   const team* t = &current_team();
   for (int d = 0; d < distance && t->parent; ++d) t = t->parent;
   if (failed < 0) return t->images.size();
-  int count = 0; // NUM_IMAGES(FAILED=.true.) counts failed images, .false. the others
-  for (const int rank : t->images.ranks())
-    count += (state_of(rank) == image_state::failed) == (failed == 1) ? 1 : 0;
-  return count;
+  // NUM_IMAGES(FAILED=.true.) counts the images known to have failed (as FAILED_IMAGES
+  // lists them), .false. the others.
+  const int known_failed = static_cast<int>(images_known(*t, image_state::failed).size());
+  return failed == 1 ? known_failed : t->images.size() - known_failed;
 }
 
+/// IMAGE_STATUS: how the image stands now, which then becomes known here. Its team
+/// argument is not read: gfortran 11-14 pass -1 for it (and refuse TEAM= when compiling).
 int _gfortran_caf_image_status(int image, void* /*team*/) {
   int status = 0;
   guarded(nullptr, nullptr, 0, [&] {
-    const image_state s = state_of(rank_of(image, "image_status"));
+    const int rank = rank_of(image, "image_status");
+    const image_state s = state_of(rank);
+    learn(rank, s);
     status = s == image_state::failed    ? stat_failed_image
              : s == image_state::stopped ? stat_stopped_image
                                          : 0;
@@ -124,12 +134,18 @@ int _gfortran_caf_image_status(int image, void* /*team*/) {
   return status;
 }
 
-void _gfortran_caf_failed_images(descriptor* out, void* /*team*/, int* kind) {
-  guarded(nullptr, nullptr, 0, [&] { return_images(out, kind, images_in(image_state::failed)); });
+void _gfortran_caf_failed_images(descriptor* out, void* team_variable, int* kind) {
+  guarded(nullptr, nullptr, 0, [&] {
+    const team& t = team_or_current(team_variable, "failed_images");
+    return_images(out, kind, images_known(t, image_state::failed));
+  });
 }
 
-void _gfortran_caf_stopped_images(descriptor* out, void* /*team*/, int* kind) {
-  guarded(nullptr, nullptr, 0, [&] { return_images(out, kind, images_in(image_state::stopped)); });
+void _gfortran_caf_stopped_images(descriptor* out, void* team_variable, int* kind) {
+  guarded(nullptr, nullptr, 0, [&] {
+    const team& t = team_or_current(team_variable, "stopped_images");
+    return_images(out, kind, images_known(t, image_state::stopped));
+  });
 }
 
 } // extern "C"
