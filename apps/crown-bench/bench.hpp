@@ -16,6 +16,7 @@ struct options {
   bool smoke = false;
   std::string shmem_file;
   std::string nvshmem_file;              ///< gpu: crown-nvshmem-baseline's output
+  std::string torch_file;                ///< parallel: torch_baseline.py's output
   std::string crown_file, baseline_file; ///< fortran: crown-caf-bench's output on each runtime
 };
 
@@ -66,5 +67,6 @@ void fortran(const options& o);
 void progress(const options& o);
 void checkpoint(const options& o); ///< checkpoint write/read vs dd (checkpoint.cpp)
 void gpu(const options& o);        ///< built with CUDA only (gpu.cpp)
+void parallel(const options& o);   ///< built with libcrown_parallel only (parallel.cpp)
 
 } // namespace crown_bench

@@ -7,6 +7,7 @@
 //                                   (overlap, idle CPU, latency with the progress thread)
 //   crown-bench fortran --crown FILE --baseline FILE   (coarray Fortran: scripts/bench-fortran)
 //   mpirun -np 2 crown-bench gpu [--smoke] [--nvshmem FILE]   (device coarrays: scripts/gpu-check)
+//   mpirun -np 2 crown-bench parallel [--smoke] [--torch FILE] (DDP training vs MPI and PyTorch)
 //   mpirun -np N crown-bench checkpoint [--smoke]      (checkpoint write/read vs dd)
 // Each figure is the median of 11 batches (3 with --smoke). ratio > 1 means Crown is
 // better (baseline time / Crown time, or Crown rate / baseline rate). --shmem reads
@@ -22,7 +23,8 @@ int main(int argc, char** argv) {
   crown_bench::options o;
   const std::string_view group = argc > 1 ? argv[1] : "";
   bool usage = group != "onesided" && group != "actors" && group != "apps" && group != "fortran" &&
-               group != "progress" && group != "gpu" && group != "engine" && group != "checkpoint";
+               group != "progress" && group != "gpu" && group != "engine" && group != "parallel" &&
+               group != "checkpoint";
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--smoke" && group != "fortran") {
@@ -30,6 +32,8 @@ int main(int argc, char** argv) {
       o.batches = 3;
     } else if (a == "--shmem" && i + 1 < argc && group == "onesided") {
       o.shmem_file = argv[++i];
+    } else if (a == "--torch" && i + 1 < argc && group == "parallel") {
+      o.torch_file = argv[++i];
     } else if (a == "--nvshmem" && i + 1 < argc && group == "gpu") {
       o.nvshmem_file = argv[++i];
     } else if (a == "--crown" && i + 1 < argc && group == "fortran") {
@@ -51,8 +55,9 @@ int main(int argc, char** argv) {
         "       mpirun -np 2 -x CROWN_FAKE_HOSTS=2 %s progress [--smoke]\n"
         "       %s fortran --crown FILE --baseline FILE   (scripts/bench-fortran runs it)\n"
         "       mpirun -np 2 %s gpu [--smoke] [--nvshmem FILE]\n"
-        "       mpirun -np N %s checkpoint [--smoke]\n",
-        argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
+        "       mpirun -np N %s checkpoint [--smoke]\n"
+        "       mpirun -np 2 %s parallel [--smoke] [--torch FILE]\n",
+        argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
     return 2;
   }
   if (group == "fortran") { // reads two files: no MPI
@@ -76,6 +81,13 @@ int main(int argc, char** argv) {
       crown_bench::progress(o);
     else if (group == "checkpoint")
       crown_bench::checkpoint(o);
+    else if (group == "parallel")
+#if CROWN_BENCH_PARALLEL
+      crown_bench::parallel(o);
+#else
+      throw crown::state_error("crown-bench parallel",
+                               "built without OpenBLAS (libcrown_parallel)");
+#endif
     else if (group == "gpu")
 #if CROWN_HAVE_CUDA
       crown_bench::gpu(o);

@@ -72,7 +72,10 @@ template <typename T>
 ddp<T>::~ddp() {
   if (!thread_.joinable()) return;
   {
-    std::lock_guard lock(mutex_);
+    // Buckets already launched are reduced first: every image launched the same ones, and
+    // an image that stopped early would leave the others in a co_sum for ever.
+    std::unique_lock lock(mutex_);
+    cv_.wait(lock, [&] { return reduced_ == launched_; });
     stop_ = true;
   }
   cv_.notify_all();
@@ -134,22 +137,23 @@ void ddp<T>::finish() {
   if (!sync_ || dp_.size() == 1) return;
   const double start = now();
   std::unique_lock lock(mutex_);
-  if (launched_ < buckets_.size()) { // a gradient never became ready: nothing can finish
-    std::string missing;
-    for (std::size_t e = 0; e < names_.size(); ++e)
-      if (bucket_of_[e] >= launched_ && missing.size() < 200)
-        missing += (missing.empty() ? "" : ", ") + names_[e];
+  // Every bucket launched is reduced; one that never filled is an error, not a wait.
+  cv_.wait(lock, [&] { return reduced_ == launched_; });
+  const std::size_t unready = buckets_.size() - launched_;
+  std::string missing;
+  for (std::size_t e = 0; e < names_.size() && unready > 0; ++e)
+    if (bucket_of_[e] >= launched_ && missing.size() < 200)
+      missing += (missing.empty() ? "" : ", ") + names_[e];
+  timing_ = {reduce_seconds_, now() - start};
+  reduce_seconds_ = 0;
+  launched_ = reduced_ = 0; // ready for the next backward, also after an error
+  for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].entries.size();
+  if (unready > 0)
     throw argument_error("ddp::finish",
-                         std::to_string(buckets_.size() - launched_) +
+                         std::to_string(unready) +
                              " gradient buckets never became ready; their parameters were not "
                              "all marked ready in this backward (" +
                              missing + ")");
-  }
-  cv_.wait(lock, [&] { return reduced_ == buckets_.size(); });
-  timing_ = {reduce_seconds_, now() - start};
-  reduce_seconds_ = 0;
-  launched_ = reduced_ = 0;
-  for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].entries.size();
   if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
 }
 

@@ -33,6 +33,13 @@ run2 "$bin/crown-info"
 expect "crown [0-9.]+: 2 ranks on 1 host, MPI_THREAD_MULTIPLE, world mesh\{hosts=1,procs=2\}" \
   "^rank 0: host=[^ ]+ local=0/2 .*transports=shm" "^rank 1: host=[^ ]+ local=1/2 "
 
+if [ -x "$bin/crown-train" ]; then
+  echo "== crown-train (libcrown_parallel found from bin/)"
+  run2 "$bin/crown-train" --plan dp=2 --steps 3 --batch 2 --context 16 --channels 32 --heads 2 \
+    --blocks 1 --sample 0
+  expect "^crown-train: dp=2 on 2 ranks" "^trained 3 steps"
+fi
+
 # heat2d's checksum is bitwise the same for any rank count: the installed program on 2
 # ranks must print the build tree's 1-rank figure.
 heat2d=(--n 64 --iterations 20)
