@@ -118,7 +118,8 @@ void _gfortran_caf_event_post(void* token, std::size_t index, int image, int* st
                               std::size_t errmsg_len) {
   guarded(stat, errmsg, errmsg_len, [&] {
     const int rank = rank_or_self(image, "event post");
-    crown::caf_api::heap_quiet(); // earlier transfers complete before the post is seen
+    check_running(rank, "event post"); // a post to an ended image is never waited for
+    crown::caf_api::heap_quiet();      // earlier transfers complete before the post is seen
     (void)atomic_word(token, index * word, rank, crown::caf_api::atomic_op::add, 8, 1);
   });
 }

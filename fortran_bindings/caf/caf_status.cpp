@@ -11,9 +11,10 @@
 namespace crown::caf {
 namespace {
 
-/// Per image: [0] its state, [1] how many images it knows to have failed.
+/// Per image: [0] its state, [1] how many images it knows to have failed, [2] how many
+/// to have ended (stopped or failed).
 crown::caf_api::heap_block g_status;
-constexpr std::uint64_t state_word = 0, failures_word = 8;
+constexpr std::uint64_t state_word = 0, failures_word = 8, endings_word = 16, status_bytes = 24;
 /// Per world rank: how it is known here to have ended (caf_status.hpp).
 std::vector<image_state> g_known;
 
@@ -54,9 +55,9 @@ std::uint64_t own_count(const team& t, counter c, int partner) {
 } // namespace
 
 void init_status(const crown::mesh& world) {
-  g_status = crown::caf_api::heap_allocate(world, 16, 0x63616602u, "image states");
+  g_status = crown::caf_api::heap_allocate(world, status_bytes, 0x63616602u, "image states");
   std::memset(crown::caf_api::heap_address(g_status.offset), 0,
-              16); // cleared before the first barrier
+              status_bytes); // cleared before the first barrier
   g_known.assign(static_cast<std::size_t>(world.size()), image_state::running);
 }
 
@@ -76,12 +77,25 @@ image_state state_of(int world_rank) {
   return static_cast<image_state>(load(world_rank, g_status, state_word));
 }
 
-std::uint64_t failures_seen() noexcept {
+/// This image's count at `at` (failures_word or endings_word).
+std::uint64_t count_seen(std::uint64_t at) noexcept {
   if (!g_status.bytes) return 0;
-  // Written by failing images through the transport or by stores: read as memory (the
-  // count only grows; an access racing with a failure is not ordered with it anyway).
-  auto* word = reinterpret_cast<std::uint64_t*>(crown::caf_api::heap_address(g_status.offset) + 8);
+  // Written by ending images through the transport or by stores: read as memory (the
+  // count only grows; an access racing with an image's end is not ordered with it anyway).
+  auto* word = reinterpret_cast<std::uint64_t*>(crown::caf_api::heap_address(g_status.offset) + at);
   return std::atomic_ref<std::uint64_t>(*word).load(std::memory_order_acquire);
+}
+
+std::uint64_t failures_seen() noexcept { return count_seen(failures_word); }
+
+void check_running(int world_rank, const char* what) {
+  if (count_seen(endings_word) == 0 || world_rank == crown::this_runtime().rank()) return;
+  const image_state s = state_of(world_rank);
+  if (s == image_state::running) return;
+  learn(world_rank, s);
+  const std::string who = "image " + std::to_string(world_rank + 1) + " (of the initial team) has ";
+  if (s == image_state::stopped) throw image_stopped(what, who + "stopped");
+  throw image_failed(what, who + "failed");
 }
 
 void check_reachable(int world_rank, const char* what) {
@@ -145,8 +159,12 @@ void end_image(image_state state) noexcept {
         store(me, t->progress, progress_word(counter::sync_images, static_cast<int>(j)),
               t->syncs_with[j]);
     }
-    if (state == image_state::failed) { // every image learns it with one local load
-      for (int rank = 0; rank < crown::this_runtime().world().size(); ++rank)
+    // Every image learns that one more has ended (failed) with one local load.
+    for (int rank = 0; rank < crown::this_runtime().world().size(); ++rank) {
+      (void)crown::caf_api::remote_atomic(rank, g_status.offset + endings_word,
+                                          crown::caf_api::atomic_op::add, 8, false, 1, 0,
+                                          g_status.cpu_atomics);
+      if (state == image_state::failed)
         (void)crown::caf_api::remote_atomic(rank, g_status.offset + failures_word,
                                             crown::caf_api::atomic_op::add, 8, false, 1, 0,
                                             g_status.cpu_atomics);

@@ -40,6 +40,9 @@ std::uint64_t failures_seen() noexcept;
 /// Throws image_failed when `world_rank` (another image) has failed: coindexed accesses,
 /// locks and events. Costs one local load while no image has failed.
 void check_reachable(int world_rank, const char* what);
+/// Throws image_stopped or image_failed when `world_rank` (another image) has ended:
+/// EVENT POST. Costs one local load while no image has ended.
+void check_running(int world_rank, const char* what);
 /// rank_of(image), checked with check_reachable.
 int reachable_rank(int image, const char* what);
 
@@ -67,8 +70,8 @@ void wait_for(const team& t, const char* what, counter c, std::span<const int> w
   }
 }
 
-/// Ends this image's part: publishes its progress in every team, then `state` (a
-/// failing image also tells every image that one more has failed).
+/// Ends this image's part: publishes its progress in every team, tells every image that
+/// one more has ended (failed), then publishes `state`.
 void end_image(image_state state) noexcept;
 /// Normal termination and FAIL IMAGE: waits until every image has stopped or failed.
 void wait_for_all_to_end();

@@ -1,15 +1,17 @@
 ! One image STOPs while the others go on: image first, middle or last (argument 1:
 ! first, middle, last; last when absent). With STAT= (argument 2 absent or "stat"), SYNC
-! ALL, SYNC IMAGES (*) and co_sum report STAT_STOPPED_IMAGE on every other image, and
+! ALL, SYNC IMAGES (*), co_sum and EVENT POST to it report STAT_STOPPED_IMAGE on every
+! other image, and
 ! STOPPED_IMAGES (of kind 4, 1 and 8) lists exactly that image there, however fast the
 ! others run on to their own end; FAILED_IMAGES is empty; the others still synchronise
 ! among themselves. The lowest running image gathers the checks without collectives and
 ! prints "PASS caf_stopped_images". Argument 2 "nostat": SYNC ALL without STAT= ends the
 ! job naming the stopped image; "nostat_images": SYNC IMAGES does.
 program caf_stopped_images
-  use iso_fortran_env, only: stat_stopped_image, stat_failed_image
+  use iso_fortran_env, only: stat_stopped_image, event_type
   implicit none
   integer :: me, n, s, st, lowest, i, report(64)[*], bad
+  type(event_type) :: ping[*]
   integer, allocatable :: list(:), others(:)
   integer(1), allocatable :: list1(:)
   integer(8), allocatable :: list8(:)
@@ -47,7 +49,9 @@ program caf_stopped_images
   call check(st == stat_stopped_image, "sync images (*) reports the stopped image")
   call co_sum(me, stat=st)
   call check(st == stat_stopped_image, "co_sum reports the stopped image")
-  call check_lists("after sync images (*) and co_sum")
+  event post (ping[s], stat=st)
+  call check(st == stat_stopped_image, "event post to the stopped image")
+  call check_lists("after sync images (*), co_sum and event post")
   call check(image_status(s) == stat_stopped_image, "image_status of the stopped image")
   call check_lists("after image_status")
 
