@@ -38,10 +38,12 @@ inline double median_seconds(const options& o, int ops, const std::function<void
   return median(std::move(t));
 }
 
-/// One CSV line; ratio > 1 means Crown is better ("us" and "KiB" are lower-is-better).
+/// One CSV line; ratio > 1 means Crown is better (times and sizes, "us", "ms", "KiB" and
+/// "MiB", are lower-is-better).
 inline void print_line(const std::string& group, const char* op, std::size_t bytes,
                        const char* unit, double crown, const char* base, double base_value) {
-  const bool lower_is_better = std::strcmp(unit, "us") == 0 || std::strcmp(unit, "KiB") == 0;
+  const bool lower_is_better = std::strcmp(unit, "us") == 0 || std::strcmp(unit, "ms") == 0 ||
+                               std::strcmp(unit, "KiB") == 0 || std::strcmp(unit, "MiB") == 0;
   const double ratio = lower_is_better ? base_value / crown : crown / base_value;
   std::printf("%s,%s,%zu,%s,%.4g,%s,%.4g,%.3f\n", group.c_str(), op, bytes, unit, crown, base,
               base_value, ratio);

@@ -49,7 +49,8 @@ struct app_options {
   std::string csv, plot;
   long steps = 100;
   int eval_every = 0, eval_batches = 4, sample_bytes = 300, threads = 1;
-  bool controller = false, quiet = false, memory_report = false;
+  train::progress_style progress = train::progress_style::automatic;
+  bool controller = false, memory_report = false;
   /// What every worker needs, on the wire (controller mode).
   template <class A>
   void serialize(A& a) {
@@ -65,7 +66,8 @@ struct app_options {
       "         [--micro M] [--context T] [--channels C] [--heads H] [--blocks L]\n"
       "         [--dtype float|double] [--optimizer adam|sgd] [--lr X] [--seed S]\n"
       "         [--data FILE|DIR] [--csv FILE] [--plot FILE.png] [--eval-every N]\n"
-      "         [--eval-batches N] [--sample BYTES] [--threads N] [--memory-report] [--quiet]\n",
+      "         [--eval-batches N] [--sample BYTES] [--threads N] [--memory-report]\n"
+      "         [--progress auto|bar|lines|none] [--quiet]\n",
       problem.c_str());
   std::exit(2);
 }
@@ -77,6 +79,15 @@ long number(std::string_view flag, const char* text, long low = 1, long high = I
     usage(std::string(flag) + " needs a whole number from " + std::to_string(low) + " to " +
           std::to_string(high) + ", not '" + text + "'");
   return v;
+}
+
+train::progress_style progress_of(std::string_view v) {
+  if (v == "auto") return train::progress_style::automatic;
+  if (v == "bar") return train::progress_style::bar;
+  if (v == "lines") return train::progress_style::lines;
+  if (v != "none")
+    usage("--progress must be auto, bar, lines or none, not '" + std::string(v) + "'");
+  return train::progress_style::none;
 }
 
 app_options parse(int argc, char** argv) {
@@ -132,7 +143,9 @@ app_options parse(int argc, char** argv) {
     else if (a == "--memory-report")
       o.memory_report = true;
     else if (a == "--quiet")
-      o.quiet = true;
+      o.progress = train::progress_style::none;
+    else if (a == "--progress")
+      o.progress = progress_of(next());
     else
       usage("unknown option " + std::string(a));
   }
@@ -179,7 +192,7 @@ private:
 template <typename Step, typename Eval, typename Hidden>
 train::report run_steps(const app_options& o, std::size_t tokens_per_step, Step step, Eval eval,
                         Hidden hidden, bool show) {
-  train::report rep(o.steps, tokens_per_step, o.quiet || !show);
+  train::report rep(o.steps, tokens_per_step, show ? o.progress : train::progress_style::none);
   const auto start = std::chrono::steady_clock::now();
   auto last = start;
   for (long s = 1; s <= o.steps; ++s) {

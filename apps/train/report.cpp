@@ -3,13 +3,23 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <string_view>
 #include <unistd.h>
 
 namespace train {
 
-report::report(long steps, std::size_t tokens_per_step, bool quiet)
-    : steps_(steps), tokens_per_step_(tokens_per_step), quiet_(quiet),
-      terminal_(::isatty(STDOUT_FILENO) == 1), every_(std::max(1L, steps / 20)) {}
+namespace {
+bool on_a_terminal() {
+  const char* term = std::getenv("TERM");
+  return ::isatty(STDOUT_FILENO) == 1 && term && *term && std::string_view(term) != "dumb";
+}
+} // namespace
+
+report::report(long steps, std::size_t tokens_per_step, progress_style style)
+    : steps_(steps), tokens_per_step_(tokens_per_step), quiet_(style == progress_style::none),
+      terminal_(style == progress_style::bar ||
+                (style == progress_style::automatic && on_a_terminal())),
+      every_(std::max(1L, steps / 20)) {}
 
 namespace {
 std::string clock_time(double seconds) {

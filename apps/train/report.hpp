@@ -16,9 +16,14 @@ struct step_record {
   double hidden_fraction = 0; ///< of DDP's all-reduce, behind backward
 };
 
+/// How progress is shown: a bar redrawn in place, a plain line every few steps, or nothing.
+/// `automatic` draws the bar only when standard output is a terminal with a TERM (under
+/// mpirun a rank's output is always a pseudo-terminal, even when mpirun's goes to a file).
+enum class progress_style { automatic, bar, lines, none };
+
 class report {
 public:
-  report(long steps, std::size_t tokens_per_step, bool quiet);
+  report(long steps, std::size_t tokens_per_step, progress_style style);
   /// Shows step `r` (a bar redrawn in place on a terminal, a line every few steps otherwise).
   void add(const step_record& r);
   void finish();
@@ -32,7 +37,7 @@ public:
 private:
   long steps_;
   std::size_t tokens_per_step_;
-  bool quiet_, terminal_;
+  bool quiet_, terminal_; // from the style
   long every_;
   std::vector<step_record> records_;
 };
