@@ -117,7 +117,9 @@ int main(int argc, char** argv) {
     const heat2d::result r = heat2d::solve(crown::world(), o, !png.empty(), ck);
     if (crown::world().rank() == 0) {
       print_run(o, crown::world().size(), "");
-      std::printf("time %.4f s, %.1f MLUP/s\n", r.seconds, mlups(o, r.seconds));
+      heat2d::options run = o; // after --resume, the iterations this run made
+      run.iterations -= r.first;
+      std::printf("time %.4f s, %.1f MLUP/s\n", r.seconds, mlups(run, r.seconds));
       std::printf("checksum %.17g\n", r.checksum);
       write_png(png, o, r);
     }

@@ -37,6 +37,7 @@ struct checkpointing {
 struct result {
   double seconds = 0;        ///< the slowest rank's time for the iterations
   double checksum = 0;       ///< on every rank
+  int first = 0;             ///< the iteration the run started from (--resume; not sent)
   std::vector<double> field; ///< the final field, row-major, on rank 0 (when asked for)
   template <class Ar>
   void serialize(Ar& ar) {
@@ -148,6 +149,7 @@ inline result solve(const crown::mesh& world, const options& o, bool keep_field,
       save(*dir, *u, o, it + 1);
   }
   result out;
+  out.first = first;
   out.seconds = MPI_Wtime() - start;
   crown::co_max(m, out.seconds);
   std::vector<double> field = u->gather(0);
