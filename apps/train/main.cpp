@@ -2,19 +2,24 @@
 //   mpirun -np 2 crown-train --plan dp=2 [options]              (SPMD: every rank trains)
 //   mpirun -np 3 crown-train --plan dp=2 --controller [options] (rank 0 drives 2 trainer actors)
 // Prints progress (a bar on a terminal), the final loss, sampled text; writes the loss curve
-// as CSV (--csv) and a PNG plot (--plot). Deterministic given --seed: in double precision
-// the loss of every step matches the single-rank run of the same global batch to ~1e-12.
+// as CSV (--csv) and a PNG plot (--plot); --checkpoint-every N writes checkpoints that
+// --resume continues from (at any data-parallel rank count). Deterministic given --seed:
+// in double precision the loss of every step matches the single-rank run of the same
+// global batch to ~1e-15, and a resumed run matches an uninterrupted one bitwise.
 #include "report.hpp"
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 #include <chrono>
 #include <climits>
+#include <crown/checkpoint.hpp>
 #include <crown/crown.hpp>
 #include <crown/parallel/nn.hpp>
 #include <crown/parallel/trainer.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -49,6 +54,9 @@ struct app_options {
   std::string csv, plot;
   long steps = 100;
   int eval_every = 0, eval_batches = 4, sample_bytes = 300, threads = 1;
+  std::string checkpoint_dir = "checkpoints";
+  int checkpoint_every = 0, keep = 2;
+  bool resume = false;
   train::progress_style progress = train::progress_style::automatic;
   bool controller = false, memory_report = false;
   /// What every worker needs, on the wire (controller mode).
@@ -67,7 +75,8 @@ struct app_options {
       "         [--dtype float|double] [--optimizer adam|sgd] [--lr X] [--seed S]\n"
       "         [--data FILE|DIR] [--csv FILE] [--plot FILE.png] [--eval-every N]\n"
       "         [--eval-batches N] [--sample BYTES] [--threads N] [--memory-report]\n"
-      "         [--progress auto|bar|lines|none] [--quiet]\n",
+      "         [--progress auto|bar|lines|none] [--quiet] [--checkpoint-every N]\n"
+      "         [--checkpoint-dir DIR] [--keep N] [--resume]\n",
       problem.c_str());
   std::exit(2);
 }
@@ -142,6 +151,14 @@ app_options parse(int argc, char** argv) {
       o.threads = int(number(a, next()));
     else if (a == "--memory-report")
       o.memory_report = true;
+    else if (a == "--checkpoint-every")
+      o.checkpoint_every = int(number(a, next()));
+    else if (a == "--checkpoint-dir")
+      o.checkpoint_dir = next();
+    else if (a == "--keep")
+      o.keep = int(number(a, next()));
+    else if (a == "--resume")
+      o.resume = true;
     else if (a == "--quiet")
       o.progress = train::progress_style::none;
     else if (a == "--progress")
@@ -180,31 +197,66 @@ public:
   double evaluate(int batches) { return double(t_.evaluate(batches)); }
   double hidden_fraction() const { return t_.data_parallel().last_timing().hidden_fraction(); }
   std::string sample(int bytes, std::uint64_t seed) { return t_.sample("\n", bytes, 0.8, seed); }
-  static constexpr auto endpoints =
-      crown::endpoints(&trainer_actor::step, &trainer_actor::evaluate,
-                       &trainer_actor::hidden_fraction, &trainer_actor::sample);
+  /// A checkpoint of every actor's state after step `s` (collective among the actors).
+  void save(const std::string& dir, int keep, long s) {
+    const crown::checkpoint_dir d(crown::this_actor().mesh, dir, keep);
+    auto w = d.begin(s);
+    t_.save(w);
+    d.commit(w);
+  }
+  /// Loads the newest valid checkpoint; returns its step, or 0 when there is none.
+  long resume(const std::string& dir, int keep) {
+    const crown::checkpoint_dir d(crown::this_actor().mesh, dir, keep);
+    const auto found = d.newest_valid();
+    if (!found) return 0;
+    crown::checkpoint_reader r(crown::this_actor().mesh, found->path);
+    t_.load(r);
+    return t_.steps_done();
+  }
+  static constexpr auto endpoints = crown::endpoints(
+      &trainer_actor::step, &trainer_actor::evaluate, &trainer_actor::hidden_fraction,
+      &trainer_actor::sample, &trainer_actor::save, &trainer_actor::resume);
 
 private:
   par::trainer<T> t_;
 };
 
-/// The loop both modes share: step, evaluate now and then, report.
-template <typename Step, typename Eval, typename Hidden>
-train::report run_steps(const app_options& o, std::size_t tokens_per_step, Step step, Eval eval,
-                        Hidden hidden, bool show) {
+/// What the loop drives, in either mode.
+struct driver {
+  std::function<double()> step;                ///< the global loss of the next step
+  std::function<double()> evaluate;            ///< the validation loss
+  std::function<double()> hidden;              ///< DDP's hidden fraction in the last step
+  std::function<void(long)> save;              ///< a checkpoint after step s
+  std::function<std::optional<long>()> resume; ///< the step of the checkpoint loaded, if any
+};
+
+/// The loop both modes share: resume, step, evaluate now and then, checkpoint, report.
+train::report run_steps(const app_options& o, std::size_t tokens_per_step, const driver& d,
+                        bool show) {
   train::report rep(o.steps, tokens_per_step, show ? o.progress : train::progress_style::none);
+  long first = 1;
+  if (o.resume) {
+    if (const auto done = d.resume()) {
+      first = *done + 1;
+      if (show) std::printf("resumed after step %ld from %s\n", *done, o.checkpoint_dir.c_str());
+    } else if (show) {
+      std::printf("no valid checkpoint in %s: starting at step 1\n", o.checkpoint_dir.c_str());
+    }
+  }
+  if (show && !o.csv.empty()) rep.open_csv(o.csv, first);
   const auto start = std::chrono::steady_clock::now();
   auto last = start;
-  for (long s = 1; s <= o.steps; ++s) {
+  for (long s = first; s <= o.steps; ++s) {
     train::step_record r;
     r.step = s;
-    r.loss = step();
+    r.loss = d.step();
     const auto now = std::chrono::steady_clock::now();
     r.seconds = std::chrono::duration<double>(now - start).count();
     r.tokens_per_second =
         double(tokens_per_step) / std::chrono::duration<double>(now - last).count();
-    r.hidden_fraction = hidden();
-    if (o.eval_every > 0 && (s % o.eval_every == 0 || s == o.steps)) r.eval_loss = eval();
+    r.hidden_fraction = d.hidden();
+    if (o.eval_every > 0 && (s % o.eval_every == 0 || s == o.steps)) r.eval_loss = d.evaluate();
+    if (o.checkpoint_every > 0 && s % o.checkpoint_every == 0) d.save(s);
     last = std::chrono::steady_clock::now();
     rep.add(r);
   }
@@ -214,7 +266,6 @@ train::report run_steps(const app_options& o, std::size_t tokens_per_step, Step 
 
 void outputs(const app_options& o, const train::report& rep, const std::string& text,
              const std::string& title) {
-  if (!o.csv.empty()) rep.write_csv(o.csv);
   if (!o.plot.empty() && rep.write_plot(o.plot, title)) std::printf("wrote %s\n", o.plot.c_str());
   if (!text.empty()) std::printf("--- sampled text ---\n%s\n--------------------\n", text.c_str());
 }
@@ -233,10 +284,24 @@ int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::co
                 o.train.plan.to_string().c_str(), rt.size(), t.params().size(), o.dtype.c_str(),
                 t.tokens_per_step(),
                 t.data_parallel().grads_in_heap() ? ", gradients in the symmetric heap" : "");
-  auto rep = run_steps(
-      o, t.tokens_per_step(), [&] { return double(t.average(t.step())); },
-      [&] { return double(t.evaluate(o.eval_batches)); },
-      [&] { return t.data_parallel().last_timing().hidden_fraction(); }, show);
+  std::optional<crown::checkpoint_dir> dir;
+  if (o.checkpoint_every > 0 || o.resume) dir.emplace(rt.world(), o.checkpoint_dir, o.keep);
+  const driver d{[&] { return double(t.average(t.step())); },
+                 [&] { return double(t.evaluate(o.eval_batches)); },
+                 [&] { return t.data_parallel().last_timing().hidden_fraction(); },
+                 [&](long s) {
+                   auto w = dir->begin(s);
+                   t.save(w);
+                   dir->commit(w);
+                 },
+                 [&]() -> std::optional<long> {
+                   const auto found = dir->newest_valid();
+                   if (!found) return std::nullopt;
+                   crown::checkpoint_reader r(rt.world(), found->path);
+                   t.load(r);
+                   return t.steps_done();
+                 }};
+  auto rep = run_steps(o, t.tokens_per_step(), d, show);
   if (o.memory_report) {
     const auto m = t.memory();
     std::printf("memory rank %d: params %zu, grads %zu, optimizer %zu, activations %zu bytes\n",
@@ -260,17 +325,23 @@ int controlled(crown::runtime& rt, const app_options& o) {
                 "(%s), %zu tokens per step\n",
                 p.to_string().c_str(), c.workers().mesh().size(),
                 par::param_layout::of(o.train.model).total, o.dtype.c_str(), tokens);
-    auto rep = run_steps(
-        o, tokens,
-        [&] { return trainers.reduce(crown::reduce_op::sum, &trainer_actor<T>::step).get(); },
+    using actor = trainer_actor<T>;
+    const driver d{
+        [&] { return trainers.reduce(crown::reduce_op::sum, &actor::step).get(); },
         [&] {
-          return trainers.reduce(crown::reduce_op::max, &trainer_actor<T>::evaluate, o.eval_batches)
-              .get();
+          return trainers.reduce(crown::reduce_op::max, &actor::evaluate, o.eval_batches).get();
         },
         [&] {
-          return trainers.call_one({0, 0, 0}, &trainer_actor<T>::hidden_fraction).get();
+          return trainers.call_one({0, 0, 0}, &actor::hidden_fraction).get();
         },
-        true);
+        [&](long s) { trainers.call(&actor::save, o.checkpoint_dir, o.keep, s).get(); },
+        [&]() -> std::optional<long> {
+          const long done =
+              trainers.reduce(crown::reduce_op::max, &actor::resume, o.checkpoint_dir, o.keep)
+                  .get();
+          return done > 0 ? std::optional<long>(done) : std::nullopt;
+        }};
+    auto rep = run_steps(o, tokens, d, true);
     const std::string text =
         o.sample_bytes > 0
             ? trainers.call_one({0, 0, 0}, &trainer_actor<T>::sample, o.sample_bytes, o.train.seed)

@@ -32,6 +32,13 @@ std::string clock_time(double seconds) {
 
 void report::add(const step_record& r) {
   records_.push_back(r);
+  if (csv_) {
+    char eval[32] = "";
+    if (r.eval_loss >= 0) std::snprintf(eval, sizeof eval, "%.17g", r.eval_loss);
+    std::fprintf(csv_.get(), "%ld,%.17g,%s,%.6f,%.1f,%.3f\n", r.step, r.loss, eval, r.seconds,
+                 r.tokens_per_second, r.hidden_fraction);
+    std::fflush(csv_.get());
+  }
   if (quiet_) return;
   const double eta = r.step > 0 ? r.seconds / double(r.step) * double(steps_ - r.step) : 0;
   char eval[40] = "";
@@ -54,23 +61,28 @@ void report::finish() {
   if (terminal_ && !quiet_) std::printf("\n");
   if (records_.empty()) return;
   const auto& last = records_.back();
-  std::printf("trained %ld steps in %.2f s: %.0f tokens/s, final loss %.6f\n", last.step,
-              last.seconds, double(tokens_per_step_) * double(records_.size()) / last.seconds,
-              last.loss);
+  std::printf("trained %zu steps (to step %ld) in %.2f s: %.0f tokens/s, final loss %.6f\n",
+              records_.size(), last.step, last.seconds,
+              double(tokens_per_step_) * double(records_.size()) / last.seconds, last.loss);
 }
 
-void report::write_csv(const std::string& path) const {
-  std::ofstream out(path);
-  out << "step,loss,eval_loss,seconds,tokens_per_s,allreduce_hidden\n";
-  char line[200];
-  for (const auto& r : records_) {
-    char eval[32] = "";
-    if (r.eval_loss >= 0) std::snprintf(eval, sizeof eval, "%.17g", r.eval_loss);
-    std::snprintf(line, sizeof line, "%ld,%.17g,%s,%.6f,%.1f,%.3f\n", r.step, r.loss, eval,
-                  r.seconds, r.tokens_per_second, r.hidden_fraction);
-    out << line;
+void report::open_csv(const std::string& path, long first) {
+  std::vector<std::string> earlier;
+  if (first > 1) {
+    std::ifstream in(path);
+    std::string line;
+    std::getline(in, line); // the header
+    while (std::getline(in, line))
+      if (std::strtol(line.c_str(), nullptr, 10) < first) earlier.push_back(line);
   }
-  if (!out) std::fprintf(stderr, "crown-train: could not write %s\n", path.c_str());
+  csv_.reset(std::fopen(path.c_str(), "w"));
+  if (!csv_) {
+    std::fprintf(stderr, "crown-train: cannot write %s\n", path.c_str());
+    return;
+  }
+  std::fprintf(csv_.get(), "step,loss,eval_loss,seconds,tokens_per_s,allreduce_hidden\n");
+  for (const auto& l : earlier) std::fprintf(csv_.get(), "%s\n", l.c_str());
+  std::fflush(csv_.get());
 }
 
 bool report::write_plot(const std::string& path, const std::string& title) const {

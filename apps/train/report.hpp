@@ -2,6 +2,7 @@
 // (plain lines otherwise), the loss curve as CSV, and a PNG plot of it drawn by gnuplot.
 #pragma once
 #include <cstdio>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -28,8 +29,10 @@ public:
   void add(const step_record& r);
   void finish();
   [[nodiscard]] const std::vector<step_record>& records() const noexcept { return records_; }
-  /// Writes the records as CSV, losses with 17 significant digits (tests compare them).
-  void write_csv(const std::string& path) const;
+  /// Writes every step to `path` as CSV as it comes (losses with 17 significant digits:
+  /// tests compare them), so a killed run leaves its curve. A run that resumes at step
+  /// `first` keeps the earlier run's lines before it: the file holds the whole curve.
+  void open_csv(const std::string& path, long first);
   /// Plots loss (and validation loss) against step into a PNG with gnuplot; returns false
   /// and says why on stderr when gnuplot is missing or fails.
   bool write_plot(const std::string& path, const std::string& title) const;
@@ -40,6 +43,7 @@ private:
   bool quiet_, terminal_; // from the style
   long every_;
   std::vector<step_record> records_;
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv_{nullptr, &std::fclose};
 };
 
 } // namespace train

@@ -1,6 +1,7 @@
 // One worker's part of training (include/crown/parallel/trainer.hpp).
 #include <algorithm>
 #include <cmath>
+#include <crown/checkpoint.hpp>
 #include <crown/collectives.hpp>
 #include <crown/detail/fault.hpp>
 #include <crown/error.hpp>
@@ -117,6 +118,54 @@ std::string trainer<T>::sample(const std::string& prompt, int length, double tem
     out.push_back(char(next));
   }
   return out;
+}
+
+namespace {
+/// The optimizer's state arrays, named as they are stored (spans of T, or of const T for a
+/// const optimizer).
+template <typename Optimizer>
+auto optimizer_state(Optimizer& o) {
+  using state = decltype(std::get<0>(o).first_moment());
+  std::vector<std::pair<const char*, state>> out;
+  if (auto* a = std::get_if<0>(&o))
+    out = {{"adam.m", a->first_moment()}, {"adam.v", a->second_moment()}};
+  else if (!std::get<1>(o).momentum_buffer().empty())
+    out = {{"sgd.momentum", std::get<1>(o).momentum_buffer()}};
+  return out;
+}
+const char* type_name(float) { return "float"; }
+const char* type_name(double) { return "double"; }
+} // namespace
+
+template <typename T>
+void trainer<T>::save(checkpoint_writer& w) const {
+  const std::vector<std::size_t> shape{model_.layout().total};
+  w.write_replicated("params", model_.params(), shape);
+  for (auto [name, state] : optimizer_state(optimizer_)) w.write_replicated(name, state, shape);
+  w.put("step", std::int64_t{step_});
+  w.put("seed", std::int64_t(o_.seed));
+  w.put("plan", o_.plan.to_string());
+  w.put("model", o_.model.to_string());
+  w.put("optimizer", o_.optimizer);
+  w.put("dtype", type_name(T{}));
+}
+
+template <typename T>
+void trainer<T>::load(checkpoint_reader& r) {
+  auto must_match = [&](const char* what, const std::string& saved, const std::string& here) {
+    if (saved != here)
+      throw argument_error("trainer::load", std::string("the checkpoint's ") + what + " is " +
+                                                saved + ", this run's " + here);
+  };
+  must_match("model", r.get_string("model"), o_.model.to_string());
+  must_match("optimizer", r.get_string("optimizer"), o_.optimizer);
+  must_match("element type", r.get_string("dtype"), type_name(T{}));
+  must_match("seed", std::to_string(r.get_int("seed")), std::to_string(std::int64_t(o_.seed)));
+  const std::vector<std::size_t> shape{model_.layout().total};
+  r.read_replicated("params", model_.params(), shape);
+  for (auto [name, state] : optimizer_state(optimizer_)) r.read_replicated(name, state, shape);
+  step_ = long(r.get_int("step"));
+  std::visit([&](auto& opt) { opt.set_steps(step_); }, optimizer_);
 }
 
 template <typename T>

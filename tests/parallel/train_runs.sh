@@ -5,8 +5,12 @@
 #       against the single-rank run of the same global batch: within 1e-9 relative.
 #   train_runs.sh errors CROWN_TRAIN MPIEXEC  bad plans, batches and corpora: every rank names
 #       the numbers and the rule, and the job fails before any step.
+#   train_runs.sh resume CROWN_TRAIN MPIEXEC CROWN_RUN  checkpoints every 5 steps: a rank killed
+#       at step 13 and rerun by crown-run with --resume ends with the uninterrupted float64
+#       loss curve, bitwise; a checkpoint of dp=4 (SPMD) resumed under dp=2 in controller mode
+#       continues it within 1e-9.
 set -euo pipefail
-mode=$1 train=$2 mpiexec=$3
+mode=$1 train=$2 mpiexec=$3 crown_run=${4:-}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 model=(--steps 20 --context 16 --channels 32 --heads 4 --blocks 2 --dtype double --sample 0
@@ -23,6 +27,26 @@ compare() { # reference.csv other.csv what
           if (n != 20 || worst > 1e-9) exit 1 }' "$work/$1" "$work/$2"
 }
 case $mode in
+resume)
+  ck=(--checkpoint-every 5)
+  run 2 whole.csv --plan dp=2 --batch 6 "${ck[@]}" --checkpoint-dir "$work/a"
+  "$crown_run" --retries 2 -- "$mpiexec" -np 2 --oversubscribe \
+    -x CROWN_FAULT=kill:rank=1:at=step:count=13 "$train" "${model[@]}" --csv "$work/killed.csv" \
+    --plan dp=2 --batch 6 "${ck[@]}" --checkpoint-dir "$work/b" > "$work/run.log" 2>&1 || {
+    cat "$work/run.log"; exit 1; }
+  grep -q "resumed after step 10" "$work/run.log" || { cat "$work/run.log"; exit 1; }
+  echo "killed at step 13, resumed after step 10: steps 11-12 redone (the interval is 5)"
+  if ! cmp <(cut -d, -f1,2 "$work/whole.csv") <(cut -d, -f1,2 "$work/killed.csv"); then
+    echo "the resumed loss curve differs:"; paste -d' ' "$work/whole.csv" "$work/killed.csv"
+    exit 1
+  fi
+  echo "kill + crown-run --resume: all 20 losses bitwise those of the uninterrupted run"
+  run 4 reshard.csv --plan dp=4 --batch 3 --steps 10 "${ck[@]}" --checkpoint-dir "$work/c"
+  run 3 reshard.csv --plan dp=2 --batch 6 --controller "${ck[@]}" --checkpoint-dir "$work/c" \
+    --resume
+  compare whole.csv reshard.csv "dp=4 (SPMD) resumed under dp=2 (controller)"
+  exit $?
+  ;;
 parity)
   "$train" "${model[@]}" --csv "$work/ref.csv" --batch 12
   run 2 dp2.csv --plan dp=2 --batch 6

@@ -21,6 +21,8 @@ public:
   [[nodiscard]] long steps() const noexcept { return t_; }
   [[nodiscard]] std::span<T> first_moment() noexcept { return m_; }
   [[nodiscard]] std::span<T> second_moment() noexcept { return v_; }
+  [[nodiscard]] std::span<const T> first_moment() const noexcept { return m_; }
+  [[nodiscard]] std::span<const T> second_moment() const noexcept { return v_; }
   [[nodiscard]] std::size_t state_bytes() const noexcept { return 2 * m_.size() * sizeof(T); }
   void set_steps(long t) noexcept { t_ = t; } ///< after loading its state from a checkpoint
 
@@ -41,7 +43,9 @@ public:
   sgd(std::size_t count, sgd_options o = {}) : o_(o), b_(o.momentum != 0 ? count : 0) {}
   void step(std::span<T> params, std::span<const T> grads);
   [[nodiscard]] std::span<T> momentum_buffer() noexcept { return b_; }
+  [[nodiscard]] std::span<const T> momentum_buffer() const noexcept { return b_; }
   [[nodiscard]] std::size_t state_bytes() const noexcept { return b_.size() * sizeof(T); }
+  void set_steps(long t) noexcept { first_ = t == 0; } ///< after loading its state
 
 private:
   sgd_options o_;

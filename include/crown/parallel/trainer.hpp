@@ -13,6 +13,11 @@
 #include <string>
 #include <variant>
 
+namespace crown {
+class checkpoint_writer;
+class checkpoint_reader;
+} // namespace crown
+
 namespace crown::parallel {
 
 struct train_options {
@@ -56,6 +61,16 @@ public:
   /// replica; deterministic given `seed`. Local: no communication.
   std::string sample(const std::string& prompt, int length, double temperature, std::uint64_t seed);
 
+  /// Writes the training state into `w` (collective over the workers, `w`'s mesh): the
+  /// parameters and optimizer state (each stored once: they are the same on every
+  /// data-parallel rank), and as metadata the steps done, the seed, the plan, the model,
+  /// the optimizer and the element type. The sample order needs nothing more: it is a
+  /// function of the seed and the step.
+  void save(checkpoint_writer& w) const;
+  /// Restores a state saved by save() under any data-parallel plan and rank count of the
+  /// same model, optimizer, element type and seed (else argument_error naming both values),
+  /// so that the next step() is the one after the saved step.
+  void load(checkpoint_reader& r);
   [[nodiscard]] long steps_done() const noexcept { return step_; }
   [[nodiscard]] const train_options& options() const noexcept { return o_; }
   [[nodiscard]] const mesh& plan_mesh() const noexcept { return mesh_; }
