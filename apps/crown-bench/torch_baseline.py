@@ -71,7 +71,7 @@ class GPT(nn.Module):
         for b in self.blocks:
             x = b(x)
         logits = self.head(self.lnf(x))
-        return F.cross_entropy(logits.view(-1, logits.size(-1)), targets.view(-1))
+        return F.cross_entropy(logits.reshape(-1, logits.size(-1)), targets.reshape(-1))
 
 
 def buckets(params, first_cap=1 << 20, cap=25 << 20):
