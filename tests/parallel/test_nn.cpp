@@ -118,6 +118,16 @@ BOOST_AUTO_TEST_CASE(gelu_and_attention_backward_match_central_differences) {
     BOOST_TEST(o[c] == qkv[2 * C + c], boost::test_tools::tolerance(1e-12));
 }
 
+BOOST_AUTO_TEST_CASE(gelus_float_tanh_is_within_5_ulps_of_std_tanh) {
+  double worst = 0;
+  for (float x = -12.0f; x <= 12.0f; x += 1.0f / 1024)
+    worst = std::max(worst, std::abs(double(nn::tanh_for_gelu(x)) - std::tanh(double(x))));
+  BOOST_TEST_MESSAGE("float tanh: worst absolute error " << worst);
+  BOOST_TEST(worst < 3.1e-7); // 5 float ulps near 1
+  BOOST_TEST(nn::tanh_for_gelu(0.0f) == 0.0f);
+  BOOST_TEST(nn::tanh_for_gelu(-3.0f) == -nn::tanh_for_gelu(3.0f));
+}
+
 BOOST_AUTO_TEST_CASE(cross_entropy_backward_matches_central_differences) {
   const int N = 6, V = 11;
   vec logits = random_vec(N * V, 13, 3), probs(N * V);
