@@ -5,7 +5,8 @@
 // as CSV (--csv) and a PNG plot (--plot); --checkpoint-every N writes checkpoints that
 // --resume continues from (at any data-parallel rank count). Deterministic given --seed:
 // in double precision the loss of every step matches the single-rank run of the same
-// global batch to ~1e-15, and a resumed run matches an uninterrupted one bitwise.
+// global batch to ~1e-15, and a run resumed under the same plan matches an uninterrupted
+// one bitwise.
 #include "report.hpp"
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
@@ -76,9 +77,16 @@ struct app_options {
       "         [--data FILE|DIR] [--csv FILE] [--plot FILE.png] [--eval-every N]\n"
       "         [--eval-batches N] [--sample BYTES] [--threads N] [--memory-report]\n"
       "         [--progress auto|bar|lines|none] [--quiet] [--checkpoint-every N]\n"
-      "         [--checkpoint-dir DIR] [--keep N] [--resume]\n",
+      "         [--checkpoint-dir DIR] [--keep N] [--resume] [--bucket-bytes N]\n",
       problem.c_str());
   std::exit(2);
+}
+
+double real(std::string_view flag, const char* text) {
+  char* end = nullptr;
+  const double v = std::strtod(text, &end);
+  if (!*text || *end) usage(std::string(flag) + " needs a number, not '" + text + "'");
+  return v;
 }
 
 long number(std::string_view flag, const char* text, long low = 1, long high = INT_MAX) {
@@ -132,7 +140,7 @@ app_options parse(int argc, char** argv) {
     else if (a == "--optimizer")
       o.train.optimizer = next();
     else if (a == "--lr")
-      o.train.lr = std::strtod(next(), nullptr);
+      o.train.lr = real(a, next());
     else if (a == "--seed")
       o.train.seed = std::uint64_t(number(a, next(), 0, LONG_MAX));
     else if (a == "--data")
@@ -151,6 +159,9 @@ app_options parse(int argc, char** argv) {
       o.threads = int(number(a, next()));
     else if (a == "--memory-report")
       o.memory_report = true;
+    else if (a == "--bucket-bytes") // DDP's bucket cap, first and later (tests: many buckets)
+      o.train.ddp.first_bucket_bytes = o.train.ddp.bucket_bytes =
+          std::size_t(number(a, next(), 1, LONG_MAX));
     else if (a == "--checkpoint-every")
       o.checkpoint_every = int(number(a, next()));
     else if (a == "--checkpoint-dir")
@@ -169,7 +180,11 @@ app_options parse(int argc, char** argv) {
   if (o.dtype != "float" && o.dtype != "double")
     usage("--dtype must be float or double, not '" + o.dtype + "'");
   o.train.plan = par::parse_plan(o.plan_text);
+  if (micro && o.train.plan.microbatches != 1 && o.train.plan.microbatches != micro)
+    usage("--micro " + std::to_string(micro) +
+          " and the plan's micro=" + std::to_string(o.train.plan.microbatches) + " differ");
   if (micro) o.train.plan.microbatches = micro;
+  o.train.model.check(); // before anything sizes a model from it
   return o;
 }
 
@@ -182,6 +197,26 @@ void size_heap(const app_options& o) {
       par::param_layout::of(o.train.model).total * element + (std::size_t{64} << 20);
   if (need > (std::size_t{128} << 20))
     ::setenv("CROWN_HEAP_SIZE", (std::to_string((need >> 20) + 1) + "M").c_str(), 1);
+}
+
+/// A checkpoint of `t` after step `s` in `dir` (collective over `m`, the trainer's workers).
+template <typename T>
+void save_checkpoint(const crown::mesh& m, const par::trainer<T>& t, const std::string& dir,
+                     int keep, long s) {
+  const crown::checkpoint_dir d(m, dir, keep);
+  auto w = d.begin(s);
+  t.save(w);
+  d.commit(w);
+}
+
+/// Loads the newest valid checkpoint of `dir` into `t` (collective over `m`); its step, or 0.
+template <typename T>
+long resume_checkpoint(const crown::mesh& m, par::trainer<T>& t, const std::string& dir, int keep) {
+  const auto found = crown::checkpoint_dir(m, dir, keep).newest_valid();
+  if (!found) return 0;
+  crown::checkpoint_reader r(m, found->path);
+  t.load(r);
+  return t.steps_done();
 }
 
 /// One worker's training, wrapped for the controller: the same trainer SPMD ranks use.
@@ -199,19 +234,11 @@ public:
   std::string sample(int bytes, std::uint64_t seed) { return t_.sample("\n", bytes, 0.8, seed); }
   /// A checkpoint of every actor's state after step `s` (collective among the actors).
   void save(const std::string& dir, int keep, long s) {
-    const crown::checkpoint_dir d(crown::this_actor().mesh, dir, keep);
-    auto w = d.begin(s);
-    t_.save(w);
-    d.commit(w);
+    save_checkpoint(crown::this_actor().mesh, t_, dir, keep, s);
   }
   /// Loads the newest valid checkpoint; returns its step, or 0 when there is none.
   long resume(const std::string& dir, int keep) {
-    const crown::checkpoint_dir d(crown::this_actor().mesh, dir, keep);
-    const auto found = d.newest_valid();
-    if (!found) return 0;
-    crown::checkpoint_reader r(crown::this_actor().mesh, found->path);
-    t_.load(r);
-    return t_.steps_done();
+    return resume_checkpoint(crown::this_actor().mesh, t_, dir, keep);
   }
   static constexpr auto endpoints = crown::endpoints(
       &trainer_actor::step, &trainer_actor::evaluate, &trainer_actor::hidden_fraction,
@@ -243,6 +270,7 @@ train::report run_steps(const app_options& o, std::size_t tokens_per_step, const
       std::printf("no valid checkpoint in %s: starting at step 1\n", o.checkpoint_dir.c_str());
     }
   }
+  rep.start_at(first);
   if (show && !o.csv.empty()) rep.open_csv(o.csv, first);
   const auto start = std::chrono::steady_clock::now();
   auto last = start;
@@ -284,22 +312,13 @@ int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::co
                 o.train.plan.to_string().c_str(), rt.size(), t.params().size(), o.dtype.c_str(),
                 t.tokens_per_step(),
                 t.data_parallel().grads_in_heap() ? ", gradients in the symmetric heap" : "");
-  std::optional<crown::checkpoint_dir> dir;
-  if (o.checkpoint_every > 0 || o.resume) dir.emplace(rt.world(), o.checkpoint_dir, o.keep);
   const driver d{[&] { return double(t.average(t.step())); },
                  [&] { return double(t.evaluate(o.eval_batches)); },
                  [&] { return t.data_parallel().last_timing().hidden_fraction(); },
-                 [&](long s) {
-                   auto w = dir->begin(s);
-                   t.save(w);
-                   dir->commit(w);
-                 },
+                 [&](long s) { save_checkpoint(rt.world(), t, o.checkpoint_dir, o.keep, s); },
                  [&]() -> std::optional<long> {
-                   const auto found = dir->newest_valid();
-                   if (!found) return std::nullopt;
-                   crown::checkpoint_reader r(rt.world(), found->path);
-                   t.load(r);
-                   return t.steps_done();
+                   const long done = resume_checkpoint(rt.world(), t, o.checkpoint_dir, o.keep);
+                   return done > 0 ? std::optional<long>(done) : std::nullopt;
                  }};
   auto rep = run_steps(o, t.tokens_per_step(), d, show);
   if (o.memory_report) {

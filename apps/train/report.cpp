@@ -40,7 +40,7 @@ void report::add(const step_record& r) {
     std::fflush(csv_.get());
   }
   if (quiet_) return;
-  const double eta = r.step > 0 ? r.seconds / double(r.step) * double(steps_ - r.step) : 0;
+  const double eta = r.seconds / double(r.step - first_ + 1) * double(steps_ - r.step);
   char eval[40] = "";
   if (r.eval_loss >= 0) std::snprintf(eval, sizeof eval, " val %.4f", r.eval_loss);
   if (terminal_) {
@@ -61,7 +61,8 @@ void report::finish() {
   if (terminal_ && !quiet_) std::printf("\n");
   if (records_.empty()) return;
   const auto& last = records_.back();
-  std::printf("trained %zu steps (to step %ld) in %.2f s: %.0f tokens/s, final loss %.6f\n",
+  std::printf("trained %zu steps (to step %ld) in %.2f s: %.0f tokens/s (evaluations and "
+              "checkpoints included), final loss %.6f\n",
               records_.size(), last.step, last.seconds,
               double(tokens_per_step_) * double(records_.size()) / last.seconds, last.loss);
 }

@@ -33,6 +33,8 @@ public:
   /// tests compare them), so a killed run leaves its curve. A run that resumes at step
   /// `first` keeps the earlier run's lines before it: the file holds the whole curve.
   void open_csv(const std::string& path, long first);
+  /// The first step this run makes (after a resume: the one after the checkpoint).
+  void start_at(long first) noexcept { first_ = first; }
   /// Plots loss (and validation loss) against step into a PNG with gnuplot; returns false
   /// and says why on stderr when gnuplot is missing or fails.
   bool write_plot(const std::string& path, const std::string& title) const;
@@ -42,6 +44,7 @@ private:
   std::size_t tokens_per_step_;
   bool quiet_, terminal_; // from the style
   long every_;
+  long first_ = 1;
   std::vector<step_record> records_;
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> csv_{nullptr, &std::fclose};
 };

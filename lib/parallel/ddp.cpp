@@ -1,5 +1,6 @@
 // Data parallelism (include/crown/parallel/ddp.hpp): bucket assignment, and the
 // communication thread that all-reduces buckets while backward runs.
+#include <algorithm>
 #include <chrono>
 #include <crown/collectives.hpp>
 #include <crown/error.hpp>
@@ -62,6 +63,7 @@ ddp<T>::ddp(const mesh& dp, std::span<T> params, const param_layout& layout, ddp
     plain_.assign(layout.total, T(0));
     grads_ = plain_;
   }
+  ready_.assign(layout.entries.size(), 0);
   pending_.resize(buckets_.size());
   for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].entries.size();
   co_broadcast(dp_, params, 0); // every replica starts from image 0's parameters
@@ -72,8 +74,10 @@ template <typename T>
 ddp<T>::~ddp() {
   if (!thread_.joinable()) return;
   {
-    // Buckets already launched are reduced first: every image launched the same ones, and
-    // an image that stopped early would leave the others in a co_sum for ever.
+    // Buckets already launched are reduced first: in a job that goes on normally every
+    // image launched the same ones, and an image that stopped early would leave the others
+    // in a co_sum for ever. (After a failure on one image only, its peers may wait in a
+    // co_sum that never completes, as PyTorch's would: the job must end.)
     std::unique_lock lock(mutex_);
     cv_.wait(lock, [&] { return reduced_ == launched_; });
     stop_ = true;
@@ -93,10 +97,11 @@ void ddp<T>::mark_ready(std::size_t entry) {
   if (entry >= bucket_of_.size())
     throw argument_error("ddp::mark_ready", "no parameter entry " + std::to_string(entry));
   std::lock_guard lock(mutex_);
-  const std::size_t b = bucket_of_[entry];
-  if (pending_[b] == 0)
+  if (ready_[entry]) // it would launch its bucket while backward still writes another entry
     throw argument_error("ddp::mark_ready",
                          "parameter " + names_[entry] + " marked ready twice in one backward");
+  ready_[entry] = 1;
+  const std::size_t b = bucket_of_[entry];
   if (--pending_[b] > 0) return;
   const std::size_t before = launched_;
   while (launched_ < buckets_.size() && pending_[launched_] == 0) ++launched_;
@@ -142,18 +147,18 @@ void ddp<T>::finish() {
   const std::size_t unready = buckets_.size() - launched_;
   std::string missing;
   for (std::size_t e = 0; e < names_.size() && unready > 0; ++e)
-    if (bucket_of_[e] >= launched_ && missing.size() < 200)
-      missing += (missing.empty() ? "" : ", ") + names_[e];
+    if (!ready_[e] && missing.size() < 200) missing += (missing.empty() ? "" : ", ") + names_[e];
   timing_ = {reduce_seconds_, now() - start};
   reduce_seconds_ = 0;
   launched_ = reduced_ = 0; // ready for the next backward, also after an error
   for (std::size_t b = 0; b < buckets_.size(); ++b) pending_[b] = buckets_[b].entries.size();
+  std::fill(ready_.begin(), ready_.end(), 0);
   if (unready > 0)
     throw argument_error("ddp::finish",
                          std::to_string(unready) +
-                             " gradient buckets never became ready; their parameters were not "
-                             "all marked ready in this backward (" +
-                             missing + ")");
+                             " gradient buckets never became ready: parameters not marked "
+                             "ready in this backward: " +
+                             missing);
   if (failure_) std::rethrow_exception(std::exchange(failure_, nullptr));
 }
 

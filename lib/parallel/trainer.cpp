@@ -44,8 +44,7 @@ template <typename T>
 T trainer<T>::step() {
   detail::fault_point_reached(fault_point::step);
   const int m = o_.plan.microbatches, micro = o_.batch / m;
-  const std::uint64_t first = std::uint64_t(step_) * std::uint64_t(o_.plan.dp) * o_.batch +
-                              std::uint64_t(dp_mesh_.rank()) * o_.batch;
+  const std::uint64_t first = samples_ + std::uint64_t(dp_mesh_.rank()) * o_.batch;
   ddp_.zero_grad();
   double loss = 0;
   for (int k = 0; k < m; ++k) {
@@ -61,6 +60,7 @@ T trainer<T>::step() {
   ddp_.finish();
   std::visit([&](auto& opt) { opt.step(model_.params(), ddp_.grads()); }, optimizer_);
   ++step_;
+  samples_ += std::uint64_t(o_.plan.dp) * std::uint64_t(o_.batch);
   return T(loss / m);
 }
 
@@ -143,6 +143,7 @@ void trainer<T>::save(checkpoint_writer& w) const {
   w.write_replicated("params", model_.params(), shape);
   for (auto [name, state] : optimizer_state(optimizer_)) w.write_replicated(name, state, shape);
   w.put("step", std::int64_t{step_});
+  w.put("samples", std::int64_t(samples_));
   w.put("seed", std::int64_t(o_.seed));
   w.put("plan", o_.plan.to_string());
   w.put("model", o_.model.to_string());
@@ -165,6 +166,7 @@ void trainer<T>::load(checkpoint_reader& r) {
   r.read_replicated("params", model_.params(), shape);
   for (auto [name, state] : optimizer_state(optimizer_)) r.read_replicated(name, state, shape);
   step_ = long(r.get_int("step"));
+  samples_ = std::uint64_t(r.get_int("samples"));
   std::visit([&](auto& opt) { opt.set_steps(step_); }, optimizer_);
 }
 

@@ -65,11 +65,18 @@ bool same_on_every_rank(std::span<const double> g) {
 
 } // namespace
 
+/// Tiny buckets: a parameter or two each, so buckets are reduced while backward still runs.
+const par::ddp_options many_buckets{.first_bucket_bytes = 512, .bucket_bytes = 1024};
+
 BOOST_AUTO_TEST_CASE(the_gradient_is_the_mean_of_every_ranks_own_and_bitwise_the_same) {
-  for (bool heap : {true, false}) {
+  for (auto [heap, o] : {std::pair{true, par::ddp_options{}}, std::pair{false, par::ddp_options{}},
+                         std::pair{true, many_buckets}}) {
     par::gpt<double> m(config, 2);
     m.initialise(3);
-    par::ddp<double> d(w(), m.params(), m.layout(), {.heap_buckets = heap});
+    o.heap_buckets = heap;
+    par::ddp<double> d(w(), m.params(), m.layout(), o);
+    BOOST_TEST((o.bucket_bytes > 1024 || d.buckets().size() >= 8), d.buckets().size()
+                                                                       << " buckets");
     BOOST_TEST(d.grads_in_heap() == (heap && n() > 1));
     d.zero_grad();
     ddp_backward(m, d, 0);
@@ -89,7 +96,7 @@ BOOST_AUTO_TEST_CASE(the_gradient_is_the_mean_of_every_ranks_own_and_bitwise_the
 BOOST_AUTO_TEST_CASE(no_sync_accumulates_and_the_next_backward_reduces_the_sum) {
   par::gpt<double> m(config, 2);
   m.initialise(5);
-  par::ddp<double> d(w(), m.params(), m.layout());
+  par::ddp<double> d(w(), m.params(), m.layout(), many_buckets);
   d.zero_grad();
   {
     auto guard = d.no_sync();
@@ -125,20 +132,36 @@ BOOST_AUTO_TEST_CASE(a_gradient_never_marked_ready_is_named_not_waited_for) {
   if (n() == 1) return; // nothing is reduced on one image
   par::gpt<double> m(config, 2);
   m.initialise(9);
-  par::ddp<double> d(w(), m.params(), m.layout());
+  par::ddp<double> d(w(), m.params(), m.layout(), many_buckets);
+  const std::size_t forgotten = m.layout().entries.size() / 2; // a bucket in the middle
   d.zero_grad();
   std::vector<int> in, out;
   batch_of(me(), 0, in, out);
   m.forward(in, out, 2);
   m.backward(d.grads(), 1.0, [&](std::size_t e) {
-    if (e != 0) d.mark_ready(e); // wte forgotten: the last bucket never fills
+    if (e != forgotten) d.mark_ready(e); // later buckets wait for it: none is launched
   });
   try {
     d.finish();
     BOOST_TEST(false, "finish() returned");
   } catch (const crown::argument_error& e) {
-    BOOST_TEST(std::string(e.what()).find("never became ready") != std::string::npos, e.what());
-    BOOST_TEST(std::string(e.what()).find("wte") != std::string::npos, e.what());
+    const std::string what = e.what(), name = m.layout().entries[forgotten].name;
+    BOOST_TEST(what.find("never became ready: parameters not marked ready in this backward: " +
+                         name) != std::string::npos,
+               what);
+    BOOST_TEST(what.find("wte") == std::string::npos, what); // only the forgotten one
   }
   BOOST_CHECK_THROW(d.mark_ready(999), crown::argument_error);
+  // finish() re-armed: a whole backward works again, and a second mark is refused.
+  d.zero_grad();
+  ddp_backward(m, d, 0);
+  d.finish();
+  BOOST_TEST(same_on_every_rank(d.grads()));
+  d.mark_ready(3);
+  try {
+    d.mark_ready(3);
+    BOOST_TEST(false, "a second mark was taken");
+  } catch (const crown::argument_error& e) {
+    BOOST_TEST(std::string(e.what()).find("marked ready twice") != std::string::npos, e.what());
+  }
 }

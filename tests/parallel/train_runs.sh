@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # crown-train end to end, under mpirun:
 #   train_runs.sh parity CROWN_TRAIN MPIEXEC  float64 loss of each of 20 steps under dp = 2, 3, 4
-#       (SPMD), dp = 2 with 2 micro-batches (no_sync), and dp = 2 in controller mode at np 3,
+#       (SPMD), dp = 2 with 2 micro-batches (no_sync), dp = 3 with 4 KiB buckets (many, reduced
+#       while backward runs), and dp = 2 in controller mode at np 3,
 #       against the single-rank run of the same global batch: within 1e-9 relative.
 #   train_runs.sh errors CROWN_TRAIN MPIEXEC  bad plans, batches and corpora: every rank names
 #       the numbers and the rule, and the job fails before any step.
@@ -54,8 +55,9 @@ parity)
   run 4 dp4.csv --plan dp=4 --batch 3
   run 2 micro.csv --plan dp=2,micro=2 --batch 6
   run 3 controller.csv --plan dp=2 --batch 6 --controller
+  run 3 buckets.csv --plan dp=3 --batch 4 --bucket-bytes 4096 # 11 buckets, reduced in backward
   status=0
-  for c in dp2 dp3 dp4 micro controller; do compare ref.csv "$c.csv" "$c" || status=1; done
+  for c in dp2 dp3 dp4 micro controller buckets; do compare ref.csv "$c.csv" "$c" || status=1; done
   exit $status
   ;;
 errors)
@@ -64,7 +66,8 @@ errors)
   expect() { # what, message, args...
     local what=$1 message=$2
     shift 2
-    if "$mpiexec" -np 2 --oversubscribe "$train" "${model[@]}" "$@" > "$work/out" 2>&1; then
+    if "$mpiexec" -np 2 --oversubscribe "$train" "${model[@]}" --progress lines "$@" \
+      > "$work/out" 2>&1; then
       echo "$what: the job succeeded"; status=1; return
     fi
     local n
@@ -85,6 +88,7 @@ errors)
   expect "empty corpus" "corpus $work/empty.txt: 0 bytes in 1 files" --plan dp=2 \
     --data "$work/empty.txt"
   expect "controller plan" "= 2 workers, but the job has 1" --plan dp=2 --controller
+  expect "model" "4 heads do not divide 30 channels" --plan dp=2 --channels 30 --heads 4
   exit $status
   ;;
 esac

@@ -72,7 +72,8 @@ public:
   [[nodiscard]] const mesh& team() const noexcept { return dp_; }
   void zero_grad();
 
-  /// The backward hook: entry's gradient is final for this backward.
+  /// The backward hook: entry's gradient is final for this backward. A second mark of
+  /// the same entry is an argument_error (it would start its bucket too early).
   void mark_ready(std::size_t entry);
   /// Waits until every bucket is reduced; throws argument_error naming the entries whose
   /// gradients never became ready, and rethrows a failure of the reduction.
@@ -113,6 +114,7 @@ private:
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<std::size_t> pending_; // per bucket: entries not yet final
+  std::vector<char> ready_;          // per entry: final in this backward
   std::size_t launched_ = 0;         // buckets handed to the thread (a prefix)
   std::size_t reduced_ = 0;          // buckets reduced
   bool stop_ = false;

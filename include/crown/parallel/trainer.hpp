@@ -63,9 +63,10 @@ public:
 
   /// Writes the training state into `w` (collective over the workers, `w`'s mesh): the
   /// parameters and optimizer state (each stored once: they are the same on every
-  /// data-parallel rank), and as metadata the steps done, the seed, the plan, the model,
-  /// the optimizer and the element type. The sample order needs nothing more: it is a
-  /// function of the seed and the step.
+  /// data-parallel rank), and as metadata the steps done, the data position (samples of
+  /// the stream consumed), the seed, the plan, the model, the optimizer and the element
+  /// type. Samples are a function of the seed and their index in the stream, so a run
+  /// resumed under another global batch goes on with the next unused sample.
   void save(checkpoint_writer& w) const;
   /// Restores a state saved by save() under any data-parallel plan and rank count of the
   /// same model, optimizer, element type and seed (else argument_error naming both values),
@@ -90,6 +91,7 @@ private:
   ddp<T> ddp_;
   std::variant<adam<T>, sgd<T>> optimizer_;
   long step_ = 0;
+  std::uint64_t samples_ = 0; ///< of the training stream, consumed by all ranks' steps so far
   std::vector<int> inputs_, targets_;
 };
 
