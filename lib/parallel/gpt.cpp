@@ -91,31 +91,29 @@ const param_entry& param_layout::at(std::string_view name) const {
   throw argument_error("param_layout", "no parameter named '" + std::string(name) + "'");
 }
 
-/// Offsets of one block's saved activations (N rows of C channels), in elements.
 template <typename T>
-struct gpt<T>::block_acts {
-  std::size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch, fch_gelu,
-      res3, size;
-  block_acts(std::size_t N, std::size_t C, std::size_t att_size) {
-    std::size_t at = 0;
-    auto take = [&](std::size_t n) { return std::exchange(at, at + n); };
-    ln1 = take(N * C), ln1_mean = take(N), ln1_rstd = take(N), qkv = take(3 * N * C);
-    att = take(att_size), atty = take(N * C), res2 = take(N * C), ln2 = take(N * C);
-    ln2_mean = take(N), ln2_rstd = take(N), fch = take(4 * N * C), fch_gelu = take(4 * N * C);
-    res3 = take(N * C), size = at;
-  }
-};
+gpt<T>::block_acts::block_acts(std::size_t N, std::size_t C, std::size_t att_size) {
+  std::size_t at = 0;
+  auto take = [&](std::size_t n) { return std::exchange(at, at + n); };
+  ln1 = take(N * C), ln1_mean = take(N), ln1_rstd = take(N), qkv = take(3 * N * C);
+  att = take(att_size), atty = take(N * C), res2 = take(N * C), ln2 = take(N * C);
+  ln2_mean = take(N), ln2_rstd = take(N), fch = take(4 * N * C), fch_gelu = take(4 * N * C);
+  res3 = take(N * C), size = at;
+}
 
 template <typename T>
 gpt<T>::gpt(const gpt_config& c, int max_batch)
-    : config_(c), layout_(param_layout::of(c)), max_batch_(max_batch) {
+    : config_(c), layout_(param_layout::of(c)), max_batch_(max_batch),
+      rows_(std::size_t(max_batch) * std::size_t(c.context)),
+      block_(rows_, std::size_t(c.channels),
+             std::size_t(max_batch) * std::size_t(c.heads) * c.context * c.context),
+      lnf_at_(rows_ * std::size_t(c.channels) + block_.size * std::size_t(c.blocks)) {
   if (max_batch < 1)
     throw argument_error("gpt", "the batch must be positive, not " + std::to_string(max_batch));
-  const std::size_t N = std::size_t(max_batch) * c.context, C = std::size_t(c.channels);
-  const block_acts b(N, C, std::size_t(max_batch) * c.heads * c.context * c.context);
+  const std::size_t N = rows_, C = std::size_t(c.channels);
   params_.resize(layout_.total);
   // encoded, the blocks, then lnf, lnf_mean, lnf_rstd
-  acts_.resize(N * C + b.size * std::size_t(c.blocks) + N * C + 2 * N);
+  acts_.resize(lnf_at_ + N * C + 2 * N);
   probs_.resize(N * std::size_t(c.vocabulary));
   // dres, dln, datty, dqkv, dfch, dfch_gelu, attention's 2·T·T
   scratch_.resize(N * C * 14 + 2 * std::size_t(c.context) * c.context);
@@ -165,15 +163,15 @@ T gpt<T>::forward(std::span<const int> inputs, std::span<const int> targets, int
   targets_.assign(targets.begin(), targets.end());
   const int B = batch, T_ = c.context, C = c.channels, NH = c.heads, V = c.vocabulary;
   const int N = B * T_;
-  const std::size_t NC = std::size_t(N) * C, Nmax = std::size_t(max_batch_) * T_;
-  const block_acts ba(Nmax, std::size_t(C), std::size_t(max_batch_) * NH * T_ * T_);
+  const std::size_t NC = std::size_t(N) * C, Nmax = rows_;
+  const block_acts& ba = block_;
   std::span<T> acts(acts_);
   auto at = [&](std::size_t offset, std::size_t n) { return acts.subspan(offset, n); };
   auto block = [&](int l, std::size_t field, std::size_t n) {
-    return at(Nmax * C + ba.size * std::size_t(l) + field, n);
+    return block_field(acts, l, field, n);
   };
   auto cp = [](std::span<T> s) { return std::span<const T>(s); };
-  const std::size_t lnf_at = Nmax * C + ba.size * std::size_t(c.blocks);
+  const std::size_t lnf_at = lnf_at_;
 
   nn::embedding_forward<T>(at(0, NC), inputs, cp(param(0)), cp(param(1)), B, T_, C);
   std::span<const T> x = cp(at(0, NC));
@@ -226,11 +224,11 @@ void gpt<T>::backward(std::span<T> grads, T loss_scale,
                                               std::to_string(layout_.total));
   const int B = batch_, T_ = c.context, C = c.channels, NH = c.heads, V = c.vocabulary;
   const int N = B * T_;
-  const std::size_t NC = std::size_t(N) * C, Nmax = std::size_t(max_batch_) * T_;
-  const block_acts ba(Nmax, std::size_t(C), std::size_t(max_batch_) * NH * T_ * T_);
+  const std::size_t NC = std::size_t(N) * C, Nmax = rows_;
+  const block_acts& ba = block_;
   std::span<const T> acts(acts_);
   auto block = [&](int l, std::size_t field, std::size_t n) {
-    return acts.subspan(Nmax * C + ba.size * std::size_t(l) + field, n);
+    return block_field(acts, l, field, n);
   };
   auto grad = [&](std::size_t entry) {
     const auto& e = layout_.entries[entry];
@@ -244,7 +242,7 @@ void gpt<T>::backward(std::span<T> grads, T loss_scale,
   std::span<T> dfch = sc.subspan(6 * Nmax * C, 4 * NC);
   std::span<T> dfch_gelu = sc.subspan(10 * Nmax * C, 4 * NC);
   std::span<T> att_scratch = sc.subspan(14 * Nmax * C, 2 * std::size_t(T_) * T_);
-  const std::size_t lnf_at = Nmax * C + ba.size * std::size_t(c.blocks);
+  const std::size_t lnf_at = lnf_at_;
   const std::size_t head = block_base(c.blocks);
   const std::span<const T> last =
       c.blocks > 0 ? block(c.blocks - 1, ba.res3, NC) : acts.subspan(0, NC);

@@ -73,11 +73,25 @@ public:
   void backward(std::span<T> grads, T loss_scale, const std::function<void(std::size_t)>& ready);
 
 private:
-  struct block_acts;
+  /// Offsets of one block's saved activations (N rows of C channels), in elements.
+  struct block_acts {
+    std::size_t ln1, ln1_mean, ln1_rstd, qkv, att, atty, res2, ln2, ln2_mean, ln2_rstd, fch,
+        fch_gelu, res3, size;
+    block_acts(std::size_t N, std::size_t C, std::size_t att_size);
+  };
   [[nodiscard]] std::span<T> param(std::size_t entry) noexcept;
+  /// Block l's activation `field` (n elements) in `acts` (acts_, mutable or const).
+  template <typename Span>
+  Span block_field(Span acts, int l, std::size_t field, std::size_t n) const {
+    return acts.subspan(
+        rows_ * std::size_t(config_.channels) + block_.size * std::size_t(l) + field, n);
+  }
   gpt_config config_;
   param_layout layout_;
   int max_batch_;
+  std::size_t rows_;   // max_batch x context: the rows every activation is sized for
+  block_acts block_;   // one block's layout; the blocks follow the embedding output
+  std::size_t lnf_at_; // the final layer norm's output, then its mean and 1/std
   int batch_ = 0;
   std::vector<T> params_;
   std::vector<T> acts_;  // activations of the last forward
