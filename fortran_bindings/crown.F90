@@ -9,6 +9,7 @@
 module crown
   use, intrinsic :: iso_c_binding
   use, intrinsic :: iso_fortran_env, only: int32, int64, real32, real64
+  use crown_status, only: check, fail, c_message
   implicit none
   private
 
@@ -104,9 +105,6 @@ module crown
     end function
     integer(c_int) function c_num_images() bind(C, name="crown_num_images")
       import :: c_int
-    end function
-    type(c_ptr) function c_last_error() bind(C, name="crown_last_error")
-      import :: c_ptr
     end function
     integer(c_int) function c_coarray_allocate(type, rank, extents, out, local) &
         bind(C, name="crown_coarray_allocate")
@@ -237,30 +235,12 @@ module crown
       type(c_ptr), value :: data
       integer(c_size_t), value :: count
     end function
-    integer(c_size_t) function c_strlen(s) bind(C, name="strlen")
-      import :: c_size_t, c_ptr
-      type(c_ptr), value :: s
-    end function
   end interface
 
 contains
 
   ! ------------------------------------------------------------------ errors
 
-  !> The C side's message for the last failure on this thread.
-  function c_message() result(text)
-    character(len=:), allocatable :: text
-    type(c_ptr) :: p
-    character(kind=c_char), pointer :: chars(:)
-    integer :: i, n
-    p = c_last_error()
-    n = int(c_strlen(p))
-    call c_f_pointer(p, chars, [n])
-    allocate(character(len=n) :: text)
-    do i = 1, n
-      text(i:i) = chars(i)
-    end do
-  end function
 
   function str(i) result(text)
     integer, intent(in) :: i
@@ -270,30 +250,7 @@ contains
     text = trim(buffer)
   end function
 
-  !> Reports a failure: into stat and errmsg when stat is present, else error stop.
-  subroutine fail(code, message, stat, errmsg)
-    integer, intent(in) :: code
-    character(len=*), intent(in) :: message
-    integer, intent(out), optional :: stat
-    character(len=*), intent(inout), optional :: errmsg
-    if (present(errmsg)) errmsg = message
-    if (present(stat)) then
-      stat = code
-      return
-    end if
-    error stop "crown: " // message
-  end subroutine
 
-  subroutine check(rc, stat, errmsg)
-    integer(c_int), intent(in) :: rc
-    integer, intent(out), optional :: stat
-    character(len=*), intent(inout), optional :: errmsg
-    if (rc /= 0) then
-      call fail(int(rc), c_message(), stat, errmsg)
-    else if (present(stat)) then
-      stat = 0
-    end if
-  end subroutine
 
   !> The coarray whose block starts at `first`, or a failure naming `what`.
   logical function find(first, handle, what, stat, errmsg)

@@ -8,6 +8,7 @@
 module crown_checkpoint
   use, intrinsic :: iso_c_binding
   use, intrinsic :: iso_fortran_env, only: int64, real32, real64
+  use crown_status, only: check
   implicit none
   private
 
@@ -123,36 +124,9 @@ module crown_checkpoint
       integer(c_size_t), value :: size
       integer(c_int64_t), intent(out) :: step
     end function
-    type(c_ptr) function c_last_error() bind(C, name="crown_last_error")
-      import :: c_ptr
-    end function
-    integer(c_size_t) function c_strlen(s) bind(C, name="strlen")
-      import :: c_ptr, c_size_t
-      type(c_ptr), value :: s
-    end function
   end interface
 
 contains
-
-  !> Status into stat (and the message into errmsg), or error stop with the message.
-  subroutine check(rc, stat, errmsg)
-    integer(c_int), intent(in) :: rc
-    integer, intent(out), optional :: stat
-    character(len=*), intent(inout), optional :: errmsg
-    character(kind=c_char), pointer :: chars(:)
-    character(len=:), allocatable :: text
-    integer :: i, n
-    if (present(stat)) stat = int(rc)
-    if (rc == 0) return
-    n = int(c_strlen(c_last_error()))
-    call c_f_pointer(c_last_error(), chars, [n])
-    allocate(character(len=n) :: text)
-    do i = 1, n
-      text(i:i) = chars(i)
-    end do
-    if (present(errmsg)) errmsg = text
-    if (.not. present(stat)) error stop "crown: " // text
-  end subroutine
 
   function c_str(text) result(s)
     character(len=*), intent(in) :: text
