@@ -102,7 +102,7 @@ void parallel(const options& o) {
       if (s == 2) rss_growth = double(proc_status("VmHWM:") - before);
       if (s >= 3) {
         times.push_back(MPI_Wtime() - start);
-        fractions.push_back(tr.data_parallel().last_timing().hidden_fraction());
+        fractions.push_back(tr.hidden_fraction());
       }
     }
     step_seconds = worst(median(times));

@@ -8,6 +8,7 @@
 // global batch to ~1e-15, and a run resumed under the same plan matches an uninterrupted
 // one bitwise.
 #include "report.hpp"
+#include <array>
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 #include <chrono>
@@ -230,7 +231,7 @@ public:
   /// (reduce), it is the global loss.
   double step() { return double(t_.step()) / t_.options().plan.dp; }
   double evaluate(int batches) { return double(t_.evaluate(batches)); }
-  double hidden_fraction() const { return t_.data_parallel().last_timing().hidden_fraction(); }
+  double hidden_fraction() const { return t_.hidden_fraction(); }
   std::string sample(int bytes, std::uint64_t seed) { return t_.sample("\n", bytes, 0.8, seed); }
   /// A checkpoint of every actor's state after step `s` (collective among the actors).
   void save(const std::string& dir, int keep, long s) {
@@ -292,6 +293,23 @@ train::report run_steps(const app_options& o, std::size_t tokens_per_step, const
   return rep;
 }
 
+/// --memory-report: what the accounting allocator measured on each rank, in rank order.
+void print_memory(const crown::mesh& world) {
+  const par::memory_ledger m = par::memory_now();
+  std::array<char, 256> mine{};
+  int at = std::snprintf(mine.data(), mine.size(), "memory rank %d:", world.rank());
+  for (std::size_t k = 0; k < par::buffer_kinds; ++k)
+    at += std::snprintf(mine.data() + at, mine.size() - std::size_t(at), " %s %zu",
+                        par::to_string(par::buffer_kind(k)).data(), m.peak[k]);
+  std::snprintf(mine.data() + at, mine.size() - std::size_t(at),
+                " bytes at peak; model state %zu, all together %zu\n", m.peak_model_state(),
+                m.peak_total);
+  std::vector<char> all(world.rank() == 0 ? mine.size() * std::size_t(world.size()) : 0);
+  MPI_Gather(mine.data(), int(mine.size()), MPI_CHAR, all.data(), int(mine.size()), MPI_CHAR, 0,
+             world.comm());
+  for (std::size_t r = 0; r < all.size(); r += mine.size()) std::fputs(all.data() + r, stdout);
+}
+
 void outputs(const app_options& o, const train::report& rep, const std::string& text,
              const std::string& title) {
   if (!o.plot.empty() && rep.write_plot(o.plot, title)) std::printf("wrote %s\n", o.plot.c_str());
@@ -305,29 +323,35 @@ std::string title_of(const app_options& o, bool controller) {
 
 template <typename T>
 int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::corpus> data) {
-  par::trainer<T> t(rt.world(), std::move(data), o.train);
+  std::optional<par::trainer<T>> made;
+  try { // what only the ranks' placement decides (HYBRID_SHARD's hosts): every rank alike
+    made.emplace(rt.world(), std::move(data), o.train);
+  } catch (const crown::argument_error& e) {
+    std::fprintf(stderr, "crown-train: %s\n", e.what());
+    return 2;
+  }
+  par::trainer<T>& t = *made;
   const bool show = rt.rank() == 0;
   if (show)
     std::printf("crown-train: %s on %d ranks, %zu parameters (%s), %zu tokens per step%s\n",
-                o.train.plan.to_string().c_str(), rt.size(), t.params().size(), o.dtype.c_str(),
+                o.train.plan.to_string().c_str(), rt.size(), t.parameter_count(), o.dtype.c_str(),
                 t.tokens_per_step(),
-                t.data_parallel().grads_in_heap() ? ", gradients in the symmetric heap" : "");
+                (t.memory_placement().empty() ? std::string()
+                                              : std::string(", ").append(t.memory_placement()))
+                    .c_str());
   const driver d{[&] { return double(t.average(t.step())); },
                  [&] { return double(t.evaluate(o.eval_batches)); },
-                 [&] { return t.data_parallel().last_timing().hidden_fraction(); },
+                 [&] { return t.hidden_fraction(); },
                  [&](long s) { save_checkpoint(rt.world(), t, o.checkpoint_dir, o.keep, s); },
                  [&]() -> std::optional<long> {
                    const long done = resume_checkpoint(rt.world(), t, o.checkpoint_dir, o.keep);
                    return done > 0 ? std::optional<long>(done) : std::nullopt;
                  }};
   auto rep = run_steps(o, t.tokens_per_step(), d, show);
-  if (o.memory_report) {
-    const auto m = t.memory();
-    std::printf("memory rank %d: params %zu, grads %zu, optimizer %zu, activations %zu bytes\n",
-                rt.rank(), m.params, m.grads, m.optimizer, m.activations);
-  }
+  if (o.memory_report) print_memory(rt.world());
+  // Every rank samples: under FSDP the units are gathered collectively.
   const std::string text =
-      show && o.sample_bytes > 0 ? t.sample("\n", o.sample_bytes, 0.8, o.train.seed) : "";
+      o.sample_bytes > 0 ? t.sample("\n", o.sample_bytes, 0.8, o.train.seed) : "";
   if (show) outputs(o, rep, text, title_of(o, false));
   return 0;
 }
@@ -363,8 +387,7 @@ int controlled(crown::runtime& rt, const app_options& o) {
     auto rep = run_steps(o, tokens, d, true);
     const std::string text =
         o.sample_bytes > 0
-            ? trainers.call_one({0, 0, 0}, &trainer_actor<T>::sample, o.sample_bytes, o.train.seed)
-                  .get()
+            ? trainers.call(&trainer_actor<T>::sample, o.sample_bytes, o.train.seed).get()[0]
             : "";
     outputs(o, rep, text, title_of(o, true));
   });

@@ -26,6 +26,11 @@ void check_block_collective(const mesh& m, std::size_t count, std::size_t given,
                             std::size_t a_bytes, const void* b, std::size_t b_bytes,
                             const char* name, const char* given_what);
 
+/// Throws argument_error naming the numbers when [first, first + count) leaves a block
+/// of `size` elements.
+void check_coarray_range(const mesh& m, std::size_t first, std::size_t count, std::size_t size,
+                         const char* name);
+
 /// Every image's `bytes` from `mine` into `all` in image order (an all-gather on the
 /// mesh's private communicator, in pieces below 2 GiB).
 void all_gather_bytes(const mesh& m, const void* mine, std::size_t bytes, void* all,
@@ -70,29 +75,40 @@ void all_gather(const mesh& m, std::span<const T> mine, std::span<T> all) {
   detail::all_gather_bytes(m, mine.data(), mine.size_bytes(), all.data(), "all_gather");
 }
 
-/// All-gather of a coarray's blocks over its mesh: image i's whole block lands at
-/// all[i*a.size(), (i+1)*a.size()) on every image, read one-sidedly (in place from
-/// same-host images). The blocks must not change during the call (it synchronises
-/// before and after, like sync_all, so puts completed before it are seen).
+/// All-gather of a coarray's blocks over its mesh: image i's elements [first, first + c)
+/// of its block (c = all.size() / images) land at all[i*c, (i+1)*c) on every image, read
+/// one-sidedly (in place from same-host images). Those elements must not change during
+/// the call (it synchronises before and after, like sync_all, so puts completed before it
+/// are seen). Without `first`, the whole block (c = a.size()).
 template <typename T, std::size_t N, memory_kind K>
-void all_gather(const coarray<T, N, K>& a, std::span<T> all) {
+void all_gather(const coarray<T, N, K>& a, std::size_t first, std::span<T> all) {
   const mesh& m = a.team();
-  const std::size_t c = a.size();
+  const std::size_t c = all.size() / static_cast<std::size_t>(m.size());
+  detail::check_coarray_range(m, first, c, a.size(), "all_gather of a coarray");
   detail::check_block_collective(m, c, all.size(), c * static_cast<std::size_t>(m.size()),
-                                 detail::type_tag<T, N>(), a.data(), c * sizeof(T), all.data(),
-                                 all.size_bytes(), "all_gather of a coarray", "the result holds");
+                                 detail::type_tag<T, N>(), a.data() + first, c * sizeof(T),
+                                 all.data(), all.size_bytes(), "all_gather of a coarray",
+                                 "the result holds");
   struct target {
     T* all;
     std::size_t count;
   } t{all.data(), c};
   detail::visit_image_blocks(
-      m, a.block().offset, c * sizeof(T),
+      m, a.block().offset + first * sizeof(T), c * sizeof(T),
       [](void* ctx, int image, const std::byte* data) {
         auto* t = static_cast<target*>(ctx);
         detail::copy_bytes(t->all + static_cast<std::size_t>(image) * t->count, data,
                            t->count * sizeof(T));
       },
       &t);
+}
+template <typename T, std::size_t N, memory_kind K>
+void all_gather(const coarray<T, N, K>& a, std::span<T> all) {
+  detail::check_block_collective(
+      a.team(), a.size(), all.size(), a.size() * static_cast<std::size_t>(a.team().size()),
+      detail::type_tag<T, N>(), a.data(), a.size() * sizeof(T), all.data(), all.size_bytes(),
+      "all_gather of a coarray", "the result holds");
+  all_gather(a, 0, all);
 }
 
 /// Reduce-scatter: `in` holds m.size() blocks of c = out.size() elements (the same c on
@@ -119,24 +135,25 @@ void reduce_scatter(const mesh& m, std::span<const T> in, std::span<T> out, Op o
   detail::fold_in_image_order(blocks.data(), n, out, op);
 }
 
-/// Reduce-scatter of a coarray's blocks over its mesh: each block holds m.size() pieces
-/// of c = out.size() elements (a.size() == m.size() * c); image i receives the fold, in
-/// image order, of piece i of every image's block, read one-sidedly (in place from
-/// same-host images). Synchronises before and after, like all_gather of a coarray.
+/// Reduce-scatter of a coarray's blocks over its mesh: elements [first, first + n*c) of
+/// each block (n images, c = out.size()) hold n pieces of c elements; image i receives the
+/// fold, in image order, of piece i of every image's block, read one-sidedly (in place
+/// from same-host images). Synchronises before and after, like all_gather of a coarray.
+/// Without `first`, the whole block (a.size() == n * c).
 template <typename T, std::size_t N, memory_kind K, typename Op = std::plus<>>
-void reduce_scatter(const coarray<T, N, K>& a, std::span<T> out, Op op = {}) {
+void reduce_scatter(const coarray<T, N, K>& a, std::size_t first, std::span<T> out, Op op = {}) {
   const mesh& m = a.team();
-  const std::size_t c = out.size();
-  detail::check_block_collective(m, c, a.size(), c * static_cast<std::size_t>(m.size()),
-                                 detail::type_tag<T, N>(), a.data(), a.size() * sizeof(T),
-                                 out.data(), out.size_bytes(), "reduce_scatter of a coarray",
-                                 "the coarray's block holds");
+  const std::size_t c = out.size(), span = c * static_cast<std::size_t>(m.size());
+  detail::check_coarray_range(m, first, span, a.size(), "reduce_scatter of a coarray");
+  detail::check_block_collective(m, c, span, span, detail::type_tag<T, N>(), a.data() + first,
+                                 span * sizeof(T), out.data(), out.size_bytes(),
+                                 "reduce_scatter of a coarray", "the coarray's range holds");
   struct fold {
     std::vector<T> acc;
     Op* op;
   } f{std::vector<T>(c), &op};
   const std::uint64_t piece =
-      a.block().offset + static_cast<std::uint64_t>(m.rank()) * c * sizeof(T);
+      a.block().offset + (first + static_cast<std::uint64_t>(m.rank()) * c) * sizeof(T);
   detail::visit_image_blocks(
       m, piece, c * sizeof(T),
       [](void* ctx, int image, const std::byte* data) {
@@ -151,6 +168,14 @@ void reduce_scatter(const coarray<T, N, K>& a, std::span<T> out, Op op = {}) {
       },
       &f);
   if (c > 0) std::memcpy(out.data(), f.acc.data(), c * sizeof(T));
+}
+template <typename T, std::size_t N, memory_kind K, typename Op = std::plus<>>
+void reduce_scatter(const coarray<T, N, K>& a, std::span<T> out, Op op = {}) {
+  detail::check_block_collective(
+      a.team(), out.size(), a.size(), out.size() * static_cast<std::size_t>(a.team().size()),
+      detail::type_tag<T, N>(), a.data(), a.size() * sizeof(T), out.data(), out.size_bytes(),
+      "reduce_scatter of a coarray", "the coarray's block holds");
+  reduce_scatter(a, 0, out, op);
 }
 
 } // namespace crown

@@ -59,6 +59,7 @@ ddp<T>::ddp(const mesh& dp, std::span<T> params, const param_layout& layout, ddp
   }
   if (heap_) {
     grads_ = std::span<T>(heap_->data(), layout.total);
+    heap_charge_ = tracked_bytes(buffer_kind::grads, grads_.size_bytes());
   } else {
     plain_.assign(layout.total, T(0));
     grads_ = plain_;

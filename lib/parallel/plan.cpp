@@ -35,8 +35,8 @@ int positive(std::string_view text, std::string_view key, std::string_view value
 
 [[noreturn]] void not_yet(const plan& p, const std::string& what) {
   throw argument_error("plan " + p.to_string(),
-                       what + " is not yet supported by this build (data parallelism only: "
-                              "tensor, pipeline and fully-sharded plans come with their issues)");
+                       what + " is not yet supported by this build (data parallelism, DDP or FSDP, "
+                              "only: tensor and pipeline parallel plans come with their issue)");
 }
 
 } // namespace
@@ -144,8 +144,6 @@ void validate(const plan& p, const plan_limits& l) {
                                       std::to_string(n) + " " + what);
   if (p.tp != 1) not_yet(p, "tensor parallelism (tp=" + std::to_string(p.tp) + ")");
   if (p.pp != 1) not_yet(p, "pipeline parallelism (pp=" + std::to_string(p.pp) + ")");
-  if (p.fsdp != fsdp_strategy::no_shard)
-    not_yet(p, "FSDP (" + std::string(to_string(p.fsdp)) + ")");
 }
 
 mesh make_mesh(const plan& p, const mesh& workers) {

@@ -30,35 +30,98 @@ std::variant<adam<T>, sgd<T>> make_optimizer(const train_options& o, std::size_t
   if (o.optimizer == "sgd") return sgd<T>(count, {o.lr, 0});
   return adam<T>(count, {.lr = o.lr});
 }
+bool sharded(const train_options& o) { return o.plan.fsdp != fsdp_strategy::no_shard; }
+
+// The engines are neither copied nor moved: built in place, initialising the model first.
+template <typename T>
+std::optional<ddp<T>> make_ddp(const train_options& o, const mesh& dp, gpt<T>& model) {
+  if (sharded(o)) return std::nullopt;
+  model.initialise(o.seed);
+  return std::optional<ddp<T>>(std::in_place, dp, model.params(), model.layout(), o.ddp);
+}
+template <typename T>
+std::optional<fsdp<T>> make_fsdp(const train_options& o, const mesh& dp, const gpt<T>& model) {
+  if (!sharded(o)) return std::nullopt;
+  return std::optional<fsdp<T>>(std::in_place, dp, o.plan.fsdp, model.layout(), o.model.blocks,
+                                o.seed);
+}
 } // namespace
 
 template <typename T>
 trainer<T>::trainer(const mesh& workers, std::shared_ptr<const corpus> data, train_options o)
     : o_((check_options(o, workers.size()), std::move(o))), data_(std::move(data)),
       mesh_(make_mesh(o_.plan, workers)), dp_mesh_(mesh_.sub({"dp"})),
-      model_(o_.model, o_.batch / o_.plan.microbatches),
-      ddp_((model_.initialise(o_.seed), dp_mesh_), model_.params(), model_.layout(), o_.ddp),
-      optimizer_(make_optimizer<T>(o_, model_.layout().total)) {}
+      model_(o_.model, o_.batch / o_.plan.microbatches, !sharded(o_)),
+      ddp_(make_ddp(o_, dp_mesh_, model_)), fsdp_(make_fsdp(o_, dp_mesh_, model_)),
+      optimizer_(make_optimizer<T>(o_, params().size())) {}
+
+template <typename T>
+std::span<const T> trainer<T>::params() const noexcept {
+  return fsdp_ ? fsdp_->shard_params() : model_.params();
+}
+
+template <typename T>
+std::span<const T> trainer<T>::grads() noexcept {
+  return fsdp_ ? fsdp_->shard_grads() : ddp_->grads();
+}
+
+template <typename T>
+T trainer<T>::forward(int batch) {
+  return fsdp_ ? model_.forward(inputs_, targets_, batch, *fsdp_)
+               : model_.forward(inputs_, targets_, batch);
+}
+
+template <typename T>
+double trainer<T>::hidden_fraction() const noexcept {
+  if (ddp_) return ddp_->last_timing().hidden_fraction();
+  const fsdp_timing& t = fsdp_->last_timing();
+  const double busy = t.gather_seconds + t.scatter_seconds;
+  return busy > 0 ? std::max(0.0, 1 - t.exposed_seconds / busy) : 0;
+}
+
+template <typename T>
+std::string trainer<T>::memory_placement() const {
+  if (ddp_) return ddp_->grads_in_heap() ? "gradients in the symmetric heap" : "";
+  const auto& g = fsdp_->groups();
+  return std::string(to_string(o_.plan.fsdp)) + ": shards over " + std::to_string(g.shard.size()) +
+         " ranks" +
+         (g.replicate.size() > 1 ? ", replicated over " + std::to_string(g.replicate.size()) : "") +
+         (fsdp_->shards_in_heap() ? ", in the symmetric heap" : "");
+}
 
 template <typename T>
 T trainer<T>::step() {
-  detail::fault_point_reached(fault_point::step);
+  crown::detail::fault_point_reached(fault_point::step);
   const int m = o_.plan.microbatches, micro = o_.batch / m;
   const std::uint64_t first = samples_ + std::uint64_t(dp_mesh_.rank()) * o_.batch;
-  ddp_.zero_grad();
+  if (ddp_)
+    ddp_->zero_grad();
+  else
+    fsdp_->zero_grad();
   double loss = 0;
   for (int k = 0; k < m; ++k) {
     inputs_.clear();
     targets_.clear();
     for (int i = 0; i < micro; ++i)
       data_->training_sample(o_.seed, first + std::uint64_t(k * micro + i), inputs_, targets_);
+    loss += double(forward(micro));
+    if (fsdp_) { // every backward reduce-scatters into the sharded gradient
+      model_.backward(T(1) / T(m), *fsdp_);
+      continue;
+    }
     std::optional<typename ddp<T>::no_sync_guard> accumulate;
-    if (k + 1 < m) accumulate.emplace(ddp_.no_sync()); // reduce once, after the last
-    loss += double(model_.forward(inputs_, targets_, micro));
-    model_.backward(ddp_.grads(), T(1) / T(m), [&](std::size_t e) { ddp_.mark_ready(e); });
+    if (k + 1 < m) accumulate.emplace(ddp_->no_sync()); // reduce once, after the last
+    model_.backward(ddp_->grads(), T(1) / T(m), [&](std::size_t e) { ddp_->mark_ready(e); });
   }
-  ddp_.finish();
-  std::visit([&](auto& opt) { opt.step(model_.params(), ddp_.grads()); }, optimizer_);
+  if (ddp_) {
+    ddp_->finish();
+    std::visit([&](auto& opt) { opt.step(model_.params(), ddp_->grads()); }, optimizer_);
+  } else {
+    fsdp_->finish();
+    fsdp_->reshard(); // nothing gathered may outlive the shards it was gathered from
+    std::visit([&](auto& opt) { opt.step(fsdp_->shard_params(), fsdp_->shard_grads()); },
+               optimizer_);
+  }
   ++step_;
   samples_ += std::uint64_t(o_.plan.dp) * std::uint64_t(o_.batch);
   return T(loss / m);
@@ -85,9 +148,10 @@ T trainer<T>::evaluate(int batches) {
               std::uint64_t(o_.batch) +
           std::uint64_t(k * micro);
       for (int i = 0; i < micro; ++i) data_->validation_sample(first + i, inputs_, targets_);
-      sum += double(model_.forward(inputs_, targets_, micro));
+      sum += double(forward(micro));
       ++count;
     }
+  if (fsdp_) fsdp_->reshard();
   return average(T(sum / std::max(count, 1)));
 }
 
@@ -100,9 +164,9 @@ std::string trainer<T>::sample(const std::string& prompt, int length, double tem
   std::string out;
   std::vector<double> p(static_cast<std::size_t>(V));
   for (int n = 0; n < length; ++n) {
-    const std::span<const int> window(tokens.data() + tokens.size() - std::size_t(ctx),
-                                      std::size_t(ctx));
-    model_.forward(window, {}, 1);
+    inputs_.assign(tokens.end() - ctx, tokens.end());
+    targets_.clear();
+    (void)forward(1);
     const auto probs = model_.probabilities().subspan(std::size_t(ctx - 1) * V, std::size_t(V));
     double total = 0;
     for (int v = 0; v < V; ++v)
@@ -117,6 +181,7 @@ std::string trainer<T>::sample(const std::string& prompt, int length, double tem
     tokens.push_back(next);
     out.push_back(char(next));
   }
+  if (fsdp_) fsdp_->reshard();
   return out;
 }
 
@@ -133,15 +198,42 @@ auto optimizer_state(Optimizer& o) {
     out = {{"sgd.momentum", std::get<1>(o).momentum_buffer()}};
   return out;
 }
+/// A unit's dataset: its elements in one 1-D array, whatever the strategy that wrote it.
+template <typename T>
+crown::detail::ckpt_dataset unit_dataset(const std::string& name, const param_unit& unit,
+                                         const mesh& dp) {
+  return {name,
+          crown::detail::ckpt_kind::sharded,
+          crown::detail::ckpt_type_of<T>(),
+          {unit.count},
+          "shard(0)",
+          dp.to_string()};
+}
+/// This rank's shard of unit u inside `data` (its shard arrays) as a checkpoint piece: the
+/// padding is left out, and under HYBRID_SHARD the first replica writes (and is
+/// checksummed) while every replica reads.
+template <typename T>
+crown::detail::ckpt_piece shard_piece(const fsdp<T>& f, std::span<const T> data, std::size_t u,
+                                      bool writing) {
+  const unit_shard& sh = f.shards()[u];
+  const std::size_t lo = std::min(std::size_t(f.groups().shard.rank()) * sh.shard, sh.count);
+  const bool primary = f.groups().replicate.rank() == 0;
+  const std::size_t n = writing && !primary ? 0 : std::min(sh.shard, sh.count - lo);
+  return {{lo}, {n}, {sh.shard}, {0}, const_cast<T*>(data.data() + sh.offset), primary};
+}
 const char* type_name(float) { return "float"; }
 const char* type_name(double) { return "double"; }
 } // namespace
 
 template <typename T>
 void trainer<T>::save(checkpoint_writer& w) const {
-  const std::vector<std::size_t> shape{model_.layout().total};
-  w.write_replicated("params", model_.params(), shape);
-  for (auto [name, state] : optimizer_state(optimizer_)) w.write_replicated(name, state, shape);
+  each_unit_array(*this, [&](const std::string& name, std::size_t u, std::span<const T> data) {
+    const param_unit& unit = model_.layout().units[u];
+    if (ddp_)
+      w.write_replicated(name, data.subspan(unit.offset, unit.count), {unit.count});
+    else
+      w.write_piece(unit_dataset<T>(name, unit, dp_mesh_), shard_piece<T>(*fsdp_, data, u, true));
+  });
   w.put("step", std::int64_t{step_});
   w.put("samples", std::int64_t(samples_));
   w.put("seed", std::int64_t(o_.seed));
@@ -162,19 +254,30 @@ void trainer<T>::load(checkpoint_reader& r) {
   must_match("optimizer", r.get_string("optimizer"), o_.optimizer);
   must_match("element type", r.get_string("dtype"), type_name(T{}));
   must_match("seed", std::to_string(r.get_int("seed")), std::to_string(std::int64_t(o_.seed)));
-  const std::vector<std::size_t> shape{model_.layout().total};
-  r.read_replicated("params", model_.params(), shape);
-  for (auto [name, state] : optimizer_state(optimizer_)) r.read_replicated(name, state, shape);
+  each_unit_array(*this, [&](const std::string& name, std::size_t u, std::span<T> data) {
+    const param_unit& unit = model_.layout().units[u];
+    if (ddp_)
+      r.read_replicated(name, data.subspan(unit.offset, unit.count), {unit.count});
+    else
+      r.read_piece(unit_dataset<T>(name, unit, dp_mesh_), shard_piece<T>(*fsdp_, data, u, false));
+  });
   step_ = long(r.get_int("step"));
   samples_ = std::uint64_t(r.get_int("samples"));
   std::visit([&](auto& opt) { opt.set_steps(step_); }, optimizer_);
 }
 
+/// Calls f(dataset name, unit, array) for every unit of every state array (the
+/// parameters, the optimizer's moments), each array whole (DDP) or this rank's shards.
 template <typename T>
-memory_use trainer<T>::memory() const noexcept {
-  const std::size_t p = model_.layout().total * sizeof(T);
-  const std::size_t opt = std::visit([](const auto& o) { return o.state_bytes(); }, optimizer_);
-  return {p, p, opt, model_.activation_bytes()};
+template <typename Self, typename F>
+void trainer<T>::each_unit_array(Self& self, F&& f) {
+  using array = decltype(self.model_.params());
+  std::vector<std::pair<std::string, array>> arrays;
+  arrays.emplace_back("params", self.fsdp_ ? self.fsdp_->shard_params() : self.model_.params());
+  for (auto [name, state] : optimizer_state(self.optimizer_)) arrays.emplace_back(name, state);
+  const auto& units = self.model_.layout().units;
+  for (const auto& [name, data] : arrays)
+    for (std::size_t u = 0; u < units.size(); ++u) f(name + "." + units[u].name, u, data);
 }
 
 template class trainer<float>;

@@ -79,6 +79,15 @@ void check_block_collective(const mesh& m, std::size_t count, std::size_t given,
                                      " and " + std::to_string(b_bytes) + " bytes)");
 }
 
+void check_coarray_range(const mesh& m, std::size_t first, std::size_t count, std::size_t size,
+                         const char* name) {
+  if (first > size || count > size - first)
+    throw argument_error(std::string(name) + " on " + m.to_string(),
+                         "elements [" + std::to_string(first) + ", " +
+                             std::to_string(first + count) + ") lie outside the block of " +
+                             std::to_string(size));
+}
+
 namespace {
 
 /// One MPI collective per piece of an image's `bytes` (MPI counts are int): call(at,

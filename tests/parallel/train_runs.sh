@@ -2,14 +2,15 @@
 # crown-train end to end, under mpirun:
 #   train_runs.sh parity CROWN_TRAIN MPIEXEC  float64 loss of each of 20 steps under dp = 2, 3, 4
 #       (SPMD), dp = 2 with 2 micro-batches (no_sync), dp = 3 with 4 KiB buckets (many, reduced
-#       while backward runs), and dp = 2 in controller mode at np 3,
-#       against the single-rank run of the same global batch: within 1e-9 relative.
+#       while backward runs), dp = 2 in controller mode at np 3; FSDP's FULL_SHARD,
+#       SHARD_GRAD_OP and HYBRID_SHARD (two pretend hosts) at dp = 2 and 4, FULL_SHARD at dp = 3
+#       with 2 micro-batches and in controller mode; against the single-rank run of the same global batch: within 1e-9 relative.
 #   train_runs.sh errors CROWN_TRAIN MPIEXEC  bad plans, batches and corpora: every rank names
 #       the numbers and the rule, and the job fails before any step.
 #   train_runs.sh resume CROWN_TRAIN MPIEXEC CROWN_RUN  checkpoints every 5 steps: a rank killed
 #       at step 13 and rerun by crown-run with --resume ends with the uninterrupted float64
-#       loss curve, bitwise; a checkpoint of dp=4 (SPMD) resumed under dp=2 in controller mode
-#       continues it within 1e-9.
+#       loss curve, bitwise; a checkpoint of dp=4 (SPMD) resumed under dp=2 in controller mode,
+#       FULL_SHARD's under DDP and DDP's under SHARD_GRAD_OP continue it within 1e-9.
 set -euo pipefail
 mode=$1 train=$2 mpiexec=$3 crown_run=${4:-}
 work=$(mktemp -d)
@@ -45,7 +46,16 @@ resume)
   run 4 reshard.csv --plan dp=4 --batch 3 --steps 10 "${ck[@]}" --checkpoint-dir "$work/c"
   run 3 reshard.csv --plan dp=2 --batch 6 --controller "${ck[@]}" --checkpoint-dir "$work/c" \
     --resume
-  compare whole.csv reshard.csv "dp=4 (SPMD) resumed under dp=2 (controller)"
+  compare whole.csv reshard.csv "dp=4 (SPMD) resumed under dp=2 (controller)" || exit 1
+  # Checkpoints hold every unit once, whatever the strategy: FULL_SHARD's resumed under
+  # DDP, and DDP's under SHARD_GRAD_OP at another rank count, continue the same curve.
+  run 3 fsdp_ddp.csv --plan dp=3,fsdp=full --batch 4 --steps 10 "${ck[@]}" --checkpoint-dir "$work/d"
+  run 2 fsdp_ddp.csv --plan dp=2 --batch 6 "${ck[@]}" --checkpoint-dir "$work/d" --resume
+  compare whole.csv fsdp_ddp.csv "dp=3 FULL_SHARD resumed under dp=2 DDP" || exit 1
+  run 2 ddp_fsdp.csv --plan dp=2 --batch 6 --steps 10 "${ck[@]}" --checkpoint-dir "$work/e"
+  run 4 ddp_fsdp.csv --plan dp=4,fsdp=grad_op --batch 3 "${ck[@]}" --checkpoint-dir "$work/e" \
+    --resume
+  compare whole.csv ddp_fsdp.csv "dp=2 DDP resumed under dp=4 SHARD_GRAD_OP"
   exit $?
   ;;
 parity)
@@ -56,8 +66,23 @@ parity)
   run 2 micro.csv --plan dp=2,micro=2 --batch 6
   run 3 controller.csv --plan dp=2 --batch 6 --controller
   run 3 buckets.csv --plan dp=3 --batch 4 --bucket-bytes 4096 # 11 buckets, reduced in backward
+  # FSDP: every strategy at dp = 2 and 4 (HYBRID_SHARD over two pretend hosts), FULL_SHARD at
+  # dp = 3 (units padded) with 2 micro-batches, and in controller mode.
+  fsdp=()
+  for dp in 2 4; do
+    for s in full grad_op; do
+      run $dp "$s$dp.csv" --plan dp=$dp,fsdp=$s --batch $((12 / dp))
+      fsdp+=("$s$dp")
+    done
+    CROWN_FAKE_HOSTS=2 run $dp "hybrid$dp.csv" --plan dp=$dp,fsdp=hybrid --batch $((12 / dp))
+    fsdp+=("hybrid$dp")
+  done
+  run 3 full3micro.csv --plan dp=3,fsdp=full,micro=2 --batch 4
+  run 3 full2controller.csv --plan dp=2,fsdp=full --batch 6 --controller
   status=0
-  for c in dp2 dp3 dp4 micro controller buckets; do compare ref.csv "$c.csv" "$c" || status=1; done
+  for c in dp2 dp3 dp4 micro controller buckets "${fsdp[@]}" full3micro full2controller; do
+    compare ref.csv "$c.csv" "$c" || status=1
+  done
   exit $status
   ;;
 errors)
@@ -80,7 +105,8 @@ errors)
   }
   expect "plan size" "dp x tp x pp = 3 x 1 x 1 = 3 workers, but the job has 2" --plan dp=3
   expect "not yet" "tensor parallelism (tp=2) is not yet supported" --plan tp=2
-  expect "not yet" "FSDP (FULL_SHARD) is not yet supported" --plan dp=2,fsdp=full
+  expect "strategy" "fsdp must be one of no, full, grad_op, hybrid" --plan dp=2,fsdp=zero3
+  expect "hybrid on one host" "all 2 data-parallel ranks run on one host" --plan dp=2,fsdp=hybrid
   expect "micro-batches" "3 micro-batches do not divide the batch of 4 samples" \
     --plan dp=2,micro=3 --batch 4
   expect "missing corpus" "corpus $work/none: no such file or directory" --plan dp=2 \

@@ -6,6 +6,7 @@
 #include <crown/coarray.hpp>
 #include <crown/mesh.hpp>
 #include <crown/parallel/gpt.hpp>
+#include <crown/parallel/memory.hpp>
 #include <cstddef>
 #include <exception>
 #include <mutex>
@@ -107,7 +108,8 @@ private:
   std::vector<std::size_t> bucket_of_; // entry -> bucket
   std::vector<std::string> names_;     // entry -> name, for errors
   std::optional<coarray<T>> heap_;
-  std::vector<T> plain_;
+  tracked_bytes heap_charge_;
+  tracked_vector<T> plain_ = tracked<T>(buffer_kind::grads);
   std::span<T> grads_;
   bool sync_ = true;
   // Shared with the communication thread, under mutex_.

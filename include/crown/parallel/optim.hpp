@@ -1,9 +1,9 @@
 // include/crown/parallel/optim.hpp — Adam and SGD over flat parameter and gradient arrays,
 // with PyTorch's update formulas (torch.optim.Adam and SGD, no weight decay unless asked).
 #pragma once
+#include <crown/parallel/memory.hpp>
 #include <cstddef>
 #include <span>
-#include <vector>
 
 namespace crown::parallel {
 
@@ -16,7 +16,9 @@ struct adam_options {
 template <typename T>
 class adam {
 public:
-  adam(std::size_t count, adam_options o = {}) : o_(o), m_(count), v_(count) {}
+  adam(std::size_t count, adam_options o = {})
+      : o_(o), m_(tracked<T>(buffer_kind::optimizer, count)),
+        v_(tracked<T>(buffer_kind::optimizer, count)) {}
   void step(std::span<T> params, std::span<const T> grads);
   [[nodiscard]] long steps() const noexcept { return t_; }
   [[nodiscard]] std::span<T> first_moment() noexcept { return m_; }
@@ -28,7 +30,7 @@ public:
 
 private:
   adam_options o_;
-  std::vector<T> m_, v_;
+  tracked_vector<T> m_, v_;
   long t_ = 0;
 };
 
@@ -40,7 +42,8 @@ struct sgd_options {
 template <typename T>
 class sgd {
 public:
-  sgd(std::size_t count, sgd_options o = {}) : o_(o), b_(o.momentum != 0 ? count : 0) {}
+  sgd(std::size_t count, sgd_options o = {})
+      : o_(o), b_(tracked<T>(buffer_kind::optimizer, o.momentum != 0 ? count : 0)) {}
   void step(std::span<T> params, std::span<const T> grads);
   [[nodiscard]] std::span<T> momentum_buffer() noexcept { return b_; }
   [[nodiscard]] std::span<const T> momentum_buffer() const noexcept { return b_; }
@@ -49,7 +52,7 @@ public:
 
 private:
   sgd_options o_;
-  std::vector<T> b_;
+  tracked_vector<T> b_;
   bool first_ = true;
 };
 

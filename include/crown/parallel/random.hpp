@@ -24,6 +24,11 @@ namespace crown::parallel {
 class normal_source {
 public:
   explicit normal_source(std::uint64_t seed) noexcept : state_(mix64(seed)) {}
+  /// The stream from its value number `skip` on (values come in pairs from two draws).
+  normal_source(std::uint64_t seed, std::uint64_t skip) noexcept
+      : state_(mix64(seed) + skip / 2 * 2) {
+    if (skip % 2) (void)next();
+  }
   double next() noexcept {
     if (has_spare_) {
       has_spare_ = false;

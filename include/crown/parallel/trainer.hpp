@@ -5,11 +5,13 @@
 #include <crown/mesh.hpp>
 #include <crown/parallel/data.hpp>
 #include <crown/parallel/ddp.hpp>
+#include <crown/parallel/fsdp.hpp>
 #include <crown/parallel/gpt.hpp>
 #include <crown/parallel/optim.hpp>
 #include <crown/parallel/plan.hpp>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 
@@ -28,14 +30,6 @@ struct train_options {
   std::string optimizer = "adam"; ///< adam or sgd
   double lr = 1e-3;
   ddp_options ddp;
-};
-
-/// Bytes this worker holds for training, by kind.
-struct memory_use {
-  std::size_t params = 0, grads = 0, optimizer = 0, activations = 0;
-  [[nodiscard]] std::size_t total() const noexcept {
-    return params + grads + optimizer + activations;
-  }
 };
 
 /// Checks `o` against a job of `workers` workers: the plan (validate()), the model's
@@ -57,38 +51,53 @@ public:
   T average(T local);
   /// Mean validation loss over `batches` batches per data-parallel rank. Collective.
   T evaluate(int batches);
-  /// `length` bytes continuing `prompt`, sampled at `temperature` from this worker's
-  /// replica; deterministic given `seed`. Local: no communication.
+  /// `length` bytes continuing `prompt`, sampled at `temperature`; deterministic given
+  /// `seed`. Local under DDP; collective over the data-parallel group under FSDP (the
+  /// units are gathered), where every rank gets the same text.
   std::string sample(const std::string& prompt, int length, double temperature, std::uint64_t seed);
 
   /// Writes the training state into `w` (collective over the workers, `w`'s mesh): the
-  /// parameters and optimizer state (each stored once: they are the same on every
-  /// data-parallel rank), and as metadata the steps done, the data position (samples of
-  /// the stream consumed), the seed, the plan, the model, the optimizer and the element
-  /// type. Samples are a function of the seed and their index in the stream, so a run
-  /// resumed under another global batch goes on with the next unused sample.
+  /// parameters and optimizer state, one dataset per unit ("params.h3", "adam.m.head"),
+  /// each element stored once (written by one replica under DDP, by its shard's owners
+  /// under FSDP, so any strategy loads what any other saved), and as metadata the steps done, the
+  /// data position (samples of the stream consumed), the seed, the plan, the model, the optimizer
+  /// and the element type. Samples are a function of the seed and their index in the stream, so a
+  /// run resumed under another global batch goes on with the next unused sample.
   void save(checkpoint_writer& w) const;
-  /// Restores a state saved by save() under any data-parallel plan and rank count of the
-  /// same model, optimizer, element type and seed (else argument_error naming both values),
-  /// so that the next step() is the one after the saved step.
+  /// Restores a state saved by save() under any data-parallel plan (DDP or an FSDP
+  /// strategy) and rank count of the same model, optimizer, element type and seed (else
+  /// argument_error naming both values), so that the next step() is the one after the saved step.
   void load(checkpoint_reader& r);
   [[nodiscard]] long steps_done() const noexcept { return step_; }
   [[nodiscard]] const train_options& options() const noexcept { return o_; }
   [[nodiscard]] const mesh& plan_mesh() const noexcept { return mesh_; }
-  [[nodiscard]] std::span<const T> params() const noexcept { return model_.params(); }
-  [[nodiscard]] std::span<const T> grads() noexcept { return ddp_.grads(); }
-  [[nodiscard]] const ddp<T>& data_parallel() const noexcept { return ddp_; }
-  [[nodiscard]] memory_use memory() const noexcept;
+  /// This rank's parameters and gradient: all of them (DDP) or its shards (FSDP, one unit
+  /// after another as fsdp<T>::shards() lays them out, padding included).
+  [[nodiscard]] std::span<const T> params() const noexcept;
+  [[nodiscard]] std::span<const T> grads() noexcept;
+  [[nodiscard]] std::size_t parameter_count() const noexcept { return model_.layout().total; }
+  [[nodiscard]] const param_layout& layout() const noexcept { return model_.layout(); }
+  /// The engine of the plan's strategy: DDP's for no_shard, else FSDP's (the other null).
+  [[nodiscard]] const ddp<T>* ddp_engine() const noexcept { return ddp_ ? &*ddp_ : nullptr; }
+  [[nodiscard]] const fsdp<T>* fsdp_engine() const noexcept { return fsdp_ ? &*fsdp_ : nullptr; }
+  /// Of the last step's data-parallel communication, the fraction hidden behind compute.
+  [[nodiscard]] double hidden_fraction() const noexcept;
+  /// "gradients in the symmetric heap" and the like, for the start-up line.
+  [[nodiscard]] std::string memory_placement() const;
   [[nodiscard]] std::size_t tokens_per_step() const noexcept {
     return std::size_t(o_.plan.dp) * o_.batch * o_.model.context;
   }
 
 private:
+  T forward(int batch); ///< over inputs_ and targets_, from the plan's parameters
+  template <typename Self, typename F>
+  static void each_unit_array(Self& self, F&& f);
   train_options o_;
   std::shared_ptr<const corpus> data_;
   mesh mesh_, dp_mesh_;
   gpt<T> model_;
-  ddp<T> ddp_;
+  std::optional<ddp<T>> ddp_;   // no_shard
+  std::optional<fsdp<T>> fsdp_; // the sharded strategies
   std::variant<adam<T>, sgd<T>> optimizer_;
   long step_ = 0;
   std::uint64_t samples_ = 0; ///< of the training stream, consumed by all ranks' steps so far
