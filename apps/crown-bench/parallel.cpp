@@ -10,6 +10,16 @@
 //   rss_growth      peak resident-set growth from before the model is built to after step 3,
 //                   against PyTorch DDP at its defaults and with gradient_as_bucket_view=True
 //   hidden          the fraction of DDP's all-reduce time hidden behind backward (reported)
+// FSDP, on a GPT of 16 equal blocks of 384 channels (28.5 M parameters), batch 4 x 64:
+//   model_state_*   peak bytes per rank of parameters + gradients + Adam state, from the
+//                   accounting allocator, for DDP, SHARD_GRAD_OP and FULL_SHARD, against
+//                   DDP's / dp (target for FULL_SHARD: ratio >= 1/1.1); gathered_* (the units
+//                   held unsharded: parameters and the two gradient slots) reported apart
+//   step_fsdp       FULL_SHARD's and SHARD_GRAD_OP's step against DDP's (reported)
+//   rss_growth_fsdp peak resident-set growth of FULL_SHARD against PyTorch FSDP FULL_SHARD
+//                   (gloo, CPU) or, where that cannot run, PyTorch DDP on the same model (FILE)
+//   all_gather, reduce_scatter  FSDP's one-sided collectives of one block unit against
+//                   MPI_Allgather and MPI_Reduce_scatter_block of the same bytes
 // --smoke shrinks the model to seconds. ratio > 1: Crown is better.
 #include "bench.hpp"
 #include <cmath>
@@ -17,6 +27,7 @@
 #include <crown/parallel/nn.hpp>
 #include <crown/parallel/trainer.hpp>
 #include <fstream>
+#include <malloc.h>
 #include <map>
 #include <sstream>
 
@@ -70,6 +81,151 @@ void print_torch(const std::map<std::string, double>& torch, const std::string& 
 
 } // namespace
 
+void grad_sync(const options& o, const std::map<std::string, double>& torch,
+               const par::param_layout& layout);
+
+/// What one FSDP strategy measured (the largest value over the ranks).
+struct strategy_figures {
+  double model_state = 0, params = 0, grads = 0, optimizer = 0, gathered = 0, activations = 0,
+         rss_growth = 0, step_seconds = 0, hidden = 0;
+};
+
+strategy_figures train_under(const par::train_options& t, int steps) {
+  const crown::mesh& w = crown::world();
+  auto data = std::make_shared<const par::corpus>("/usr/share/games/fortunes", t.model.context);
+  w.barrier();
+  malloc_trim(0);
+  reset_peak_rss();
+  par::reset_memory_peaks();
+  const std::size_t before = proc_status("VmRSS:");
+  strategy_figures f;
+  {
+    par::trainer<float> tr(w, data, t);
+    std::vector<double> times, fractions;
+    for (int s = 0; s < steps; ++s) {
+      const double start = MPI_Wtime();
+      (void)tr.step();
+      if (s == 2) f.rss_growth = double(proc_status("VmHWM:") - before);
+      if (s >= 3) {
+        times.push_back(MPI_Wtime() - start);
+        fractions.push_back(tr.hidden_fraction());
+      }
+    }
+    f.step_seconds = worst(median(times));
+    f.hidden = median(fractions);
+  }
+  const par::memory_ledger m = par::memory_now();
+  f.model_state = worst(double(m.peak_model_state()));
+  f.params = worst(double(m.max(par::buffer_kind::params)));
+  f.grads = worst(double(m.max(par::buffer_kind::grads)));
+  f.optimizer = worst(double(m.max(par::buffer_kind::optimizer)));
+  f.gathered = worst(double(m.max(par::buffer_kind::gathered)));
+  f.activations = worst(double(m.max(par::buffer_kind::activations)));
+  f.rss_growth = worst(f.rss_growth);
+  return f;
+}
+
+/// One-sided all-gather and reduce-scatter of one block unit, as FSDP issues them, against
+/// MPI's collectives of the same bytes.
+void fsdp_collectives(const par::param_layout& layout, int reps) {
+  const crown::mesh& w = crown::world();
+  const std::size_t n = std::size_t(w.size());
+  const std::size_t padded = (layout.units[1].count + n - 1) / n * n, shard = padded / n;
+  crown::coarray<float> shards(w, shard), slot(w, padded);
+  std::vector<float> all(padded), out(shard), mpi_all(padded), mpi_in(padded), mpi_out(shard);
+  for (std::size_t i = 0; i < shard; ++i) shards.data()[i] = float(i % 5 + std::size_t(w.rank()));
+  std::vector<double> gather_t, mpi_gather_t, scatter_t, mpi_scatter_t;
+  for (int r = 0; r < reps; ++r) {
+    w.barrier();
+    double start = MPI_Wtime();
+    crown::all_gather(shards, 0, std::span<float>(all));
+    gather_t.push_back(worst(MPI_Wtime() - start));
+    MPI_Barrier(MPI_COMM_WORLD);
+    start = MPI_Wtime();
+    MPI_Allgather(shards.data(), int(shard), MPI_FLOAT, mpi_all.data(), int(shard), MPI_FLOAT,
+                  MPI_COMM_WORLD);
+    mpi_gather_t.push_back(worst(MPI_Wtime() - start));
+    for (std::size_t i = 0; i < padded; ++i) slot.data()[i] = mpi_in[i] = float(i % 3);
+    w.barrier();
+    start = MPI_Wtime();
+    crown::reduce_scatter(slot, 0, std::span<float>(out));
+    scatter_t.push_back(worst(MPI_Wtime() - start));
+    MPI_Barrier(MPI_COMM_WORLD);
+    start = MPI_Wtime();
+    MPI_Reduce_scatter_block(mpi_in.data(), mpi_out.data(), int(shard), MPI_FLOAT, MPI_SUM,
+                             MPI_COMM_WORLD);
+    mpi_scatter_t.push_back(worst(MPI_Wtime() - start));
+  }
+  if (all != mpi_all || out != mpi_out) // small integers: both sums are exact
+    throw crown::state_error("crown-bench parallel", "FSDP's collectives differ from MPI's");
+  if (w.rank() == 0) {
+    const std::size_t bytes = padded * sizeof(float);
+    print_line("parallel", "all_gather", bytes, "ms", median(gather_t) * 1e3, "mpi_allgather",
+               median(mpi_gather_t) * 1e3);
+    print_line("parallel", "reduce_scatter", bytes, "ms", median(scatter_t) * 1e3,
+               "mpi_reduce_scatter_block", median(mpi_scatter_t) * 1e3);
+  }
+}
+
+/// The FSDP figures (see the top of this file).
+void fsdp_figures(const options& o, const std::map<std::string, double>& torch) {
+  const crown::mesh& w = crown::world();
+  const int n = w.size();
+  // Freed blocks go back to the system at once, so each strategy's resident-set growth is
+  // its own (glibc's adaptive threshold would otherwise keep the previous one's heap).
+  mallopt(M_MMAP_THRESHOLD, 256 << 10);
+  par::train_options t;
+  t.model = o.smoke ? par::gpt_config{256, 32, 64, 4, 4} : par::gpt_config{256, 64, 384, 8, 16};
+  t.plan.dp = n;
+  t.batch = 4;
+  const auto layout = par::param_layout::of(t.model);
+  const std::size_t bytes = layout.total * sizeof(float);
+  const int steps = o.smoke ? 4 : 10;
+  std::map<par::fsdp_strategy, strategy_figures> f;
+  for (auto s : {par::fsdp_strategy::no_shard, par::fsdp_strategy::shard_grad_op,
+                 par::fsdp_strategy::full_shard}) {
+    t.plan.fsdp = s;
+    f[s] = train_under(t, steps);
+  }
+  if (w.rank() == 0) {
+    std::printf("# FSDP: GPT %s, %zu float32 parameters in %zu units (the largest %zu), dp=%d\n",
+                t.model.to_string().c_str(), layout.total, layout.units.size(),
+                layout.units[1].count, n);
+    const auto& ddp = f[par::fsdp_strategy::no_shard];
+    const double mib = 1048576;
+    std::printf("parallel,model_state_ddp,%zu,MiB,%.2f,none,0,0\n", bytes, ddp.model_state / mib);
+    for (auto [s, name] : {std::pair{par::fsdp_strategy::shard_grad_op, "shard_grad_op"},
+                           std::pair{par::fsdp_strategy::full_shard, "full_shard"}}) {
+      const auto& g = f[s];
+      std::printf("# %s: parameters %.2f, gradients %.2f, Adam %.2f MiB at peak (DDP: %.2f, "
+                  "%.2f, %.2f)\n",
+                  name, g.params / mib, g.grads / mib, g.optimizer / mib, ddp.params / mib,
+                  ddp.grads / mib, ddp.optimizer / mib);
+      print_line("parallel", (std::string("model_state_") + name).c_str(), bytes, "MiB",
+                 g.model_state / mib, "ddp_over_dp", ddp.model_state / n / mib);
+      std::printf("parallel,gathered_%s,%zu,MiB,%.2f,none,0,0\n", name, bytes, g.gathered / mib);
+      print_line("parallel", (std::string("step_") + name).c_str(), bytes, "ms",
+                 g.step_seconds * 1e3, "ddp", ddp.step_seconds * 1e3);
+      std::printf("parallel,activations_%s,%zu,MiB,%.2f,none,0,0\n", name, bytes,
+                  g.activations / mib);
+      std::printf("parallel,comm_hidden_%s,%zu,fraction,%.3f,none,0,0\n", name, bytes, g.hidden);
+    }
+    const auto& full = f[par::fsdp_strategy::full_shard];
+    std::printf("parallel,rss_growth_ddp16,%zu,MiB,%.2f,none,0,0\n", bytes, ddp.rss_growth / mib);
+    if (torch.count("rss_growth_fsdp_full_mib"))
+      print_torch(torch, "rss_growth_fsdp_full_mib", "rss_growth_fsdp", bytes, "MiB",
+                  full.rss_growth / mib, "torch_fsdp_full_shard", 1);
+    else
+      print_torch(torch, "rss_growth_ddp16_mib", "rss_growth_fsdp", bytes, "MiB",
+                  full.rss_growth / mib, "torch_ddp", 1);
+    print_torch(torch, "rss_growth_ddp16_mib", "rss_growth_ddp16", bytes, "MiB",
+                ddp.rss_growth / mib, "torch_ddp", 1);
+    print_torch(torch, "step_fsdp_full_s", "step_full_shard", bytes, "ms", full.step_seconds * 1e3,
+                "torch_fsdp_full_shard", 1e3);
+  }
+  fsdp_collectives(layout, o.smoke ? 3 : 20);
+}
+
 void parallel(const options& o) {
   const crown::mesh& w = crown::world();
   const int me = w.rank(), n = w.size();
@@ -118,7 +274,16 @@ void parallel(const options& o) {
     std::printf("parallel,allreduce_hidden_behind_backward,%zu,fraction,%.3f,none,0,0\n", bytes,
                 hidden);
   }
-  // The gradient's bucketed all-reduce, exactly as DDP issues it after a backward.
+  grad_sync(o, torch, layout);
+  fsdp_figures(o, torch);
+}
+
+/// DDP's bucketed all-reduce of the whole gradient, exactly as DDP issues it after a backward.
+void grad_sync(const options& o, const std::map<std::string, double>& torch,
+               const par::param_layout& layout) {
+  const crown::mesh& w = crown::world();
+  const int me = w.rank(), n = w.size();
+  const std::size_t bytes = layout.total * sizeof(float);
   std::vector<float> params(layout.total, 0.5f);
   par::ddp<float> d(w, params, layout);
   std::vector<float> plain(layout.total);
