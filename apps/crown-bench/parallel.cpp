@@ -209,6 +209,8 @@ void fsdp_figures(const options& o, const std::map<std::string, double>& torch) 
       std::printf("parallel,activations_%s,%zu,MiB,%.2f,none,0,0\n", name, bytes,
                   g.activations / mib);
       std::printf("parallel,comm_hidden_%s,%zu,fraction,%.3f,none,0,0\n", name, bytes, g.hidden);
+      print_line("parallel", (std::string("rss_growth_") + name).c_str(), bytes, "MiB",
+                 g.rss_growth / mib, "ddp", ddp.rss_growth / mib);
     }
     const auto& full = f[par::fsdp_strategy::full_shard];
     std::printf("parallel,rss_growth_ddp16,%zu,MiB,%.2f,none,0,0\n", bytes, ddp.rss_growth / mib);

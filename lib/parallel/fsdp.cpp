@@ -230,7 +230,7 @@ std::span<const T> fsdp<T>::acquire(std::size_t unit, pass p) {
       state_[u] = unit_state::in_flight;
       peak_units_ = std::max(peak_units_, ++units_held_);
     }
-    gathered_[u] = tracked<T>(buffer_kind::gathered, shards_[u].padded);
+    gathered_[u] = unit_buffer(shards_[u].padded);
     enqueue({true, u, 0, gathered_[u].data()});
   };
   fetch(unit);
@@ -260,6 +260,20 @@ std::span<T> fsdp<T>::gradient(std::size_t unit) {
 }
 
 template <typename T>
+tracked_vector<T> fsdp<T>::unit_buffer(std::size_t n) {
+  const auto fits = std::find_if(spare_.begin(), spare_.end(),
+                                 [&](const tracked_vector<T>& b) { return b.capacity() >= n; });
+  if (fits == spare_.end()) {
+    spare_.clear();
+    return tracked<T>(buffer_kind::gathered, n);
+  }
+  tracked_vector<T> b = std::move(*fits);
+  spare_.erase(fits);
+  b.resize(n);
+  return b;
+}
+
+template <typename T>
 void fsdp<T>::free_unit(std::size_t unit) {
   {
     std::lock_guard lock(mutex_);
@@ -267,7 +281,8 @@ void fsdp<T>::free_unit(std::size_t unit) {
     state_[unit] = unit_state::sharded;
     --units_held_;
   }
-  gathered_[unit] = tracked<T>(buffer_kind::gathered);
+  tracked_vector<T> b = std::exchange(gathered_[unit], tracked<T>(buffer_kind::gathered));
+  if (spare_.size() < 2) spare_.push_back(std::move(b));
 }
 
 template <typename T>
@@ -301,6 +316,7 @@ void fsdp<T>::reshard() {
     wait_until(lock, [&] { return queue_.empty(); });
   }
   for (std::size_t u = 0; u < shards_.size(); ++u) free_unit(u);
+  spare_.clear(); // between steps nothing gathered is held
 }
 
 template class fsdp<float>;

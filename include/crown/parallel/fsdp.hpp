@@ -97,6 +97,10 @@ private:
   void communicate();
   void wait_until(std::unique_lock<std::mutex>& lock, const auto& done);
   void free_unit(std::size_t unit);
+  /// A buffer of n elements for a gathered unit: a spare one reused (no page faults, no
+  /// zeroing) when one is large enough, else a new one (spares too small are freed first,
+  /// so FULL_SHARD never holds more than two buffers).
+  tracked_vector<T> unit_buffer(std::size_t n);
 
   fsdp_strategy strategy_;
   mesh dp_;
@@ -122,6 +126,7 @@ private:
   std::deque<task> queue_;
   std::vector<unit_state> state_;
   std::vector<tracked_vector<T>> gathered_; // per unit, while gathered or in flight
+  std::vector<tracked_vector<T>> spare_;    // freed unit buffers kept for the next (<= 2)
   std::vector<char> slot_busy_;
   std::size_t units_held_ = 0, peak_units_ = 0;
   bool stop_ = false;
