@@ -22,9 +22,13 @@ Appends "name value" lines (the largest over the ranks) to FILE for crown-bench 
 Debian's torch 1.13.1 on Python 3.11 cannot: torch.distributed.fsdp fails to import (a dataclass
 default that Python 3.11 rejects, worked around below), then the constructor asks CUDA for the
 compute device of CPU parameters ("Torch not compiled with CUDA enabled"), and 1.13's _lazy_init
-raises "FSDP does not support CPU only execution" before the first forward in any case.
+raises "FSDP does not support CPU only execution" before the first forward in any case. Past
+those (CUDA streams stubbed out, in a probe only), the first forward needs _allgather_base,
+which 1.13's gloo lacks ("no support for _allgather_base in Gloo process group"), as it lacks
+reduce_scatter ("ProcessGroupGloo does not support reduce_scatter").
 """
 import argparse
+import ctypes
 import math
 import os
 import statistics
@@ -173,6 +177,11 @@ def train(wrap, size, data):
 
 def fsdp_model(o, rank):
     """--model fsdp: DDP (no --fsdp) or FSDP with strategy o.fsdp on the 16-block GPT."""
+    # glibc's mmap threshold fixed at 256 KiB, as crown-bench parallel fixes it for these figures:
+    # the adaptive default keeps freed blocks in the heap and raises the peak (DDP at np 2:
+    # 749 MiB against 672), but mapping every large block afresh costs time (1.4 s a step
+    # against 2.5 on a loaded 2-core machine), so step_* here are not DDP's best.
+    ctypes.CDLL("libc.so.6").mallopt(-3, 256 << 10)  # M_MMAP_THRESHOLD
     V, T, C, NH, L = (256, 32, 64, 4, 4) if o.smoke else (256, 64, 384, 8, 16)
     torch.manual_seed(1234)
     data = torch.randint(0, V, (4 if o.smoke else 13, 4, T + 1))
