@@ -9,6 +9,7 @@
 //   mpirun -np 2 crown-bench gpu [--smoke] [--nvshmem FILE]   (device coarrays: scripts/gpu-check)
 //   mpirun -np 2 crown-bench parallel [--smoke] [--torch FILE] (DDP training vs MPI and PyTorch)
 //   mpirun -np N crown-bench checkpoint [--smoke]      (checkpoint write/read vs dd)
+//   crown-bench plan [--smoke]    (crown-plan's search time; `parallel` prints it too)
 // Each figure is the median of 11 batches (3 with --smoke). ratio > 1 means Crown is
 // better (baseline time / Crown time, or Crown rate / baseline rate). --shmem reads
 // crown-shmem-baseline's figures (run just before by scripts/bench) and adds an
@@ -24,7 +25,7 @@ int main(int argc, char** argv) {
   const std::string_view group = argc > 1 ? argv[1] : "";
   bool usage = group != "onesided" && group != "actors" && group != "apps" && group != "fortran" &&
                group != "progress" && group != "gpu" && group != "engine" && group != "parallel" &&
-               group != "checkpoint";
+               group != "checkpoint" && group != "plan";
   for (int i = 2; i < argc; ++i) {
     const std::string_view a = argv[i];
     if (a == "--smoke" && group != "fortran") {
@@ -56,10 +57,23 @@ int main(int argc, char** argv) {
         "       %s fortran --crown FILE --baseline FILE   (scripts/bench-fortran runs it)\n"
         "       mpirun -np 2 %s gpu [--smoke] [--nvshmem FILE]\n"
         "       mpirun -np N %s checkpoint [--smoke]\n"
-        "       mpirun -np 2 %s parallel [--smoke] [--torch FILE]\n",
-        argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
+        "       mpirun -np 2 %s parallel [--smoke] [--torch FILE]\n"
+        "       %s plan [--smoke]\n",
+        argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0], argv[0]);
     return 2;
   }
+#if CROWN_BENCH_PLAN
+  if (group == "plan") { // serial: no MPI
+    try {
+      crown_bench::print_header();
+      crown_bench::plan(o);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "crown-bench plan: %s\n", e.what());
+      return 1;
+    }
+    return 0;
+  }
+#endif
   if (group == "fortran") { // reads two files: no MPI
     try {
       crown_bench::fortran(o);
@@ -83,7 +97,12 @@ int main(int argc, char** argv) {
       crown_bench::checkpoint(o);
     else if (group == "parallel")
 #if CROWN_BENCH_PARALLEL
+    {
       crown_bench::parallel(o);
+#if CROWN_BENCH_PLAN
+      if (rt.rank() == 0) crown_bench::plan(o); // the planner's lines (serial)
+#endif
+    }
 #else
       throw crown::state_error("crown-bench parallel",
                                "built without OpenBLAS (libcrown_parallel)");
