@@ -10,12 +10,17 @@
 // (bitwise the same) and the ratio of their times. With --checkpoint-every N the field
 // is checkpointed every N iterations (docs/checkpoint.md); --resume starts from the
 // newest valid checkpoint in the directory, at any rank count, with the same checksum.
+// With checkpoints, SIGTERM or SIGUSR1 (Slurm's preemption, requeue, or a job script's
+// trap) makes every rank checkpoint after the iteration they agree on and exit with
+// crown::stop_exit_status (75); --resume continues from there (jobscripts/README.md).
 #include "controller_solver.hpp"
 #include "heatmap_png.hpp"
 #include "solver.hpp"
 #include <climits>
+#include <crown/stop_signal.hpp>
 #include <cstdio>
 #include <cstdlib>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -74,6 +79,10 @@ int from_controller(crown::runtime& rt, const heat2d::options& o, const std::str
 } // namespace
 
 int main(int argc, char** argv) {
+  // Before the runtime: a stop signal during start-up must not end a run that checkpoints.
+  std::optional<crown::stop_signals> stop;
+  for (int i = 1; i < argc; ++i)
+    if (std::string_view(argv[i]) == "--checkpoint-every") stop.emplace();
   crown::runtime rt(argc, argv);
   heat2d::options o;
   std::string png;
@@ -114,7 +123,17 @@ int main(int argc, char** argv) {
     usage(argv[0], "--checkpoint-every and --resume work without --controller");
   if (controller) return from_controller(rt, o, png); // failures are logged by control
   try {
-    const heat2d::result r = heat2d::solve(crown::world(), o, !png.empty(), ck);
+    const heat2d::result r =
+        heat2d::solve(crown::world(), o, !png.empty(), ck, stop ? &*stop : nullptr);
+    if (r.stopped > 0) {
+      if (crown::world().rank() == 0)
+        std::printf("heat2d: %s: checkpointed after iteration %d in %s; stopping (exit %d), "
+                    "--resume continues\n",
+                    crown::stop_signals::received() ? crown::stop_signals::signal_name()
+                                                    : "a stop signal on another rank",
+                    r.stopped, ck.dir.c_str(), crown::stop_exit_status);
+      return crown::stop_exit_status;
+    }
     if (crown::world().rank() == 0) {
       print_run(o, crown::world().size(), "");
       heat2d::options run = o; // after --resume, the iterations this run made

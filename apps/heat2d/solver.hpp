@@ -5,6 +5,7 @@
 #include <crown/checkpoint.hpp>
 #include <crown/crown.hpp>
 #include <crown/detail/fault.hpp>
+#include <crown/stop_signal.hpp>
 #include <cstdio>
 #include <optional>
 #include <string>
@@ -38,6 +39,7 @@ struct result {
   double seconds = 0;        ///< the slowest rank's time for the iterations
   double checksum = 0;       ///< on every rank
   int first = 0;             ///< the iteration the run started from (--resume; not sent)
+  int stopped = 0;           ///< >0: left on a stop signal after this many iterations, checkpointed
   std::vector<double> field; ///< the final field, row-major, on rank 0 (when asked for)
   template <class Ar>
   void serialize(Ar& ar) {
@@ -125,9 +127,11 @@ inline int resume(const crown::checkpoint_dir& dir, crown::dist_tensor<double, 2
 }
 
 /// Collective over `world`. Throws crown::argument_error for a mesh shape that does
-/// not match the rank count, or a grid too small for it.
+/// not match the rank count, or a grid too small for it. With `stop` (and checkpoints),
+/// a stop signal on any rank makes every rank checkpoint after the iteration they agree
+/// on and return with `stopped` set (no checksum).
 inline result solve(const crown::mesh& world, const options& o, bool keep_field,
-                    const checkpointing& ck = {}) {
+                    const checkpointing& ck = {}, const crown::stop_signals* stop = nullptr) {
   const auto [rows, cols] = decomposition(o, world.size());
   const crown::mesh m = world.reshape({{"rows", rows}, {"cols", cols}});
   crown::dist_tensor<double, 2> a(m, {o.n, o.n}, placements(), halo);
@@ -141,17 +145,24 @@ inline result solve(const crown::mesh& world, const options& o, bool keep_field,
   const int first = ck.resume ? resume(*dir, *u, o) : 0;
   crown::sync_all(m);
   const double start = MPI_Wtime();
+  result out;
+  out.first = first;
   for (int it = first; it < o.iterations; ++it) {
     crown::detail::fault_point_reached(crown::fault_point::step);
     step(*u, *v, o.overlap);
     std::swap(u, v);
-    if (ck.every > 0 && (it + 1) % ck.every == 0 && it + 1 < o.iterations)
-      save(*dir, *u, o, it + 1);
+    const bool last = it + 1 == o.iterations;
+    const bool due = ck.every > 0 && (it + 1) % ck.every == 0 && !last;
+    if (due) save(*dir, *u, o, it + 1);
+    if (stop && dir && !last && stop->requested(m.comm())) {
+      if (!due) save(*dir, *u, o, it + 1);
+      out.stopped = it + 1;
+      break;
+    }
   }
-  result out;
-  out.first = first;
   out.seconds = MPI_Wtime() - start;
   crown::co_max(m, out.seconds);
+  if (out.stopped > 0) return out;
   std::vector<double> field = u->gather(0);
   if (m.rank() == 0) out.checksum = checksum(field);
   crown::co_broadcast(m, out.checksum, 0);

@@ -1,0 +1,50 @@
+// include/crown/stop_signal.hpp — checkpoint and leave when the batch system asks:
+// SIGTERM (what `scontrol requeue`, preemption and `scancel` send, KillWait seconds
+// before SIGKILL) and SIGUSR1 (what `sbatch --signal=USR1@T` and job scripts' traps send
+// ahead of the time limit).
+//
+//   crown::stop_signals stop;                      // handlers installed, RAII
+//   for (int it = first; it < iterations; ++it) {
+//     step();
+//     if (stop.requested(comm)) {                  // collective: every rank agrees
+//       save(it + 1);
+//       return crown::stop_exit_status;            // 75: stopped early, resume me
+//     }
+//   }
+#pragma once
+#include <mpi.h>
+
+namespace crown {
+
+/// The exit status of a program that checkpointed and left on a stop signal: 75, BSD's
+/// EX_TEMPFAIL ("temporary failure, try again"), so a job script can tell "stopped,
+/// requeue and resume" from success (0) and from failure (anything else).
+inline constexpr int stop_exit_status = 75;
+
+/// While alive, SIGTERM and SIGUSR1 set a process-wide flag instead of ending the
+/// process (their previous handlers come back on destruction). One at a time per process;
+/// a second while one is alive throws state_error.
+///
+/// srun and slurmstepd signal each task on its own, so ranks see the signal at slightly
+/// different times, possibly in different steps: a rank that acted on its own flag would
+/// leave the others waiting in the next collective. requested(comm) therefore agrees:
+/// one MPI_Allreduce (MAX) of the flag over `comm`, at a point every rank reaches (a
+/// step boundary), and the same answer on every rank.
+class stop_signals {
+public:
+  stop_signals();
+  ~stop_signals();
+  stop_signals(const stop_signals&) = delete;
+  stop_signals& operator=(const stop_signals&) = delete;
+
+  /// Collective over `comm`: whether any rank has received SIGTERM or SIGUSR1.
+  [[nodiscard]] bool requested(MPI_Comm comm) const;
+  /// This rank's flag only, no communication (a controller that alone decides).
+  [[nodiscard]] static bool received() noexcept;
+  /// The first stop signal this process received (SIGTERM or SIGUSR1), or 0.
+  [[nodiscard]] static int signal() noexcept;
+  /// Its name for messages: "SIGTERM", "SIGUSR1", or "none".
+  [[nodiscard]] static const char* signal_name() noexcept;
+};
+
+} // namespace crown

@@ -1,0 +1,65 @@
+// crown::stop_signals: SIGTERM/SIGUSR1 set a flag instead of ending the process, and
+// requested(comm) gives every rank the same answer when only one rank was signalled.
+#include <boost/test/unit_test.hpp>
+#include <crown/error.hpp>
+#include <crown/stop_signal.hpp>
+#include <csignal>
+#include <harness/crown_test.hpp>
+#include <string>
+
+namespace {
+int rank_of(MPI_Comm c) {
+  int r = 0;
+  MPI_Comm_rank(c, &r);
+  return r;
+}
+int size_of(MPI_Comm c) {
+  int n = 0;
+  MPI_Comm_size(c, &n);
+  return n;
+}
+volatile std::sig_atomic_t g_own_handler_ran = 0;
+extern "C" void own_handler(int) { g_own_handler_ran = 1; }
+} // namespace
+
+BOOST_AUTO_TEST_CASE(no_signal_no_stop) {
+  const crown::stop_signals stop;
+  BOOST_TEST(!crown::stop_signals::received());
+  BOOST_TEST(crown::stop_signals::signal() == 0);
+  BOOST_TEST(!stop.requested(MPI_COMM_WORLD));
+}
+
+BOOST_AUTO_TEST_CASE(one_signalled_rank_stops_every_rank) {
+  for (const int sig : {SIGUSR1, SIGTERM}) {
+    const crown::stop_signals stop;
+    const bool last = rank_of(MPI_COMM_WORLD) == size_of(MPI_COMM_WORLD) - 1;
+    if (last) std::raise(sig); // would end the process without the handler
+    BOOST_TEST(crown::stop_signals::received() == last);
+    BOOST_TEST(crown::stop_signals::signal() == (last ? sig : 0));
+    BOOST_TEST(stop.requested(MPI_COMM_WORLD)); // every rank, the same answer
+    if (last) {
+      std::raise(sig == SIGUSR1 ? SIGTERM : SIGUSR1); // the first signal is kept
+      BOOST_TEST(crown::stop_signals::signal() == sig);
+      BOOST_TEST(crown::stop_signals::signal_name() ==
+                 std::string(sig == SIGUSR1 ? "SIGUSR1" : "SIGTERM"));
+    }
+    MPI_Barrier(MPI_COMM_WORLD);
+  }
+}
+
+BOOST_AUTO_TEST_CASE(a_second_instance_is_refused) {
+  const crown::stop_signals stop;
+  BOOST_CHECK_THROW(crown::stop_signals{}, crown::state_error);
+}
+
+BOOST_AUTO_TEST_CASE(previous_handlers_come_back) {
+  struct sigaction own {
+  }, before{};
+  own.sa_handler = own_handler;
+  sigemptyset(&own.sa_mask);
+  sigaction(SIGUSR1, &own, &before);
+  { const crown::stop_signals stop; }
+  std::raise(SIGUSR1);
+  BOOST_TEST(g_own_handler_ran == 1);
+  sigaction(SIGUSR1, &before, nullptr);
+}
