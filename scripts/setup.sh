@@ -11,7 +11,7 @@ CROWN_PACKAGES=(
   openmpi-bin libopenmpi-dev libhwloc-dev hwloc libboost-test-dev libcereal-dev
   libucx-dev ucx-utils libhdf5-openmpi-dev gfortran gfortran-11 clang-format iproute2
   clang libclang-rt-14-dev slurm-wlm munge libpng-dev libcoarrays-openmpi-dev hdf5-tools
-  libopenblas-dev fortunes gnuplot-nox
+  libopenblas-dev fortunes gnuplot-nox rapidjson-dev
 )
 
 crown_install_dependencies() {
