@@ -1,10 +1,12 @@
 // apps/crown-bench/bench.hpp — what every crown-bench group shares: options, medians,
 // and the CSV line `group,op,bytes,unit,crown,baseline,baseline_value,ratio`.
 #pragma once
+#include "machine.hpp"
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <mpi.h>
 #include <string>
 #include <vector>
@@ -20,13 +22,13 @@ struct options {
   std::string crown_file, baseline_file; ///< fortran: crown-caf-bench's output on each runtime
 };
 
-/// Median seconds per operation over `batches` batches of `ops` calls of f.
 /// The median of `t` (the upper one of an even count).
 inline double median(std::vector<double> t) {
   std::nth_element(t.begin(), t.begin() + static_cast<std::ptrdiff_t>(t.size() / 2), t.end());
   return t[t.size() / 2];
 }
 
+/// Median seconds per operation over `batches` batches of `ops` calls of f.
 inline double median_seconds(const options& o, int ops, const std::function<void()>& f) {
   std::vector<double> t;
   f(); // warm-up
@@ -36,6 +38,27 @@ inline double median_seconds(const options& o, int ops, const std::function<void
     t.push_back((MPI_Wtime() - start) / ops);
   }
   return median(std::move(t));
+}
+
+/// Median seconds per operation of each of `fs` (Crown's figure and its baselines),
+/// their batches taken in turn, one of each, `batches` times: load that comes and goes
+/// reaches every figure alike. Timed one after the other, a figure and its baseline
+/// moved apart by 2x on a 2-core VM whenever other work started between them.
+inline std::vector<double> medians_alternating(const options& o, int ops,
+                                               std::initializer_list<std::function<void()>> fs) {
+  std::vector<std::vector<double>> t(fs.size());
+  for (const auto& f : fs) f(); // warm-up
+  for (int b = 0; b < o.batches; ++b) {
+    std::size_t i = 0;
+    for (const auto& f : fs) {
+      const double start = MPI_Wtime();
+      for (int k = 0; k < ops; ++k) f();
+      t[i++].push_back((MPI_Wtime() - start) / ops);
+    }
+  }
+  std::vector<double> m;
+  for (auto& v : t) m.push_back(median(std::move(v)));
+  return m;
 }
 
 /// One CSV line; ratio > 1 means Crown is better (times and sizes, "us", "ms", "KiB" and
@@ -50,8 +73,10 @@ inline void print_line(const std::string& group, const char* op, std::size_t byt
   std::fflush(stdout);
 }
 
+/// The CSV header, then what the run is measured on (machine.hpp).
 inline void print_header() {
   std::printf("group,op,bytes,unit,crown,baseline,baseline_value,ratio\n");
+  print_machine();
 }
 
 /// Operations per batch for a transfer of `bytes`: about 256 MiB per batch (8 MiB smoke).

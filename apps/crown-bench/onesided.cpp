@@ -117,8 +117,9 @@ void onesided(const options& o) {
     for (const std::size_t b : {8, 64, 512, 4096})
       run([&] {
         const int ops = o.smoke ? 200 : 20000;
-        const double c = median_seconds(o, ops, [&] { crown_op(put, b); });
-        const double m = median_seconds(o, ops, [&] { mpi_op(put, b); });
+        const auto t =
+            medians_alternating(o, ops, {[&] { crown_op(put, b); }, [&] { mpi_op(put, b); }});
+        const double c = t[0], m = t[1];
         line(put ? "put_latency" : "get_latency", b, "us", c * 1e6,
              put ? "mpi_put_flush" : "mpi_get_flush", m * 1e6);
       });
@@ -127,12 +128,14 @@ void onesided(const options& o) {
       run([&] {
         const int ops = ops_for(b, o.smoke);
         const char* op = put ? "put_bw" : "get_bw";
-        const double c = median_seconds(o, ops, [&] { crown_op(put, b); });
-        const double m = median_seconds(o, ops, [&] { mpi_op(put, b); });
-        if (one_host) {
-          const double s = median_seconds(o, ops, [&] { memcpy_op(put, b); });
-          line(op, b, "GB/s", b / c / 1e9, "memcpy_shared", b / s / 1e9);
-        }
+        // The memcpy baseline exists only on one host (it is timed as a no-op elsewhere).
+        const auto t = medians_alternating(o, ops,
+                                           {[&] { crown_op(put, b); }, [&] { mpi_op(put, b); },
+                                            [&] {
+                                              if (one_host) memcpy_op(put, b);
+                                            }});
+        const double c = t[0], m = t[1];
+        if (one_host) line(op, b, "GB/s", b / c / 1e9, "memcpy_shared", b / t[2] / 1e9);
         line(op, b, "GB/s", b / c / 1e9, put ? "mpi_put_flush" : "mpi_get_flush", b / m / 1e9);
       });
 
@@ -147,12 +150,14 @@ void onesided(const options& o) {
     MPI_Type_commit(&column_pairs);
     run([&] {
       const int ops = o.smoke ? 5 : 50;
-      const double c = median_seconds(o, ops, [&] { m.on(1).put(s, packed); });
-      const double v = median_seconds(o, ops, [&] {
-        MPI_Put(packed.data(), static_cast<int>(packed.size()), MPI_DOUBLE, 1, 0, 1, column_pairs,
-                raw_win);
-        MPI_Win_flush(1, raw_win);
-      });
+      const auto t = medians_alternating(o, ops,
+                                         {[&] { m.on(1).put(s, packed); },
+                                          [&] {
+                                            MPI_Put(packed.data(), static_cast<int>(packed.size()),
+                                                    MPI_DOUBLE, 1, 0, 1, column_pairs, raw_win);
+                                            MPI_Win_flush(1, raw_win);
+                                          }});
+      const double c = t[0], v = t[1];
       const std::size_t bytes = packed.size() * sizeof(double);
       line("strided_put_bw", bytes, "GB/s", bytes / c / 1e9, "mpi_put_vector", bytes / v / 1e9);
     });
@@ -170,11 +175,14 @@ void onesided(const options& o) {
     MPI_Type_commit(&rows);
     run([&] {
       const int ops = o.smoke ? 200 : 20000;
-      const double c = median_seconds(o, ops, [&] { m.on(1).get(s, std::span<double>(tile)); });
-      const double v = median_seconds(o, ops, [&] {
-        MPI_Get(tile.data(), 16, MPI_DOUBLE, 1, (8 * 64 + 8) * 8, 1, rows, raw_win);
-        MPI_Win_flush(1, raw_win);
-      });
+      const auto t = medians_alternating(o, ops,
+                                         {[&] { m.on(1).get(s, std::span<double>(tile)); },
+                                          [&] {
+                                            MPI_Get(tile.data(), 16, MPI_DOUBLE, 1,
+                                                    (8 * 64 + 8) * 8, 1, rows, raw_win);
+                                            MPI_Win_flush(1, raw_win);
+                                          }});
+      const double c = t[0], v = t[1];
       line("section_get_latency", 128, "us", c * 1e6, "mpi_get_vector", v * 1e6);
     });
     MPI_Type_free(&rows);
@@ -185,12 +193,15 @@ void onesided(const options& o) {
     crown::coarray<std::int64_t> counter(w, 1);
     run([&] {
       const int ops = o.smoke ? 200 : 20000;
-      const double c = median_seconds(o, ops, [&] { (void)counter.on(1).fetch_add({0}, 1); });
       std::int64_t one = 1, old = 0;
-      const double m = median_seconds(o, ops, [&] {
-        MPI_Fetch_and_op(&one, &old, MPI_INT64_T, 1, 0, MPI_SUM, raw_win);
-        MPI_Win_flush(1, raw_win);
-      });
+      const auto t =
+          medians_alternating(o, ops,
+                              {[&] { (void)counter.on(1).fetch_add({0}, 1); },
+                               [&] {
+                                 MPI_Fetch_and_op(&one, &old, MPI_INT64_T, 1, 0, MPI_SUM, raw_win);
+                                 MPI_Win_flush(1, raw_win);
+                               }});
+      const double c = t[0], m = t[1];
       line("fetch_add_latency", 8, "us", c * 1e6, "mpi_fetch_and_op", m * 1e6);
     });
   }
@@ -206,13 +217,14 @@ void onesided(const options& o) {
     std::vector<double> plain(n, 1.0), ordinary(n, 1.0);
     const int ops = std::max(3, ops_for(b, o.smoke) / 4);
     w.barrier();
-    const double c = median_seconds(o, ops, [&] { crown::co_sum(w, data); });
-    w.barrier();
-    const double p = median_seconds(o, ops, [&] { crown::co_sum(w, std::span(ordinary)); });
-    w.barrier();
-    const double m = median_seconds(o, ops, [&] {
-      MPI_Allreduce(MPI_IN_PLACE, plain.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM, comm);
-    });
+    const auto t = medians_alternating(
+        o, ops,
+        {[&] { crown::co_sum(w, data); }, [&] { crown::co_sum(w, std::span(ordinary)); },
+         [&] {
+           MPI_Allreduce(MPI_IN_PLACE, plain.data(), static_cast<int>(n), MPI_DOUBLE, MPI_SUM,
+                         comm);
+         }});
+    const double c = t[0], p = t[1], m = t[2];
     if (me == 0) {
       line("co_sum_heap", b, "us", c * 1e6, "mpi_allreduce", m * 1e6);
       line("co_sum_ordinary", b, "us", p * 1e6, "mpi_allreduce", m * 1e6);
