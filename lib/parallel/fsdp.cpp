@@ -54,8 +54,7 @@ fsdp_groups make_fsdp_groups(const mesh& dp, fsdp_strategy s) {
 }
 
 template <typename T>
-fsdp<T>::fsdp(const mesh& dp, fsdp_strategy s, const param_layout& layout, int blocks,
-              std::uint64_t seed)
+fsdp<T>::fsdp(const mesh& dp, fsdp_strategy s, const param_layout& layout, std::uint64_t seed)
     : strategy_(s), dp_(dp), groups_(make_fsdp_groups(dp, s)), layout_(layout) {
   if (s == fsdp_strategy::no_shard)
     throw argument_error("fsdp", "NO_SHARD shards nothing: it is DDP (ddp<T>)");
@@ -105,7 +104,7 @@ fsdp<T>::fsdp(const mesh& dp, fsdp_strategy s, const param_layout& layout, int b
   for (std::size_t u = 0; u < shards_.size(); ++u) {
     const unit_shard& sh = shards_[u];
     whole.assign(sh.padded, T(0));
-    initialise_unit<T>(layout, blocks, seed, u, std::span<T>(whole).first(sh.count));
+    initialise_unit<T>(layout, seed, u, std::span<T>(whole).first(sh.count));
     std::copy_n(whole.begin() + std::ptrdiff_t(r * sh.shard), sh.shard,
                 params_.begin() + std::ptrdiff_t(sh.offset));
   }

@@ -42,8 +42,7 @@ std::optional<ddp<T>> make_ddp(const train_options& o, const mesh& dp, gpt<T>& m
 template <typename T>
 std::optional<fsdp<T>> make_fsdp(const train_options& o, const mesh& dp, const gpt<T>& model) {
   if (!sharded(o)) return std::nullopt;
-  return std::optional<fsdp<T>>(std::in_place, dp, o.plan.fsdp, model.layout(), o.model.blocks,
-                                o.seed);
+  return std::optional<fsdp<T>>(std::in_place, dp, o.plan.fsdp, model.layout(), o.seed);
 }
 } // namespace
 

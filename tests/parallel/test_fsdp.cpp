@@ -66,7 +66,7 @@ BOOST_AUTO_TEST_CASE(each_ranks_shards_are_its_piece_of_the_whole_model_padded_w
   par::gpt<double> whole(config, 2);
   whole.initialise(seed);
   for (auto s : {par::fsdp_strategy::full_shard, par::fsdp_strategy::shard_grad_op}) {
-    par::fsdp<double> f(w(), s, whole.layout(), config.blocks, seed);
+    par::fsdp<double> f(w(), s, whole.layout(), seed);
     BOOST_TEST(f.shards().size() == whole.layout().units.size());
     for (std::size_t u = 0; u < f.shards().size(); ++u) {
       const auto& unit = whole.layout().units[u];
@@ -89,7 +89,7 @@ BOOST_AUTO_TEST_CASE(the_sharded_gradient_is_the_mean_of_every_ranks_own) {
   for (auto s : {par::fsdp_strategy::full_shard, par::fsdp_strategy::shard_grad_op}) {
     par::gpt<double> m(config, 2, false); // holds no parameters: they come from f
     BOOST_TEST(m.params().empty());
-    par::fsdp<double> f(w(), s, m.layout(), config.blocks, seed);
+    par::fsdp<double> f(w(), s, m.layout(), seed);
     std::vector<int> in, out;
     batch_of(me(), in, out);
     f.zero_grad();
@@ -116,7 +116,7 @@ BOOST_AUTO_TEST_CASE(the_sharded_gradient_is_the_mean_of_every_ranks_own) {
 BOOST_AUTO_TEST_CASE(full_shard_gathers_at_most_two_units_and_shard_grad_op_all) {
   for (auto s : {par::fsdp_strategy::full_shard, par::fsdp_strategy::shard_grad_op}) {
     par::gpt<double> m(config, 2, false);
-    par::fsdp<double> f(w(), s, m.layout(), config.blocks, seed);
+    par::fsdp<double> f(w(), s, m.layout(), seed);
     std::vector<int> in, out;
     batch_of(me(), in, out);
     const std::size_t before = par::memory_now().now(par::buffer_kind::gathered);
@@ -158,15 +158,13 @@ BOOST_AUTO_TEST_CASE(the_accounting_allocator_charges_what_it_hands_out) {
 
 BOOST_AUTO_TEST_CASE(a_strategy_that_cannot_run_is_refused_on_every_rank) {
   const auto layout = par::param_layout::of(config);
-  const std::string one_host = what_of<crown::argument_error>([&] {
-    par::fsdp<double> f(w(), par::fsdp_strategy::hybrid_shard, layout, config.blocks, seed);
-  });
+  const std::string one_host = what_of<crown::argument_error>(
+      [&] { par::fsdp<double> f(w(), par::fsdp_strategy::hybrid_shard, layout, seed); });
   BOOST_TEST(contains(one_host, "rank " + std::to_string(me()) + ": plan fsdp=hybrid"));
   BOOST_TEST(
       contains(one_host, "all " + std::to_string(n()) + " data-parallel ranks run on one host"));
   BOOST_TEST(contains(what_of<crown::argument_error>([&] {
-                        par::fsdp<double> f(w(), par::fsdp_strategy::no_shard, layout,
-                                            config.blocks, seed);
+                        par::fsdp<double> f(w(), par::fsdp_strategy::no_shard, layout, seed);
                       }),
                       "NO_SHARD shards nothing: it is DDP"));
 }

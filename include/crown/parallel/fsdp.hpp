@@ -56,7 +56,7 @@ struct fsdp_timing {
 template <typename T>
 class fsdp final : public unit_source<T> {
 public:
-  fsdp(const mesh& dp, fsdp_strategy s, const param_layout& layout, int blocks, std::uint64_t seed);
+  fsdp(const mesh& dp, fsdp_strategy s, const param_layout& layout, std::uint64_t seed);
   ~fsdp() override;
   fsdp(const fsdp&) = delete;
   fsdp& operator=(const fsdp&) = delete;
