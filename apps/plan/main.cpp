@@ -16,9 +16,12 @@ constexpr double gib = 1024.0 * 1024 * 1024;
 int usage(const char* argv0) {
   std::fprintf(stderr,
                "usage: %s --model FILE --cluster FILE --training FILE [--top N] [--json]\n"
+               "          [--only dp=D,tp=T,pp=P[,fsdp=S]] [--no-fsdp]\n"
                "  Ranks every plan (dp, tp, pp, FSDP sharding, micro-batches, stage boundaries)\n"
                "  that uses all the cluster's devices by predicted step time, and lists every\n"
-               "  plan kind that cannot run with the reason.\n",
+               "  plan kind that cannot run with the reason. --only costs one kind (any\n"
+               "  micro-batches, the best stage boundaries), e.g. a hand-tuned one; --no-fsdp\n"
+               "  leaves out the FSDP strategies (DDP, TP and PP only, as Megatron-LM).\n",
                argv0);
   return 2;
 }
@@ -111,6 +114,8 @@ int main(int argc, char** argv) {
   std::string model_file, cluster_file, training_file;
   int top = 10;
   bool json = false;
+  std::string only;
+  bool no_fsdp = false;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
     const bool has_value = i + 1 < argc;
@@ -123,12 +128,16 @@ int main(int argc, char** argv) {
     else if (a == "--top" && has_value) {
       char* end = nullptr;
       const long n = std::strtol(argv[++i], &end, 10);
-      if (*end != '\0' || n < 1 || n > 100000) {
+      if (*end != '\0' || n < 1 || n > 1000000000) {
         std::fprintf(stderr, "crown-plan: --top must be a positive integer, not '%s'\n", argv[i]);
         return 2;
       }
       top = static_cast<int>(n);
-    } else if (a == "--json")
+    } else if (a == "--only" && has_value)
+      only = argv[++i];
+    else if (a == "--no-fsdp")
+      no_fsdp = true;
+    else if (a == "--json")
       json = true;
     else
       return usage(argv[0]);
@@ -143,7 +152,11 @@ int main(int argc, char** argv) {
     const cluster c = parse_cluster(read_file(cluster_file), cw);
     const training t = parse_training(read_file(training_file), tw);
     check_consistent(c, cw, t, tw);
-    const search_result r = search(m, c, t, top);
+    const auto keep = [&](const plan_kind& k) {
+      return (only.empty() || to_string(plan_choice{k, {}}, false) == only) &&
+             (!no_fsdp || k.shard == sharding::no_shard);
+    };
+    const search_result r = search(m, c, t, top, keep);
     if (json)
       print_json(r, m);
     else

@@ -232,7 +232,8 @@ std::vector<plan_kind> enumerate_kinds(const model&, const cluster& c, const tra
   return kinds;
 }
 
-search_result search(const model& m, const cluster& c, const training& t, int top) {
+search_result search(const model& m, const cluster& c, const training& t, int top,
+                     const std::function<bool(const plan_kind&)>& keep) {
   search_result r;
   struct candidate {
     double lower_bound;
@@ -240,6 +241,7 @@ search_result search(const model& m, const cluster& c, const training& t, int to
   };
   std::vector<candidate> candidates;
   for (const plan_kind& kind : enumerate_kinds(m, c, t)) {
+    if (keep && !keep(kind)) continue;
     if (std::string why = kind_problem(m, c, t, kind); !why.empty()) {
       r.infeasible.push_back({kind, std::move(why)});
       continue;

@@ -2,6 +2,7 @@
 // micro-batches) with its best contiguous stage boundaries, exact under the cost model.
 #pragma once
 #include <crown/plan/cost.hpp>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -23,8 +24,10 @@ struct search_result {
 /// The best `top` plans over all devices of `c`. For each kind: stage boundaries by dynamic
 /// programming over an enumerated bottleneck bound; kinds whose lower bound cannot beat the
 /// `top`-th best are skipped. Exact: the first plan's step time equals brute_force()'s.
+/// `keep`, when given, restricts the search to the kinds (micro-batches aside) it accepts.
 [[nodiscard]] search_result search(const model& m, const cluster& c, const training& t,
-                                   int top = 10);
+                                   int top = 10,
+                                   const std::function<bool(const plan_kind&)>& keep = {});
 
 /// Every kind and every split into contiguous stages, each evaluated directly. Only for
 /// small cases (the number of splits is a binomial coefficient in the layers).
