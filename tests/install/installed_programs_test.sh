@@ -40,6 +40,14 @@ if [ -x "$bin/crown-train" ]; then
   expect "^crown-train: dp=2 on 2 ranks" "^trained 3 steps"
 fi
 
+if [ -x "$bin/crown-plan" ]; then
+  echo "== crown-plan (libcrown_plan found from bin/, its examples from share/crown/plan-examples)"
+  ex=$work/prefix/share/crown/plan-examples
+  "$bin/crown-plan" --model "$ex/gpt-1.7b.json" --cluster "$ex/dgx-a100-4.json" \
+    --training "$ex/megatron-1.7b.json" --top 1 | grep -E '^1 +dp=32' ||
+    { echo "FAILED: crown-plan from the install tree printed no plan"; exit 1; }
+fi
+
 # heat2d's checksum is bitwise the same for any rank count: the installed program on 2
 # ranks must print the build tree's 1-rank figure.
 heat2d=(--n 64 --iterations 20)
