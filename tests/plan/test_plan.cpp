@@ -101,8 +101,9 @@ std::string replace(std::string text, const std::string& from, const std::string
 // kind, top 5) has the step times of brute force over every kind and every stage split.
 BOOST_AUTO_TEST_CASE(search_equals_brute_force_on_random_cases) {
   std::mt19937 g(20261203);
+  const int cases = 2000; // 0.4 s; at 40, dropping the bound's ascent went unnoticed
   int compared = 0, with_plans = 0, multi_stage = 0;
-  for (int n = 0; n < 40; ++n) {
+  for (int n = 0; n < cases; ++n) {
     const random_case r = make_random(g);
     const auto fast = plan::search(r.m, r.c, r.t, 5);
     const auto slow = plan::brute_force(r.m, r.c, r.t, 5);
@@ -124,8 +125,8 @@ BOOST_AUTO_TEST_CASE(search_equals_brute_force_on_random_cases) {
   }
   BOOST_TEST_MESSAGE(compared << " cases, " << with_plans << " with plans, " << multi_stage
                               << " best with pp > 1");
-  BOOST_TEST(with_plans >= 30); // the budget leaves most cases some plan
-  BOOST_TEST(multi_stage >= 3); // and the comparison covers stage splits
+  BOOST_TEST(with_plans >= cases * 3 / 4); // the budget leaves most cases some plan
+  BOOST_TEST(multi_stage >= cases / 20);   // and the comparison covers stage splits
 }
 
 // DDP keeps 16 bytes per parameter with mixed-precision Adam (bf16 parameters and gradients,
