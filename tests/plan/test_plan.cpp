@@ -281,26 +281,17 @@ BOOST_AUTO_TEST_CASE(bad_files_name_file_field_and_value) {
 
 BOOST_AUTO_TEST_CASE(inconsistent_files_name_both) {
   const plan::cluster c = plan::parse_cluster(good_cluster, "c.json");
-  check_error(
-      [&] {
-        plan::check_consistent(
-            c, "c.json",
-            plan::parse_training(
-                replace(good_training, "\"parameters\": \"bf16\"", "\"parameters\": \"fp32\""),
-                "t.json"),
-            "t.json");
-      },
-      {"t.json", "precision.parameters", "fp32", "c.json", "bf16"});
-  check_error(
-      [&] {
-        plan::check_consistent(
-            c, "c.json",
-            plan::parse_training(
-                replace(good_training, "\"memory_budget_gib\": 16", "\"memory_budget_gib\": 17"),
-                "t.json"),
-            "t.json");
-      },
-      {"t.json", "memory_budget_gib", "17", "memory_gib 16", "c.json"});
+  // The training file with `from` replaced by `to`, checked against the cluster file.
+  const auto check = [&](const std::string& from, const std::string& to) {
+    return [&c, from, to] {
+      plan::check_consistent(
+          c, "c.json", plan::parse_training(replace(good_training, from, to), "t.json"), "t.json");
+    };
+  };
+  check_error(check("\"parameters\": \"bf16\"", "\"parameters\": \"fp32\""),
+              {"t.json", "precision.parameters", "fp32", "c.json", "bf16"});
+  check_error(check("\"memory_budget_gib\": 16", "\"memory_budget_gib\": 17"),
+              {"t.json", "memory_budget_gib", "17", "memory_gib 16", "c.json"});
 }
 
 // A model no plan can hold: no ranking, and every kind listed with its reason (out of memory
