@@ -30,6 +30,14 @@ inline constexpr int stop_exit_status = 75;
 /// leave the others waiting in the next collective. requested(comm) therefore agrees:
 /// one MPI_Allreduce (MAX) of the flag over `comm`, at a point every rank reaches (a
 /// step boundary), and the same answer on every rank.
+///
+/// A deadline: when the ranks have not agreed within CROWN_STOP_GRACE seconds (default
+/// 10; 0: none) of the signal, the process ends by that signal as if no handler were
+/// installed. Agreement never comes when a peer has died (srun --kill-on-bad-exit
+/// signals the survivors with SIGTERM as well), and without the deadline they would sit
+/// in a collective until Slurm's SIGKILL, KillWait (30 s by default) later. Keep it below
+/// KillWait and above the longest step; once agreed, the checkpoint has no deadline
+/// (SIGALRM is this class's while it is alive).
 class stop_signals {
 public:
   stop_signals();

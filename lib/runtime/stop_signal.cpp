@@ -3,6 +3,9 @@
 #include <crown/error.hpp>
 #include <crown/stop_signal.hpp>
 #include <csignal>
+#include <cstdlib>
+#include <string>
+#include <unistd.h>
 
 namespace crown {
 
@@ -12,16 +15,48 @@ std::atomic<int> g_signal{0};
 std::atomic<bool> g_installed{false};
 struct sigaction g_previous_term {};
 struct sigaction g_previous_usr1 {};
+struct sigaction g_previous_alarm {};
+unsigned g_grace = 10; // seconds; 0: no deadline
 
 extern "C" void on_stop_signal(int s) {
   int none = 0;
-  g_signal.compare_exchange_strong(none, s); // the first one is kept
+  if (g_signal.compare_exchange_strong(none, s) && g_grace > 0) // the first one is kept
+    alarm(g_grace);
+}
+
+// No agreement within the grace: a peer is gone (srun's --kill-on-bad-exit sends SIGTERM
+// too), so end as the stop signal would have without a handler, not at SIGKILL, KillWait
+// seconds later.
+extern "C" void on_grace_spent(int) {
+  struct sigaction fallback {};
+  fallback.sa_handler = SIG_DFL;
+  sigemptyset(&fallback.sa_mask);
+  const int s = g_signal.load();
+  sigaction(s, &fallback, nullptr);
+  kill(getpid(), s);
+}
+
+unsigned grace_from_environment() {
+  const char* text = std::getenv("CROWN_STOP_GRACE");
+  if (!text || !*text) return 10;
+  char* end = nullptr;
+  const unsigned long v = std::strtoul(text, &end, 10);
+  if (*end || v > 86400)
+    throw config_error("CROWN_STOP_GRACE",
+                       std::string("needs whole seconds from 0 to 86400, not '") + text + "'");
+  return static_cast<unsigned>(v);
 }
 } // namespace
 
 stop_signals::stop_signals() {
   if (g_installed.exchange(true))
     throw state_error("stop_signals", "stop signal handlers are installed already");
+  try {
+    g_grace = grace_from_environment();
+  } catch (...) {
+    g_installed = false;
+    throw;
+  }
   g_signal = 0;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
@@ -29,11 +64,15 @@ stop_signals::stop_signals() {
   sa.sa_flags = SA_RESTART; // blocking calls go on; the flag is read at a step boundary
   sigaction(SIGTERM, &sa, &g_previous_term);
   sigaction(SIGUSR1, &sa, &g_previous_usr1);
+  sa.sa_handler = on_grace_spent;
+  sigaction(SIGALRM, &sa, &g_previous_alarm);
 }
 
 stop_signals::~stop_signals() {
   sigaction(SIGTERM, &g_previous_term, nullptr);
   sigaction(SIGUSR1, &g_previous_usr1, nullptr);
+  alarm(0);
+  sigaction(SIGALRM, &g_previous_alarm, nullptr);
   g_installed = false;
 }
 
@@ -41,6 +80,7 @@ bool stop_signals::requested(MPI_Comm comm) const {
   int mine = received() ? 1 : 0, any = 0;
   if (const int rc = MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm); rc != MPI_SUCCESS)
     throw mpi_error("stop_signals::requested", rc);
+  if (any != 0) alarm(0); // agreed: the checkpoint may take what it takes
   return any != 0;
 }
 

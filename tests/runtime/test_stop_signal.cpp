@@ -4,8 +4,11 @@
 #include <crown/error.hpp>
 #include <crown/stop_signal.hpp>
 #include <csignal>
+#include <cstdlib>
 #include <harness/crown_test.hpp>
 #include <string>
+#include <sys/wait.h>
+#include <unistd.h>
 
 namespace {
 int rank_of(MPI_Comm c) {
@@ -62,4 +65,27 @@ BOOST_AUTO_TEST_CASE(previous_handlers_come_back) {
   std::raise(SIGUSR1);
   BOOST_TEST(g_own_handler_ran == 1);
   sigaction(SIGUSR1, &before, nullptr);
+}
+
+BOOST_AUTO_TEST_CASE(no_agreement_within_the_grace_ends_by_the_signal) {
+  if (rank_of(MPI_COMM_WORLD) != 0) return;
+  const pid_t child = fork(); // a process that never reaches requested(): a dead peer's
+  if (child == 0) {
+    ::setenv("CROWN_STOP_GRACE", "1", 1);
+    const crown::stop_signals stop;
+    std::raise(SIGUSR1);
+    for (int i = 0; i < 50; ++i) ::usleep(100000); // 5 s; the grace ends it after 1
+    ::_exit(0);
+  }
+  int status = 0;
+  BOOST_REQUIRE(::waitpid(child, &status, 0) == child);
+  BOOST_TEST(WIFSIGNALED(status));
+  BOOST_TEST(WTERMSIG(status) == SIGUSR1);
+}
+
+BOOST_AUTO_TEST_CASE(a_bad_grace_is_refused) {
+  ::setenv("CROWN_STOP_GRACE", "soon", 1);
+  BOOST_CHECK_THROW(crown::stop_signals{}, crown::config_error);
+  ::unsetenv("CROWN_STOP_GRACE");
+  const crown::stop_signals stop; // refused without leaving itself installed
 }

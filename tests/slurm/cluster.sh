@@ -1,0 +1,172 @@
+# tests/slurm/cluster.sh — sourced by the slurm tests: a real Slurm cluster on this machine,
+# every file in a temporary directory, torn down on exit.
+#   source cluster.sh; cluster_up            # one node: this host, claiming 8 CPUs
+#   source cluster.sh; cluster_up h1 h2      # one slurmd per network-namespace host
+#   cluster_submit OUT sbatch-options... script   # sbatch --parsable; prints the job id
+#   cluster_wait JOBID [SECONDS]             # until the job ends; prints its final state
+# Exit 77 (CTest: skipped), naming why, when Slurm, munge, root or namespaces are missing.
+# Sets SLURM_CONF and `cluster_dir`; the EXIT trap stops every daemon it started (by pid
+# file) and removes the namespaces, the bridge and the /etc/hosts lines it made.
+
+cluster_skip() { echo "slurm test: $*; skipped"; exit 77; }
+for tool in munged mungekey slurmctld slurmd sbatch scontrol squeue sacct; do
+  command -v "$tool" > /dev/null || cluster_skip "$tool is not installed"
+done
+[ "$(id -u)" -eq 0 ] || cluster_skip "needs root (slurmd)"
+
+cluster_dir=$(mktemp -d /tmp/crown-slurm.XXXXXX)
+cluster_tag=cs$$
+cluster_hosts=()
+# A requeued job waits cred_expire seconds (Slurm's default 120) before it may start, and
+# then for the next main scheduling pass (sched_interval, default 60): 176 s measured with
+# the defaults. The tests shorten both; CROWN_SLURM_DEFAULT_DELAYS=1 keeps Slurm's.
+if [ "${CROWN_SLURM_DEFAULT_DELAYS:-0}" = 1 ]; then
+  cluster_cred_expire=120 cluster_sched_interval=60
+else
+  cluster_cred_expire=${CROWN_SLURM_CRED_EXPIRE:-5} cluster_sched_interval=1
+fi
+cluster_down() {
+  local pid
+  for pid in "$cluster_dir"/slurmd*.pid "$cluster_dir"/slurmctld.pid; do
+    [ -f "$pid" ] && kill "$(cat "$pid")" 2> /dev/null
+  done
+  sleep 1
+  # Tasks a killed slurmstepd left behind in our namespaces.
+  for h in "${cluster_hosts[@]}"; do
+    ip netns pids "$cluster_tag-$h" 2> /dev/null | xargs -r kill -9 2> /dev/null
+    ip netns del "$cluster_tag-$h" 2> /dev/null
+  done
+  [ -f "$cluster_dir/munged.pid" ] && kill "$(cat "$cluster_dir/munged.pid")" 2> /dev/null
+  if [ ${#cluster_hosts[@]} -gt 0 ]; then
+    ip link del "${cluster_tag}br" 2> /dev/null
+    sed -i "/# $cluster_tag\$/d" /etc/hosts
+  fi
+  rm -rf "$cluster_dir"
+  return 0
+}
+trap cluster_down EXIT
+trap 'exit 143' INT TERM # CTest's timeout: still tear down
+
+# cluster_up [HOST...]: no hosts: this machine is the one node.
+cluster_up() {
+  cluster_hosts=("$@")
+  local d=$cluster_dir host ctl nodes addr=""
+  host=$(hostname -s)
+  local port=$((20000 + RANDOM % 20000))
+  mkdir -p "$d"/{state,spool,munge}
+  # Our own munge key, socket and pid file: a munged running elsewhere is untouched.
+  mungekey -c -k "$d/munge/munge.key" 2> /dev/null ||
+    dd if=/dev/urandom of="$d/munge/munge.key" bs=1024 count=1 status=none
+  chmod 600 "$d/munge/munge.key"
+  munged --force -S "$d/munge/socket" --pid-file "$d/munged.pid" --key-file "$d/munge/munge.key" \
+    --log-file "$d/munge/log" --seed-file "$d/munge/seed" 2> /dev/null
+  if [ $# -eq 0 ]; then
+    ctl=$host
+    nodes="NodeName=$host CPUs=8 State=UNKNOWN"
+  else
+    command -v ip > /dev/null && command -v unshare > /dev/null ||
+      cluster_skip "network-namespace hosts need ip and unshare"
+    ip link add "${cluster_tag}br" type bridge 2> /dev/null ||
+      cluster_skip "cannot create a bridge here (no CAP_NET_ADMIN?)"
+    ip addr add 10.78.0.1/24 dev "${cluster_tag}br" && ip link set "${cluster_tag}br" up
+    local i=1 h
+    nodes=""
+    for h in "$@"; do
+      ip netns add "$cluster_tag-$h" || cluster_skip "cannot create a network namespace here"
+      ip link add "v$cluster_tag$i" type veth peer name eth0 netns "$cluster_tag-$h"
+      ip link set "v$cluster_tag$i" master "${cluster_tag}br" up
+      ip -n "$cluster_tag-$h" addr add "10.78.0.1$i/24" dev eth0
+      ip -n "$cluster_tag-$h" link set eth0 up
+      ip -n "$cluster_tag-$h" link set lo up
+      echo "10.78.0.1$i $h # $cluster_tag" >> /etc/hosts
+      nodes+="NodeName=$h NodeAddr=10.78.0.1$i CPUs=4 State=UNKNOWN"$'\n'
+      i=$((i + 1))
+    done
+    ctl="$host(10.78.0.1)"
+  fi
+  cat > "$d/slurm.conf" << CONF
+ClusterName=crowntest
+SlurmctldHost=$ctl
+SlurmctldPort=$port
+SlurmdPort=$((port + 1))
+AuthType=auth/munge
+AuthInfo=socket=$d/munge/socket,cred_expire=$cluster_cred_expire
+CredType=cred/munge
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$d/state
+SlurmdSpoolDir=$d/spool/%n
+SlurmctldPidFile=$d/slurmctld.pid
+SlurmdPidFile=$d/slurmd-%n.pid
+SlurmctldLogFile=$d/slurmctld.log
+SlurmdLogFile=$d/slurmd-%n.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=pmix
+ReturnToService=2
+SlurmdParameters=config_overrides
+SchedulerType=sched/builtin
+SchedulerParameters=sched_interval=$cluster_sched_interval
+JobRequeue=1
+KillWait=30
+GresTypes=gpu
+JobCompType=jobcomp/none
+JobAcctGatherType=jobacct_gather/none
+$nodes
+PartitionName=test Nodes=ALL Default=YES OverSubscribe=YES MaxTime=INFINITE State=UP
+CONF
+  export SLURM_CONF=$d/slurm.conf
+  slurmctld -f "$SLURM_CONF"
+  local names=()
+  if [ $# -eq 0 ]; then
+    mkdir -p "$d/spool/$host"
+    slurmd -f "$SLURM_CONF"
+    names=("$host")
+  else
+    for h in "$@"; do
+      mkdir -p "$d/spool/$h"
+      ip netns exec "$cluster_tag-$h" unshare --uts bash -c "hostname $h; exec slurmd -N $h -f $SLURM_CONF"
+      names+=("$h")
+    done
+  fi
+  local n
+  for n in "${names[@]}"; do
+    for _ in $(seq 60); do
+      scontrol show node "$n" 2> /dev/null | grep -q "State=IDLE" && break
+      sleep 0.5
+    done
+    scontrol show node "$n" | grep -q "State=IDLE" || {
+      echo "slurm test: node $n did not come up"
+      cat "$d"/slurmctld.log "$d"/slurmd*.log
+      exit 1
+    }
+  done
+}
+
+# cluster_host_run HOST CMD...: runs CMD on a namespace host (as a user logged in there).
+cluster_host_run() {
+  local h=$1
+  shift
+  ip netns exec "$cluster_tag-$h" unshare --uts bash -c "hostname $h; exec \"\$@\"" bash "$@"
+}
+
+# cluster_state JOBID: the job's state (COMPLETED, FAILED, PENDING, RUNNING...).
+cluster_state() {
+  scontrol show job "$1" 2> /dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'
+}
+
+# cluster_wait JOBID [SECONDS]: waits until the job has ended for good; prints the state.
+cluster_wait() {
+  local job=$1 limit=${2:-170} state
+  for _ in $(seq $((limit * 2))); do
+    state=$(cluster_state "$job")
+    case "$state" in
+      COMPLETED | FAILED | CANCELLED | TIMEOUT | NODE_FAIL | OUT_OF_MEMORY | BOOT_FAIL | DEADLINE)
+        echo "$state"; return 0 ;;
+    esac
+    sleep 0.5
+  done
+  echo "TIMEOUT_WAITING($state)"
+}
