@@ -18,6 +18,8 @@ namespace {
 
 using value = rapidjson::Value;
 constexpr double gib = 1024.0 * 1024 * 1024;
+/// The search is O(pp L^2) per bound over O(L^2) bounds: beyond this, group layers into blocks.
+constexpr int max_layers = 2048;
 
 std::string show(const value& v) {
   rapidjson::StringBuffer out;
@@ -219,6 +221,9 @@ model parse_model(std::string_view json, std::string_view what) {
            {"layers", "hidden", "heads", "sequence", "vocabulary", "activation_precision"});
     gpt_shape g;
     g.layers = r.count(v, "gpt", "layers", true);
+    if (g.layers > max_layers)
+      r.fail("gpt.layers", "at most " + std::to_string(max_layers) + " layers are planned",
+             v["layers"]);
     g.hidden = r.count(v, "gpt", "hidden", true);
     g.heads = r.count(v, "gpt", "heads", true);
     g.sequence = r.count(v, "gpt", "sequence", true);
@@ -239,9 +244,15 @@ model parse_model(std::string_view json, std::string_view what) {
     const std::string path = "layers[" + std::to_string(i) + "]";
     const layer l = read_layer(r, layers[i], path);
     const int repeat = r.count(layers[i], path, "repeat", false, 1);
+    if (repeat > max_layers - static_cast<int>(m.layers.size()))
+      r.fail(path + ".repeat",
+             "makes more than " + std::to_string(max_layers) +
+                 " layers, the most planned (group layers into blocks)",
+             layers[i]["repeat"]);
     for (int k = 0; k < repeat; ++k) {
       m.layers.push_back(l);
-      if (repeat > 1) m.layers.back().name += "[" + std::to_string(k) + "]";
+      if (repeat > 1) // appended piecewise: GCC 12 warns (-Wrestrict) on "[" + string
+        m.layers.back().name.append("[").append(std::to_string(k)).append("]");
     }
   }
   return m;
