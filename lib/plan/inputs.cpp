@@ -19,7 +19,7 @@ namespace {
 using value = rapidjson::Value;
 constexpr double gib = 1024.0 * 1024 * 1024;
 /// The search is O(pp L^2) per bound over O(L^2) bounds: beyond this, group layers into blocks.
-constexpr int max_layers = 2048;
+constexpr int max_layers = 512;
 
 std::string show(const value& v) {
   rapidjson::StringBuffer out;

@@ -280,7 +280,7 @@ BOOST_AUTO_TEST_CASE(bad_files_name_file_field_and_value) {
         (void)plan::parse_model(
             replace(good_model, "\"parameters\"", "\"repeat\": 4000, \"parameters\""), "m.json");
       },
-      {"m.json", "layers[0].repeat", "4000", "more than 2048"});
+      {"m.json", "layers[0].repeat", "4000", "more than 512"});
   check_error([] { (void)plan::read_file("/nonexistent/m.json"); },
               {"/nonexistent/m.json", "cannot be opened"});
 }
