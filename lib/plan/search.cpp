@@ -18,9 +18,13 @@ namespace {
 constexpr double inf = std::numeric_limits<double>::infinity();
 
 std::vector<int> divisors(int n) {
-  std::vector<int> d;
-  for (int i = 1; i <= n; ++i)
-    if (n % i == 0) d.push_back(i);
+  std::vector<int> d, large;
+  for (int i = 1; i <= n / i; ++i)
+    if (n % i == 0) {
+      d.push_back(i);
+      if (i != n / i) large.push_back(n / i);
+    }
+  d.insert(d.end(), large.rbegin(), large.rend());
   return d;
 }
 
