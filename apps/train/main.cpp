@@ -186,6 +186,12 @@ app_options parse(int argc, char** argv) {
           " and the plan's micro=" + std::to_string(o.train.plan.microbatches) + " differ");
   if (micro) o.train.plan.microbatches = micro;
   o.train.model.check(); // before anything sizes a model from it
+  if (o.train.plan.tp > 1 || o.train.plan.pp > 1) {
+    if (o.checkpoint_every > 0 || o.resume)
+      usage("checkpoints of tensor- or pipeline-parallel plans (" + o.train.plan.to_string() +
+            ") are not supported yet");
+    o.sample_bytes = 0; // sampling from a split model is not supported yet
+  }
   return o;
 }
 
@@ -227,9 +233,10 @@ public:
   explicit trainer_actor(const app_options& o)
       : t_(crown::this_actor().mesh,
            std::make_shared<const par::corpus>(o.data, o.train.model.context), o.train) {}
-  /// This worker's loss over its samples, divided by dp: summed along the reply tree
-  /// (reduce), it is the global loss.
-  double step() { return double(t_.step()) / t_.options().plan.dp; }
+  /// This worker's loss over its samples (the same on every worker of its data-parallel
+  /// rank), divided by the workers: summed along the reply tree (reduce), it is the
+  /// global loss.
+  double step() { return double(t_.step()) / t_.options().plan.workers(); }
   double evaluate(int batches) { return double(t_.evaluate(batches)); }
   double hidden_fraction() const { return t_.hidden_fraction(); }
   std::string sample(int bytes, std::uint64_t seed) { return t_.sample("\n", bytes, 0.8, seed); }

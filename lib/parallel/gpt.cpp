@@ -343,10 +343,16 @@ void gpt<T>::initialise(std::uint64_t seed) {
 
 template <typename T>
 T gpt<T>::forward(std::span<const int> inputs, std::span<const int> targets, int batch) {
+  return forward_part(0, inputs, {}, targets, batch);
+}
+
+template <typename T>
+T gpt<T>::forward_part(int slot, std::span<const int> inputs, std::span<const T> input,
+                       std::span<const int> targets, int batch) {
   if (params_.size() != layout_.total)
     throw state_error("gpt::forward", "this model holds no parameters: pass their source");
   flat_source all(layout_, params_, {}, nullptr);
-  return forward_part(0, inputs, {}, targets, batch, all);
+  return forward_part(slot, inputs, input, targets, batch, all);
 }
 
 template <typename T>
@@ -504,6 +510,12 @@ T gpt<T>::forward_part(int s, std::span<const int> inputs, std::span<const T> in
 template <typename T>
 void gpt<T>::backward(std::span<T> grads, T loss_scale,
                       const std::function<void(std::size_t)>& ready) {
+  backward_part(0, loss_scale, {}, {}, grads, ready);
+}
+
+template <typename T>
+void gpt<T>::backward_part(int slot, T loss_scale, std::span<const T> dout, std::span<T> dinput,
+                           std::span<T> grads, const std::function<void(std::size_t)>& ready) {
   if (grads.size() != layout_.total)
     throw argument_error("gpt::backward", "the gradient holds " + std::to_string(grads.size()) +
                                               " elements, the parameters " +
@@ -511,7 +523,7 @@ void gpt<T>::backward(std::span<T> grads, T loss_scale,
   if (params_.size() != layout_.total)
     throw state_error("gpt::backward", "this model holds no parameters: pass their source");
   flat_source all(layout_, params_, grads, &ready);
-  backward_part(0, loss_scale, {}, {}, all);
+  backward_part(slot, loss_scale, dout, dinput, all);
 }
 
 template <typename T>

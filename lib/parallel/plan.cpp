@@ -33,12 +33,6 @@ int positive(std::string_view text, std::string_view key, std::string_view value
   return v;
 }
 
-[[noreturn]] void not_yet(const plan& p, const std::string& what) {
-  throw argument_error("plan " + p.to_string(),
-                       what + " is not yet supported by this build (data parallelism, DDP or FSDP, "
-                              "only: tensor and pipeline parallel plans come with their issue)");
-}
-
 } // namespace
 
 std::string_view to_string(fsdp_strategy s) {
@@ -142,8 +136,6 @@ void validate(const plan& p, const plan_limits& l) {
     if (n % p.tp != 0)
       throw argument_error(where, "tp=" + std::to_string(p.tp) + " does not divide the " +
                                       std::to_string(n) + " " + what);
-  if (p.tp != 1) not_yet(p, "tensor parallelism (tp=" + std::to_string(p.tp) + ")");
-  if (p.pp != 1) not_yet(p, "pipeline parallelism (pp=" + std::to_string(p.pp) + ")");
 }
 
 mesh make_mesh(const plan& p, const mesh& workers) {

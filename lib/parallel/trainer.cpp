@@ -32,6 +32,29 @@ std::variant<adam<T>, sgd<T>> make_optimizer(const train_options& o, std::size_t
 }
 bool sharded(const train_options& o) { return o.plan.fsdp != fsdp_strategy::no_shard; }
 
+/// This worker's part of the model: its stage's blocks (the plan's boundaries, else equal
+/// shares, the earlier stages taking the smaller ones) and its tensor-parallel slice.
+model_part part_of(const plan& p, const mesh& m, int blocks) {
+  const int s = m.coordinate("pp");
+  auto boundary = [&](int i) {
+    if (i == 0) return 0;
+    if (i == p.pp) return blocks;
+    return p.stages.empty() ? i * blocks / p.pp : p.stages[std::size_t(i - 1)];
+  };
+  return {m.coordinate("tp"), p.tp, boundary(s), boundary(s + 1)};
+}
+
+/// Activation slots: 1F1B keeps at most pp - stage micro-batches in flight.
+int slots_of(const plan& p, const mesh& m) {
+  return std::min(p.microbatches, p.pp - m.coordinate("pp"));
+}
+
+template <typename T>
+std::optional<mesh> tp_group(const plan& p, const mesh& m) {
+  if (p.tp == 1) return std::nullopt;
+  return m.sub({"tp"});
+}
+
 // The engines are neither copied nor moved: built in place, initialising the model first.
 template <typename T>
 std::optional<ddp<T>> make_ddp(const train_options& o, const mesh& dp, gpt<T>& model) {
@@ -49,10 +72,24 @@ std::optional<fsdp<T>> make_fsdp(const train_options& o, const mesh& dp, const g
 template <typename T>
 trainer<T>::trainer(const mesh& workers, std::shared_ptr<const corpus> data, train_options o)
     : o_((check_options(o, workers.size()), std::move(o))), data_(std::move(data)),
-      mesh_(make_mesh(o_.plan, workers)), dp_mesh_(mesh_.sub({"dp"})),
-      model_(o_.model, o_.batch / o_.plan.microbatches, !sharded(o_)),
+      mesh_(make_mesh(o_.plan, workers)), dp_mesh_(mesh_.sub({"dp"})), pp_mesh_(mesh_.sub({"pp"})),
+      model_(o_.model, o_.batch / o_.plan.microbatches, !sharded(o_),
+             part_of(o_.plan, mesh_, o_.model.blocks), tp_group<T>(o_.plan, mesh_),
+             slots_of(o_.plan, mesh_)),
       ddp_(make_ddp(o_, dp_mesh_, model_)), fsdp_(make_fsdp(o_, dp_mesh_, model_)),
-      optimizer_(make_optimizer<T>(o_, params().size())) {}
+      optimizer_(make_optimizer<T>(o_, params().size())) {
+  if (o_.plan.pp > 1) {
+    (void)pp_mesh_.comm(); // created here, in step with the stage's peers
+    const std::size_t n = std::size_t(o_.batch / o_.plan.microbatches) * o_.model.context *
+                          std::size_t(o_.model.channels),
+                      slots = std::size_t(slots_of(o_.plan, mesh_));
+    received_.assign(slots, std::vector<T>(n));
+    dinput_.assign(slots, std::vector<T>(n));
+    dout_.resize(n);
+    output_sent_.assign(slots, MPI_REQUEST_NULL);
+    dinput_sent_.assign(slots, MPI_REQUEST_NULL);
+  }
+}
 
 template <typename T>
 std::span<const T> trainer<T>::params() const noexcept {
@@ -65,9 +102,28 @@ std::span<const T> trainer<T>::grads() noexcept {
 }
 
 template <typename T>
-T trainer<T>::forward(int batch) {
-  return fsdp_ ? model_.forward(inputs_, targets_, batch, *fsdp_)
-               : model_.forward(inputs_, targets_, batch);
+T trainer<T>::forward(int slot, std::span<const T> input, int batch) {
+  return fsdp_ ? model_.forward_part(slot, inputs_, input, targets_, batch, *fsdp_)
+               : model_.forward_part(slot, inputs_, input, targets_, batch);
+}
+
+template <typename T>
+void trainer<T>::backward(int slot, T loss_scale, std::span<const T> dout, std::span<T> dinput,
+                          bool sync) {
+  if (fsdp_) // every backward reduce-scatters into the sharded gradient
+    return model_.backward_part(slot, loss_scale, dout, dinput, *fsdp_);
+  std::optional<typename ddp<T>::no_sync_guard> accumulate;
+  if (!sync) accumulate.emplace(ddp_->no_sync()); // reduce once, after the last
+  model_.backward_part(slot, loss_scale, dout, dinput, ddp_->grads(),
+                       [&](std::size_t e) { ddp_->mark_ready(e); });
+}
+
+template <typename T>
+void trainer<T>::load(std::uint64_t first, int k, int micro) {
+  inputs_.clear();
+  targets_.clear();
+  for (int i = 0; i < micro; ++i)
+    data_->training_sample(o_.seed, first + std::uint64_t(k * micro + i), inputs_, targets_);
 }
 
 template <typename T>
@@ -88,30 +144,74 @@ std::string trainer<T>::memory_placement() const {
          (fsdp_->shards_in_heap() ? ", in the symmetric heap" : "");
 }
 
+namespace {
+template <typename T>
+void wait_for(std::vector<MPI_Request>& requests) {
+  MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
+}
+} // namespace
+
 template <typename T>
 T trainer<T>::step() {
   crown::detail::fault_point_reached(fault_point::step);
   const int m = o_.plan.microbatches, micro = o_.batch / m;
+  const int p = o_.plan.pp, s = pp_mesh_.rank(), slots = slots_of(o_.plan, mesh_);
+  const bool first_stage = s == 0, last_stage = s == p - 1;
   const std::uint64_t first = samples_ + std::uint64_t(dp_mesh_.rank()) * o_.batch;
   if (ddp_)
     ddp_->zero_grad();
   else
     fsdp_->zero_grad();
+  const MPI_Comm pipe = p > 1 ? pp_mesh_.comm() : MPI_COMM_NULL;
+  const MPI_Datatype type = crown::detail::mpi_datatype<T>();
   double loss = 0;
-  for (int k = 0; k < m; ++k) {
-    inputs_.clear();
-    targets_.clear();
-    for (int i = 0; i < micro; ++i)
-      data_->training_sample(o_.seed, first + std::uint64_t(k * micro + i), inputs_, targets_);
-    loss += double(forward(micro));
-    if (fsdp_) { // every backward reduce-scatters into the sharded gradient
-      model_.backward(T(1) / T(m), *fsdp_);
-      continue;
+  // 1F1B (PipeDream-Flush, as Megatron schedules it): stage s runs p - s - 1 forwards
+  // ahead, then alternates one forward and one backward, then drains the backwards. With
+  // one stage it is forward, backward per micro-batch. Activations cross a boundary as
+  // MPI messages tagged by micro-batch (2k forward, 2k + 1 backward); sends are left in
+  // flight and waited for before their buffer is reused.
+  auto forward_one = [&](int k) {
+    const int slot = k % slots;
+    load(first, k, micro);
+    std::span<const T> input;
+    if (!first_stage) {
+      MPI_Recv(received_[std::size_t(slot)].data(), int(received_[std::size_t(slot)].size()), type,
+               s - 1, 2 * k, pipe, MPI_STATUS_IGNORE);
+      input = received_[std::size_t(slot)];
     }
-    std::optional<typename ddp<T>::no_sync_guard> accumulate;
-    if (k + 1 < m) accumulate.emplace(ddp_->no_sync()); // reduce once, after the last
-    model_.backward(ddp_->grads(), T(1) / T(m), [&](std::size_t e) { ddp_->mark_ready(e); });
+    if (!last_stage) MPI_Wait(&output_sent_[std::size_t(slot)], MPI_STATUS_IGNORE);
+    if (!last_stage) targets_.clear();
+    loss += double(forward(slot, input, micro));
+    if (!last_stage) {
+      const auto out = model_.output(slot);
+      MPI_Isend(out.data(), int(out.size()), type, s + 1, 2 * k, pipe,
+                &output_sent_[std::size_t(slot)]);
+    }
+  };
+  auto backward_one = [&](int k) {
+    const int slot = k % slots;
+    if (!last_stage)
+      MPI_Recv(dout_.data(), int(dout_.size()), type, s + 1, 2 * k + 1, pipe, MPI_STATUS_IGNORE);
+    std::span<T> dinput;
+    if (!first_stage) {
+      MPI_Wait(&dinput_sent_[std::size_t(slot)], MPI_STATUS_IGNORE);
+      dinput = dinput_[std::size_t(slot)];
+    }
+    backward(slot, T(1) / T(m), last_stage ? std::span<const T>() : std::span<const T>(dout_),
+             dinput, k + 1 == m);
+    if (!first_stage)
+      MPI_Isend(dinput.data(), int(dinput.size()), type, s - 1, 2 * k + 1, pipe,
+                &dinput_sent_[std::size_t(slot)]);
+  };
+  const int warmup = std::min(p - s - 1, m);
+  for (int k = 0; k < warmup; ++k) forward_one(k);
+  for (int k = 0; k + warmup < m; ++k) {
+    forward_one(k + warmup);
+    backward_one(k);
   }
+  for (int k = m - warmup; k < m; ++k) backward_one(k);
+  wait_for<T>(output_sent_);
+  wait_for<T>(dinput_sent_);
   if (ddp_) {
     ddp_->finish();
     std::visit([&](auto& opt) { opt.step(model_.params(), ddp_->grads()); }, optimizer_);
@@ -123,6 +223,7 @@ T trainer<T>::step() {
   }
   ++step_;
   samples_ += std::uint64_t(o_.plan.dp) * std::uint64_t(o_.batch);
+  if (p > 1) co_broadcast(pp_mesh_, loss, p - 1); // the last stage has the loss
   return T(loss / m);
 }
 
@@ -136,6 +237,9 @@ T trainer<T>::average(T local) {
 template <typename T>
 T trainer<T>::evaluate(int batches) {
   const int micro = o_.batch / o_.plan.microbatches;
+  const int p = o_.plan.pp, s = pp_mesh_.rank();
+  const MPI_Comm pipe = p > 1 ? pp_mesh_.comm() : MPI_COMM_NULL;
+  const MPI_Datatype type = crown::detail::mpi_datatype<T>();
   double sum = 0;
   int count = 0;
   for (int b = 0; b < batches; ++b)
@@ -147,16 +251,32 @@ T trainer<T>::evaluate(int batches) {
               std::uint64_t(o_.batch) +
           std::uint64_t(k * micro);
       for (int i = 0; i < micro; ++i) data_->validation_sample(first + i, inputs_, targets_);
-      sum += double(forward(micro));
+      // Forward only, through the stages in turn.
+      std::span<const T> input;
+      if (s > 0) {
+        MPI_Recv(received_[0].data(), int(received_[0].size()), type, s - 1, 0, pipe,
+                 MPI_STATUS_IGNORE);
+        input = received_[0];
+      }
+      if (s < p - 1) targets_.clear();
+      sum += double(forward(0, input, micro));
+      if (s < p - 1) {
+        const auto out = model_.output(0);
+        MPI_Send(out.data(), int(out.size()), type, s + 1, 0, pipe);
+      }
       ++count;
     }
   if (fsdp_) fsdp_->reshard();
+  if (p > 1) co_broadcast(pp_mesh_, sum, p - 1);
   return average(T(sum / std::max(count, 1)));
 }
 
 template <typename T>
 std::string trainer<T>::sample(const std::string& prompt, int length, double temperature,
                                std::uint64_t seed) {
+  if (o_.plan.tp > 1 || o_.plan.pp > 1)
+    throw state_error("trainer::sample", "sampling from a tensor- or pipeline-parallel model (" +
+                                             o_.plan.to_string() + ") is not supported yet");
   const int ctx = o_.model.context, V = o_.model.vocabulary;
   std::vector<int> tokens(std::size_t(ctx), '\n'); // the left pads a short prompt
   for (unsigned char ch : prompt) tokens.push_back(ch);
@@ -165,7 +285,7 @@ std::string trainer<T>::sample(const std::string& prompt, int length, double tem
   for (int n = 0; n < length; ++n) {
     inputs_.assign(tokens.end() - ctx, tokens.end());
     targets_.clear();
-    (void)forward(1);
+    (void)forward(0, {}, 1);
     const auto probs = model_.probabilities().subspan(std::size_t(ctx - 1) * V, std::size_t(V));
     double total = 0;
     for (int v = 0; v < V; ++v)
@@ -225,7 +345,15 @@ const char* type_name(double) { return "double"; }
 } // namespace
 
 template <typename T>
+void trainer<T>::refuse_split_checkpoints(const char* who) const {
+  if (o_.plan.tp > 1 || o_.plan.pp > 1)
+    throw state_error(who, "checkpoints of tensor- or pipeline-parallel plans (" +
+                               o_.plan.to_string() + ") are not supported yet");
+}
+
+template <typename T>
 void trainer<T>::save(checkpoint_writer& w) const {
+  refuse_split_checkpoints("trainer::save");
   each_unit_array(*this, [&](const std::string& name, std::size_t u, std::span<const T> data) {
     const param_unit& unit = model_.layout().units[u];
     if (ddp_)
@@ -244,6 +372,7 @@ void trainer<T>::save(checkpoint_writer& w) const {
 
 template <typename T>
 void trainer<T>::load(checkpoint_reader& r) {
+  refuse_split_checkpoints("trainer::load");
   auto must_match = [&](const char* what, const std::string& saved, const std::string& here) {
     if (saved != here)
       throw argument_error("trainer::load", std::string("the checkpoint's ") + what + " is " +

@@ -250,6 +250,8 @@ BOOST_AUTO_TEST_CASE(plans_are_validated_against_the_job_before_work) {
   par::validate(par::parse_plan("dp=4"), job);
   par::validate(par::parse_plan("dp=4,micro=8"), job);
   par::validate(par::parse_plan("dp=4,fsdp=full"), job);
+  par::validate(par::parse_plan("dp=2,tp=2"), job);
+  par::validate(par::parse_plan("dp=2,pp=2,micro=4,stages=3"), job);
   par::validate(par::parse_plan("dp=4,fsdp=SHARD_GRAD_OP,micro=2"), job);
   auto why = [&](const char* text, par::plan_limits l) {
     return error_of([&] { par::validate(par::parse_plan(text), l); });
@@ -257,8 +259,6 @@ BOOST_AUTO_TEST_CASE(plans_are_validated_against_the_job_before_work) {
   BOOST_TEST(contains(why("dp=2", job), "dp x tp x pp = 2 x 1 x 1 = 2 workers, but the job has 4"));
   BOOST_TEST(
       contains(why("dp=4,micro=3", job), "3 micro-batches do not divide the batch of 8 samples"));
-  BOOST_TEST(contains(why("dp=2,tp=2", job), "tensor parallelism (tp=2) is not yet supported"));
-  BOOST_TEST(contains(why("dp=2,pp=2", job), "pipeline parallelism (pp=2) is not yet supported"));
   BOOST_TEST(
       contains(why("dp=1,tp=4", {4, 8, 4, 6, 128, 256}), "tp=4 does not divide the 6 heads"));
   BOOST_TEST(contains(why("pp=4,stages=1:3", job), "2 stage boundaries given; pp=4 needs 3"));

@@ -4,7 +4,9 @@
 #       (SPMD), dp = 2 with 2 micro-batches (no_sync), dp = 3 with 4 KiB buckets (many, reduced
 #       while backward runs), dp = 2 in controller mode at np 3; FSDP's FULL_SHARD,
 #       SHARD_GRAD_OP and HYBRID_SHARD (two pretend hosts) at dp = 2 and 4, FULL_SHARD at dp = 3
-#       with 2 micro-batches and in controller mode; against the single-rank run of the same global batch: within 1e-9 relative.
+#       with 2 micro-batches and in controller mode; tp = 2, pp = 2 (1F1B) with 1, 2 and 4
+#       micro-batches, dp x tp, pp x dp, pp x tp, dp x tp x pp (np 8), FSDP inside dp x tp and
+#       pp x dp, and dp x tp in controller mode at np 5; against the single-rank run of the same global batch: within 1e-9 relative.
 #   train_runs.sh errors CROWN_TRAIN MPIEXEC  bad plans, batches and corpora: every rank names
 #       the numbers and the rule, and the job fails before any step.
 #   train_runs.sh resume CROWN_TRAIN MPIEXEC CROWN_RUN  checkpoints every 5 steps: a rank killed
@@ -79,8 +81,25 @@ parity)
   done
   run 3 full3micro.csv --plan dp=3,fsdp=full,micro=2 --batch 4
   run 3 full2controller.csv --plan dp=2,fsdp=full --batch 6 --controller
+  # Tensor and pipeline parallelism (1F1B) and their combinations, FSDP inside dp, and a
+  # mixed plan in controller mode at np 5.
+  run 2 tp2.csv --plan tp=2 --batch 12
+  split=(tp2)
+  for m in 1 2 4; do
+    run 2 "pp2m$m.csv" --plan pp=2,micro=$m --batch 12
+    split+=("pp2m$m")
+  done
+  run 4 dp2tp2.csv --plan dp=2,tp=2 --batch 6
+  run 4 pp2dp2.csv --plan pp=2,dp=2,micro=2 --batch 6
+  run 4 pp2tp2.csv --plan pp=2,tp=2,micro=3 --batch 12
+  run 8 dp2tp2pp2.csv --plan dp=2,tp=2,pp=2,micro=2 --batch 6
+  run 4 dp2tp2full.csv --plan dp=2,tp=2,fsdp=full --batch 6
+  run 4 pp2dp2grad_op.csv --plan pp=2,dp=2,fsdp=grad_op,micro=2 --batch 6
+  run 5 dp2tp2controller.csv --plan dp=2,tp=2 --batch 6 --controller
+  split+=(dp2tp2 pp2dp2 pp2tp2 dp2tp2pp2 dp2tp2full pp2dp2grad_op dp2tp2controller)
   status=0
-  for c in dp2 dp3 dp4 micro controller buckets "${fsdp[@]}" full3micro full2controller; do
+  for c in dp2 dp3 dp4 micro controller buckets "${fsdp[@]}" full3micro full2controller \
+    "${split[@]}"; do
     compare ref.csv "$c.csv" "$c" || status=1
   done
   exit $status
@@ -104,7 +123,11 @@ errors)
     fi
   }
   expect "plan size" "dp x tp x pp = 3 x 1 x 1 = 3 workers, but the job has 2" --plan dp=3
-  expect "not yet" "tensor parallelism (tp=2) is not yet supported" --plan tp=2
+  expect "tp and heads" "tp=2 does not divide the 3 heads" --plan tp=2 --heads 3 --channels 30
+  expect "pp and blocks" "pp=2 is more stages than the 1 blocks" --plan pp=2 --blocks 1
+  expect "stage boundaries" "within (0, 2) blocks; 5 does not" --plan pp=2,stages=5
+  expect "split checkpoints" "checkpoints of tensor- or pipeline-parallel plans" --plan tp=2 \
+    --checkpoint-every 5
   expect "strategy" "fsdp must be one of no, full, grad_op, hybrid" --plan dp=2,fsdp=zero3
   expect "hybrid on one host" "all 2 data-parallel ranks run on one host" --plan dp=2,fsdp=hybrid
   expect "micro-batches" "3 micro-batches do not divide the batch of 4 samples" \

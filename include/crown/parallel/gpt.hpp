@@ -149,6 +149,9 @@ public:
   /// targets).
   T forward_part(int slot, std::span<const int> inputs, std::span<const T> input,
                  std::span<const int> targets, int batch, unit_source<T>& source);
+  /// The same over the parameters this model holds.
+  T forward_part(int slot, std::span<const int> inputs, std::span<const T> input,
+                 std::span<const int> targets, int batch);
   /// What slot's forward handed on (batch x T x C): the next stage's input.
   [[nodiscard]] std::span<const T> output(int slot) const;
   /// Probabilities (batch, T, V) of the last forward without targets (this part's
@@ -165,6 +168,9 @@ public:
   /// their input in `dinput` (batch x T x C).
   void backward_part(int slot, T loss_scale, std::span<const T> dout, std::span<T> dinput,
                      unit_source<T>& source);
+  /// The same over the parameters this model holds, into `grads` (ready(i) as above).
+  void backward_part(int slot, T loss_scale, std::span<const T> dout, std::span<T> dinput,
+                     std::span<T> grads, const std::function<void(std::size_t)>& ready);
 
 private:
   /// Offsets of one block's saved activations (N rows, C channels, this part's Cl = C/tp

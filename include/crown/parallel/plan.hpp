@@ -47,8 +47,8 @@ struct plan_limits {
 
 /// Throws argument_error naming the numbers and the rule when `p` cannot run: its workers
 /// differ from `l.workers`, micro-batches do not divide the batch, stage boundaries are out
-/// of order or range, tp does not divide heads, channels or vocabulary, or it asks for a
-/// kind of parallelism this build does not run yet (tp and pp: "not yet").
+/// of order or range, pp exceeds the blocks, or tp does not divide heads, channels or
+/// vocabulary.
 void validate(const plan& p, const plan_limits& l);
 
 /// The plan's mesh {pp, dp, tp} over `workers` (whose size must be p.workers()).

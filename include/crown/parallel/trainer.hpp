@@ -82,6 +82,8 @@ public:
   [[nodiscard]] const fsdp<T>* fsdp_engine() const noexcept { return fsdp_ ? &*fsdp_ : nullptr; }
   /// Of the last step's data-parallel communication, the fraction hidden behind compute.
   [[nodiscard]] double hidden_fraction() const noexcept;
+  /// This worker's pipeline stage and its blocks [first, end).
+  [[nodiscard]] const model_part& part() const noexcept { return model_.layout().part; }
   /// "gradients in the symmetric heap" and the like, for the start-up line.
   [[nodiscard]] std::string memory_placement() const;
   [[nodiscard]] std::size_t tokens_per_step() const noexcept {
@@ -89,12 +91,18 @@ public:
   }
 
 private:
-  T forward(int batch); ///< over inputs_ and targets_, from the plan's parameters
+  /// One micro-batch (inputs_, targets_) forward into `slot`, from `input` after the first
+  /// stage, over the plan's parameters.
+  T forward(int slot, std::span<const T> input, int batch);
+  void backward(int slot, T loss_scale, std::span<const T> dout, std::span<T> dinput, bool sync);
+  /// Micro-batch k's samples (of this data-parallel rank's step from sample `first`).
+  void load(std::uint64_t first, int k, int micro);
+  void refuse_split_checkpoints(const char* who) const;
   template <typename Self, typename F>
   static void each_unit_array(Self& self, F&& f);
   train_options o_;
   std::shared_ptr<const corpus> data_;
-  mesh mesh_, dp_mesh_;
+  mesh mesh_, dp_mesh_, pp_mesh_;
   gpt<T> model_;
   std::optional<ddp<T>> ddp_;   // no_shard
   std::optional<fsdp<T>> fsdp_; // the sharded strategies
@@ -102,6 +110,11 @@ private:
   long step_ = 0;
   std::uint64_t samples_ = 0; ///< of the training stream, consumed by all ranks' steps so far
   std::vector<int> inputs_, targets_;
+  // Pipeline stages: what crosses a boundary, per activation slot (1F1B keeps up to
+  // pp - stage micro-batches in flight), and the sends still in flight.
+  std::vector<std::vector<T>> received_, dinput_;
+  std::vector<T> dout_;
+  std::vector<MPI_Request> output_sent_, dinput_sent_;
 };
 
 } // namespace crown::parallel
