@@ -129,8 +129,11 @@ private:
   std::vector<int> arg_;
 };
 
-/// The least over splits of the most memory any stage needs (a min-max programme).
-double least_memory(const stage_table& t) {
+/// The least over splits into pp stages of the largest `cost(stage, i, j, largest layer's
+/// parameters, largest layer's activations)` (a min-max programme). A cost of inf ends the
+/// stage's growth: it must stay inf for every longer stage ending at j.
+template <class Cost>
+double least_max(const stage_table& t, Cost cost) {
   const int p = t.model().kind().pp, n = t.layers();
   std::vector<double> g((p + 1) * (n + 1), inf);
   g[0] = 0;
@@ -140,12 +143,20 @@ double least_memory(const stage_table& t) {
       for (int i = j - 1; i >= k - 1; --i) {
         max_params = std::max(max_params, t.model().layer_parameters(i));
         max_full = std::max(max_full, t.model().layer_full_activations(i));
-        best = std::min(
-            best, std::max(g[(k - 1) * (n + 1) + i], t.memory(k - 1, i, j, max_params, max_full)));
+        const double c = cost(k - 1, i, j, max_params, max_full);
+        if (c == inf) break;
+        best = std::min(best, std::max(g[(k - 1) * (n + 1) + i], c));
       }
       g[k * (n + 1) + j] = best;
     }
   return g[p * (n + 1) + n];
+}
+
+/// The least over splits of the most memory any stage needs.
+double least_memory(const stage_table& t) {
+  return least_max(t, [&t](int s, int i, int j, double max_params, double max_full) {
+    return t.memory(s, i, j, max_params, max_full);
+  });
 }
 
 /// The best split of one kind, or none; gives up (returning what it has) once no split can
@@ -166,15 +177,15 @@ split best_split(const cost_model& cm, double cutoff, double& objective) {
     for (int j = i + 1; j <= n; ++j) bounds.push_back(table.bottleneck(i, j, table.time(i, j)));
   std::sort(bounds.begin(), bounds.end());
   bounds.erase(std::unique(bounds.begin(), bounds.end()), bounds.end());
-  // The smallest feasible bound: feasibility only grows with W.
-  std::size_t lo = 0, hi = bounds.size() - 1;
-  while (lo < hi) {
-    const std::size_t mid = (lo + hi) / 2;
-    if (dp.best(bounds[mid]).sum < inf)
-      hi = mid;
-    else
-      lo = mid + 1;
-  }
+  // The smallest feasible bound: the least over splits within memory of the largest term.
+  const double budget = cm.budget();
+  const double smallest =
+      least_max(table, [&](int s, int i, int j, double max_params, double max_full) {
+        if (table.memory(s, i, j, max_params, max_full) > budget) return inf;
+        return table.bottleneck(i, j, table.time(i, j));
+      });
+  const std::size_t lo = static_cast<std::size_t>(
+      std::lower_bound(bounds.begin(), bounds.end(), smallest) - bounds.begin());
   for (std::size_t at = lo; at < bounds.size(); ++at) {
     const double W = bounds[at];
     if (least_sum + W >= std::min(objective, cutoff)) break;
