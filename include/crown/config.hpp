@@ -88,6 +88,9 @@ struct config {
   /// CROWN_CALL_TIMEOUT: seconds a controller's get() waits before it throws
   /// timeout_error, as get(timeout) does (0: no limit)
   double call_timeout = 0;
+  /// CROWN_STOP_GRACE: seconds for the ranks to agree to stop on SIGTERM/SIGUSR1
+  /// (crown::stop_signals reads the variable itself, before the runtime exists).
+  double stop_grace = 10;
   fault_spec fault; ///< CROWN_FAULT: none, or kill|stop|throw:rank=R:at=POINT[:count=N]
   /// CROWN_SINGLE_COPY: large host-local co_* may read other processes' memory with
   /// process_vm_readv (auto); false: staged copies only, no ptrace rights asked for

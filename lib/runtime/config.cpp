@@ -20,7 +20,7 @@ namespace {
 constexpr std::uint64_t max_heap_bytes = std::uint64_t{1} << 44; ///< 16 TiB per rank
 constexpr double min_watchdog_seconds = 1;
 
-constexpr std::array<config_variable, 22> variables{{
+constexpr std::array<config_variable, 23> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace.", true},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -72,6 +72,10 @@ constexpr std::array<config_variable, 22> variables{{
      "runtime::control waits at most the watchdog's time for the actors, then names the "
      "outstanding calls and ends the job. 0 no limit, otherwise 1 to 1e7, times "
      "CROWN_TIMEOUT_SCALE."},
+    {"CROWN_STOP_GRACE", "10",
+     "Seconds within which the ranks must agree to stop after SIGTERM or SIGUSR1 "
+     "(crown::stop_signals: checkpoint and leave) before the process ends by that signal "
+     "as if not handled (a peer died); 0 never, otherwise 1 to 86400."},
     {"CROWN_FAULT", "none",
      "Fault injection for tests: kill, stop or throw, on one rank, the first (or count-th) "
      "time it reaches a point: kill|stop|throw:rank=R:at=startup|put|co_sum|sync_all|call|"
@@ -352,6 +356,8 @@ config config::parse(const std::map<std::string, std::string>& vars,
       c.call_timeout = parse_number(name, value, min_watchdog_seconds, 1e7, true);
     } else if (name == "CROWN_FAULT") {
       c.fault = parse_fault(name, value);
+    } else if (name == "CROWN_STOP_GRACE") {
+      c.stop_grace = parse_number(name, value, 1, 86400, true);
     } else if (name == "CROWN_SINGLE_COPY") {
       if (value != "auto" && value != "0")
         throw config_error(name, "invalid value '" + value + "' (allowed: auto, 0)");

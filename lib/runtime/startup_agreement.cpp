@@ -76,6 +76,7 @@ std::string canonical_value(const config& c, std::string_view name) {
   if (name == "CROWN_WAIT_WARN") return number(c.wait_warn);
   if (name == "CROWN_WAIT_TIMEOUT") return number(c.wait_timeout);
   if (name == "CROWN_CALL_TIMEOUT") return number(c.call_timeout);
+  if (name == "CROWN_STOP_GRACE") return number(c.stop_grace);
   if (name == "CROWN_FAULT") return to_string(c.fault);
   if (name == "CROWN_GPU_HEAP_SIZE") return std::to_string(c.gpu_heap_size);
   if (name == "CROWN_GPU_MAPPING") return std::string(to_string(c.gpu_mapping));

@@ -36,14 +36,14 @@ extern "C" void on_grace_spent(int) {
   kill(getpid(), s);
 }
 
-unsigned grace_from_environment() {
+unsigned grace_from_environment() { // the runtime's configuration checks it the same way
   const char* text = std::getenv("CROWN_STOP_GRACE");
   if (!text || !*text) return 10;
   char* end = nullptr;
-  const unsigned long v = std::strtoul(text, &end, 10);
-  if (*end || v > 86400)
-    throw config_error("CROWN_STOP_GRACE",
-                       std::string("needs whole seconds from 0 to 86400, not '") + text + "'");
+  const double v = std::strtod(text, &end);
+  if (*end || !(v == 0 || (v >= 1 && v <= 86400)))
+    throw config_error("CROWN_STOP_GRACE", std::string("invalid value '") + text +
+                                               "' (expected 0 or a number from 1 to 86400)");
   return static_cast<unsigned>(v);
 }
 } // namespace

@@ -41,6 +41,7 @@ const std::map<std::string, std::pair<std::string, std::string>> good_values{
     {"CROWN_WAIT_WARN", {"60", "61"}},
     {"CROWN_WAIT_TIMEOUT", {"0", "100"}},
     {"CROWN_CALL_TIMEOUT", {"0", "100"}},
+    {"CROWN_STOP_GRACE", {"10", "20"}},
     // a fault at a point these tests never reach (no put)
     {"CROWN_FAULT", {"none", "kill:rank=0:at=put"}},
     {"CROWN_GPU_HEAP_SIZE", {"2M", "0"}},

@@ -9,21 +9,21 @@
 # file) and removes the namespaces, the bridge and the /etc/hosts lines it made.
 
 cluster_skip() { echo "slurm test: $*; skipped"; exit 77; }
-for tool in munged mungekey slurmctld slurmd sbatch scontrol squeue sacct; do
+for tool in nsenter munged mungekey slurmctld slurmd sbatch scontrol squeue sacct; do
   command -v "$tool" > /dev/null || cluster_skip "$tool is not installed"
 done
 [ "$(id -u)" -eq 0 ] || cluster_skip "needs root (slurmd)"
 
-cluster_dir=$(mktemp -d /tmp/crown-slurm.XXXXXX)
+cluster_dir=$(mktemp -d /var/tmp/crown-slurm.XXXXXX) # not /tmp: hosts get their own
 cluster_tag=cs$$
 cluster_hosts=()
 # A requeued job waits cred_expire seconds (Slurm's default 120) before it may start, and
 # then for the next main scheduling pass (sched_interval, default 60): 176 s measured with
-# the defaults. The tests shorten both; CROWN_SLURM_DEFAULT_DELAYS=1 keeps Slurm's.
-if [ "${CROWN_SLURM_DEFAULT_DELAYS:-0}" = 1 ]; then
+# the defaults. The tests shorten both; CLUSTER_DEFAULT_DELAYS=1 keeps Slurm's.
+if [ "${CLUSTER_DEFAULT_DELAYS:-0}" = 1 ]; then
   cluster_cred_expire=120 cluster_sched_interval=60
 else
-  cluster_cred_expire=${CROWN_SLURM_CRED_EXPIRE:-5} cluster_sched_interval=1
+  cluster_cred_expire=${CLUSTER_CRED_EXPIRE:-5} cluster_sched_interval=1
 fi
 cluster_down() {
   local pid
@@ -41,7 +41,7 @@ cluster_down() {
     ip link del "${cluster_tag}br" 2> /dev/null
     sed -i "/# $cluster_tag\$/d" /etc/hosts
   fi
-  rm -rf "$cluster_dir"
+  [ "${CLUSTER_KEEP:-0}" = 1 ] && echo "slurm test: kept $cluster_dir" || rm -rf "$cluster_dir"
   return 0
 }
 trap cluster_down EXIT
@@ -63,6 +63,13 @@ cluster_up() {
   if [ $# -eq 0 ]; then
     ctl=$host
     nodes="NodeName=$host CPUs=8 State=UNKNOWN"
+    # CLUSTER_FAKE_GPUS=N: N gres/gpu on the node without device files (no GPU
+    # here; plain files stand in): Slurm allocates, counts and binds them.
+    if [ "${CLUSTER_FAKE_GPUS:-0}" -gt 0 ]; then
+      nodes+=" Gres=gpu:$CLUSTER_FAKE_GPUS"
+      for ((g = 0; g < CLUSTER_FAKE_GPUS; ++g)); do touch "$d/gpu$g"; done
+      echo "Name=gpu File=$d/gpu[0-$((CLUSTER_FAKE_GPUS - 1))]" > "$d/gres.conf"
+    fi
   else
     command -v ip > /dev/null && command -v unshare > /dev/null ||
       cluster_skip "network-namespace hosts need ip and unshare"
@@ -127,7 +134,13 @@ CONF
   else
     for h in "$@"; do
       mkdir -p "$d/spool/$h"
-      ip netns exec "$cluster_tag-$h" unshare --uts bash -c "hostname $h; exec slurmd -N $h -f $SLURM_CONF"
+      # nsenter, not `ip netns exec`: that remounts /sys, without the cgroup tree slurmd
+      # needs. Each host has its own /tmp, as real ones do (Slurm's PMIx keeps per-step
+      # directories there, named alike on every node).
+      mkdir -p "$d/tmp-$h"
+      nsenter --net="/run/netns/$cluster_tag-$h" unshare --uts --mount --propagation private \
+        bash -c "hostname $h; mount --bind $d/tmp-$h /tmp; exec slurmd -N $h -f $SLURM_CONF" ||
+        { echo "slurm test: slurmd on $h did not start"; cat "$d/slurmd-$h.log" 2> /dev/null; exit 1; }
       names+=("$h")
     done
   fi
@@ -149,7 +162,8 @@ CONF
 cluster_host_run() {
   local h=$1
   shift
-  ip netns exec "$cluster_tag-$h" unshare --uts bash -c "hostname $h; exec \"\$@\"" bash "$@"
+  nsenter --net="/run/netns/$cluster_tag-$h" unshare --uts --mount --propagation private \
+    bash -c "hostname $h; mount --bind $cluster_dir/tmp-$h /tmp; exec \"\$@\"" bash "$@"
 }
 
 # cluster_state JOBID: the job's state (COMPLETED, FAILED, PENDING, RUNNING...).
