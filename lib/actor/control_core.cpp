@@ -550,13 +550,16 @@ void control_core::close_port(std::uint64_t id) noexcept { ports_.erase(id); }
 void control_core::port_send(int rank, std::uint64_t id, std::uint64_t type,
                              std::span<const std::byte> bytes) {
   progress(); // a notice that the receiver is gone may have come
-  const std::string where =
-      "port #" + std::to_string(local_part(id)) + " on rank " + std::to_string(rank);
+  // Named only when it fails: built on every send it was a heap allocation per message.
+  const auto where = [&] {
+    return "crown::port::send to port #" + std::to_string(local_part(id)) + " on rank " +
+           std::to_string(rank);
+  };
   if (rank < 0 || rank >= size_ || port_rank(id) != rank)
-    throw argument_error("crown::port::send to " + where, "no such port in this job");
-  if (closed_ports_.count({rank, id}) || (rank == rank_ && !ports_.count(id)))
-    throw state_error("crown::port::send to " + where,
-                      "its receiver is gone (destroyed, or its actor stopped)");
+    throw argument_error(where(), "no such port in this job");
+  if ((!closed_ports_.empty() && closed_ports_.count({rank, id})) ||
+      (rank == rank_ && !ports_.count(id)))
+    throw state_error(where(), "its receiver is gone (destroyed, or its actor stopped)");
   post_port_message(rank, id, type, bytes);
 }
 
@@ -745,6 +748,19 @@ std::uint64_t open_port(control_core& core, std::uint64_t type, std::string type
   return core.open_port(type, std::move(type_name));
 }
 void close_port(control_core& core, std::uint64_t id) noexcept { core.close_port(id); }
+namespace {
+thread_local std::vector<std::byte> t_spare_send_buffer;
+}
+std::vector<std::byte> take_send_buffer() noexcept {
+  std::vector<std::byte> b = std::move(t_spare_send_buffer);
+  t_spare_send_buffer = {}; // a moved-from vector is only valid-but-unspecified
+  b.clear();
+  return b;
+}
+void give_back_send_buffer(std::vector<std::byte>&& bytes) noexcept {
+  if (bytes.capacity() <= (std::size_t{64} << 10)) // not a large value's pages for ever
+    t_spare_send_buffer = std::move(bytes);
+}
 void port_send(control_core& core, int rank, std::uint64_t id, std::uint64_t type,
                std::span<const std::byte> bytes) {
   core.port_send(rank, id, type, bytes);

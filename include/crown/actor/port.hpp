@@ -31,6 +31,11 @@ control_core& running_core(const char* what);
 /// A new port on this rank for values tagged `type` (`type_name` for errors).
 std::uint64_t open_port(control_core& core, std::uint64_t type, std::string type_name);
 void close_port(control_core& core, std::uint64_t id) noexcept;
+/// A buffer to serialise a value to send into, empty: this thread's spare, taken out of
+/// its place (a send made inside another's progress gets one of its own), and given
+/// back after the send, so a stream of small messages allocates nothing for it.
+std::vector<std::byte> take_send_buffer() noexcept;
+void give_back_send_buffer(std::vector<std::byte>&& bytes) noexcept;
 /// Sends the serialised value `bytes` to port `id` on `rank` (state_error once the
 /// port's receiver is known to be gone).
 void port_send(control_core& core, int rank, std::uint64_t id, std::uint64_t type,
@@ -57,10 +62,11 @@ public:
   /// Throws state_error once the receiver is known to be gone.
   void send(const T& value) const {
     if (id_ == 0) throw state_error("crown::port::send", "an unbound port (default-constructed)");
-    std::vector<std::byte> bytes;
+    std::vector<std::byte> bytes = detail::take_send_buffer();
     detail::to_bytes(value, bytes);
     detail::port_send(detail::running_core("crown::port::send"), rank_, id_,
                       detail::port_type_tag<T>(), bytes);
+    detail::give_back_send_buffer(std::move(bytes));
   }
   [[nodiscard]] int rank() const noexcept { return rank_; } ///< where the receiver lives
   [[nodiscard]] std::uint64_t id() const noexcept { return id_; }
