@@ -20,6 +20,17 @@
 //                   (gloo, CPU) or, where that cannot run, PyTorch DDP on the same model (FILE)
 //   all_gather, reduce_scatter  FSDP's one-sided collectives of one block unit against
 //                   MPI_Allgather and MPI_Reduce_scatter_block of the same bytes
+// Tensor and pipeline parallelism (np 2), on a GPT of 8 blocks of 256 channels, global batch
+// 8 x 64 tokens:
+//   tp_allreduce    one of a Megatron layer pair's all-reduces (batch x T x C activations)
+//                   against MPI_Allreduce of the same bytes
+//   stage_transfer  an activation crossing a stage boundary as crown-train sends it (MPI
+//                   point-to-point), half a round trip, against a one-sided put with an
+//                   event (put_notify) of the same bytes: the alternative not taken
+//   bubble_m*       1F1B's measured bubble at pp = 2 (time each stage waited for the other,
+//                   over its step, mean of the two) against (p - 1) / (m + p - 1)
+//   step_*          a step of each plan kind (tp=2, pp=2 with 4 micro-batches, FSDP) beside
+//                   DDP's (dp=2)
 // --smoke shrinks the model to seconds. ratio > 1: Crown is better.
 #include "bench.hpp"
 #include <cmath>
@@ -228,6 +239,109 @@ void fsdp_figures(const options& o, const std::map<std::string, double>& torch) 
   fsdp_collectives(layout, o.smoke ? 3 : 20);
 }
 
+/// Median over steps 2.. of a plan's step seconds and pipeline bubble (the largest over
+/// the ranks; the bubble averaged over them).
+std::pair<double, double> time_plan(par::train_options t, const std::string& plan, int steps) {
+  t.plan = par::parse_plan(plan);
+  auto data = std::make_shared<const par::corpus>("/usr/share/games/fortunes", t.model.context);
+  par::trainer<float> tr(crown::world(), data, t);
+  std::vector<double> times, bubbles;
+  for (int s = 0; s < steps; ++s) {
+    const double start = MPI_Wtime();
+    (void)tr.step();
+    if (s >= 1) {
+      times.push_back(MPI_Wtime() - start);
+      bubbles.push_back(tr.last_pipeline_timing().bubble());
+    }
+  }
+  double bubble = median(bubbles);
+  MPI_Allreduce(MPI_IN_PLACE, &bubble, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+  return {worst(median(times)), bubble / crown::world().size()};
+}
+
+/// The tensor- and pipeline-parallel figures (see the top of this file).
+void split_figures(const options& o) {
+  const crown::mesh& w = crown::world();
+  const int me = w.rank();
+  if (w.size() != 2) {
+    if (me == 0) std::printf("# tensor and pipeline figures: at np 2 only\n");
+    return;
+  }
+  par::train_options t;
+  t.model = o.smoke ? par::gpt_config{256, 32, 64, 4, 2} : par::gpt_config{256, 64, 256, 8, 8};
+  t.batch = 8;
+  const int reps = o.smoke ? 3 : 50, steps = o.smoke ? 3 : 6;
+  const std::size_t n = std::size_t(t.batch) * t.model.context * t.model.channels;
+  const std::size_t bytes = n * sizeof(float);
+  std::vector<float> x(n, 1.0f), y(n, 1.0f);
+  std::vector<double> crown_t, mpi_t, send_t, put_t;
+  crown::coarray<float> landing(w, n);
+  crown::event arrived(w);
+  const int peer = 1 - me;
+  for (int r = 0; r < reps; ++r) {
+    w.barrier();
+    double start = MPI_Wtime();
+    crown::co_sum(w, std::span<float>(x));
+    crown_t.push_back(worst(MPI_Wtime() - start));
+    MPI_Barrier(MPI_COMM_WORLD);
+    start = MPI_Wtime();
+    MPI_Allreduce(MPI_IN_PLACE, y.data(), int(n), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    mpi_t.push_back(worst(MPI_Wtime() - start));
+    std::fill(x.begin(), x.end(), 1.0f);
+    std::fill(y.begin(), y.end(), 1.0f);
+    // Ping-pong: half a round trip each way.
+    MPI_Barrier(MPI_COMM_WORLD);
+    start = MPI_Wtime();
+    if (me == 0) {
+      MPI_Send(x.data(), int(n), MPI_FLOAT, peer, 0, MPI_COMM_WORLD);
+      MPI_Recv(y.data(), int(n), MPI_FLOAT, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else {
+      MPI_Recv(y.data(), int(n), MPI_FLOAT, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(x.data(), int(n), MPI_FLOAT, peer, 0, MPI_COMM_WORLD);
+    }
+    send_t.push_back(worst(MPI_Wtime() - start) / 2);
+    w.barrier();
+    start = MPI_Wtime();
+    for (int turn = 0; turn < 2; ++turn) {
+      if (me == turn) {
+        crown::put_notify(landing.on(peer), std::span<const float>(x), arrived);
+      } else {
+        arrived.wait();
+        std::copy_n(landing.data(), n, y.data()); // into the stage's own activations
+      }
+    }
+    put_t.push_back(worst(MPI_Wtime() - start) / 2);
+  }
+  if (me == 0) {
+    print_line("parallel", "tp_allreduce", bytes, "ms", median(crown_t) * 1e3, "mpi_allreduce",
+               median(mpi_t) * 1e3);
+    print_line("parallel", "stage_transfer", bytes, "ms", median(send_t) * 1e3, "put_notify",
+               median(put_t) * 1e3);
+  }
+  for (int m : {1, 4, 8}) {
+    t.batch = 8;
+    const auto [step, bubble] = time_plan(t, "pp=2,micro=" + std::to_string(m), steps);
+    if (me == 0)
+      std::printf("parallel,bubble_m%d,%zu,fraction,%.4f,formula,%.4f,%.3f\n", m, bytes, bubble,
+                  1.0 / (m + 1), 1.0 / (m + 1) / bubble);
+    (void)step;
+  }
+  t.batch = 4;
+  const double ddp = time_plan(t, "dp=2", steps).first;
+  const double full = time_plan(t, "dp=2,fsdp=full", steps).first;
+  t.batch = 8;
+  const double tp = time_plan(t, "tp=2", steps).first;
+  const double pp = time_plan(t, "pp=2,micro=4", steps).first;
+  if (me == 0) {
+    std::printf("# step of each plan kind, GPT %s, global batch 8 x %d tokens\n",
+                t.model.to_string().c_str(), t.model.context);
+    std::printf("parallel,step_ddp_dp2,%zu,ms,%.1f,none,0,0\n", bytes, ddp * 1e3);
+    for (auto [name, v] : {std::pair{"step_fsdp_full_dp2", full}, std::pair{"step_tp2", tp},
+                           std::pair{"step_pp2_m4", pp}})
+      print_line("parallel", name, bytes, "ms", v * 1e3, "ddp_dp2", ddp * 1e3);
+  }
+}
+
 void parallel(const options& o) {
   const crown::mesh& w = crown::world();
   const int me = w.rank(), n = w.size();
@@ -278,6 +392,7 @@ void parallel(const options& o) {
   }
   grad_sync(o, torch, layout);
   fsdp_figures(o, torch);
+  split_figures(o);
 }
 
 /// DDP's bucketed all-reduce of the whole gradient, exactly as DDP issues it after a backward.

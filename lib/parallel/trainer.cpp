@@ -145,10 +145,7 @@ std::string trainer<T>::memory_placement() const {
 }
 
 namespace {
-template <typename T>
-void wait_for(std::vector<MPI_Request>& requests) {
-  MPI_Waitall(int(requests.size()), requests.data(), MPI_STATUSES_IGNORE);
-}
+double seconds() { return MPI_Wtime(); }
 } // namespace
 
 template <typename T>
@@ -165,6 +162,13 @@ T trainer<T>::step() {
   const MPI_Comm pipe = p > 1 ? pp_mesh_.comm() : MPI_COMM_NULL;
   const MPI_Datatype type = crown::detail::mpi_datatype<T>();
   double loss = 0;
+  const double start = seconds();
+  double waited = 0;
+  auto timed = [&](auto&& wait) { // time blocked on a neighbouring stage
+    const double t = seconds();
+    wait();
+    waited += seconds() - t;
+  };
   // 1F1B (PipeDream-Flush, as Megatron schedules it): stage s runs p - s - 1 forwards
   // ahead, then alternates one forward and one backward, then drains the backwards. With
   // one stage it is forward, backward per micro-batch. Activations cross a boundary as
@@ -175,11 +179,13 @@ T trainer<T>::step() {
     load(first, k, micro);
     std::span<const T> input;
     if (!first_stage) {
-      MPI_Recv(received_[std::size_t(slot)].data(), int(received_[std::size_t(slot)].size()), type,
-               s - 1, 2 * k, pipe, MPI_STATUS_IGNORE);
+      timed([&] {
+        MPI_Recv(received_[std::size_t(slot)].data(), int(received_[std::size_t(slot)].size()),
+                 type, s - 1, 2 * k, pipe, MPI_STATUS_IGNORE);
+      });
       input = received_[std::size_t(slot)];
     }
-    if (!last_stage) MPI_Wait(&output_sent_[std::size_t(slot)], MPI_STATUS_IGNORE);
+    if (!last_stage) timed([&] { MPI_Wait(&output_sent_[std::size_t(slot)], MPI_STATUS_IGNORE); });
     if (!last_stage) targets_.clear();
     loss += double(forward(slot, input, micro));
     if (!last_stage) {
@@ -191,10 +197,12 @@ T trainer<T>::step() {
   auto backward_one = [&](int k) {
     const int slot = k % slots;
     if (!last_stage)
-      MPI_Recv(dout_.data(), int(dout_.size()), type, s + 1, 2 * k + 1, pipe, MPI_STATUS_IGNORE);
+      timed([&] {
+        MPI_Recv(dout_.data(), int(dout_.size()), type, s + 1, 2 * k + 1, pipe, MPI_STATUS_IGNORE);
+      });
     std::span<T> dinput;
     if (!first_stage) {
-      MPI_Wait(&dinput_sent_[std::size_t(slot)], MPI_STATUS_IGNORE);
+      timed([&] { MPI_Wait(&dinput_sent_[std::size_t(slot)], MPI_STATUS_IGNORE); });
       dinput = dinput_[std::size_t(slot)];
     }
     backward(slot, T(1) / T(m), last_stage ? std::span<const T>() : std::span<const T>(dout_),
@@ -210,8 +218,11 @@ T trainer<T>::step() {
     backward_one(k);
   }
   for (int k = m - warmup; k < m; ++k) backward_one(k);
-  wait_for<T>(output_sent_);
-  wait_for<T>(dinput_sent_);
+  timed([&] {
+    for (auto* sent : {&output_sent_, &dinput_sent_})
+      MPI_Waitall(int(sent->size()), sent->data(), MPI_STATUSES_IGNORE);
+  });
+  pipe_ = {seconds() - start, waited};
   if (ddp_) {
     ddp_->finish();
     std::visit([&](auto& opt) { opt.step(model_.params(), ddp_->grads()); }, optimizer_);

@@ -32,6 +32,16 @@ struct train_options {
   ddp_options ddp;
 };
 
+/// Where a pipeline stage's last step went: all of it, and the part spent waiting for
+/// the neighbouring stages (receiving, or for a send's buffer): 1F1B's bubble, ideally
+/// (p - 1) / (m + p - 1) of the step with equal stages.
+struct pipeline_timing {
+  double step_seconds = 0, waited_seconds = 0;
+  [[nodiscard]] double bubble() const noexcept {
+    return step_seconds > 0 ? waited_seconds / step_seconds : 0;
+  }
+};
+
 /// Checks `o` against a job of `workers` workers: the plan (validate()), the model's
 /// sizes, the optimizer's name and the learning rate; throws argument_error naming the
 /// numbers and the rule. Needs no communication, so every rank fails alike, before work.
@@ -82,6 +92,7 @@ public:
   [[nodiscard]] const fsdp<T>* fsdp_engine() const noexcept { return fsdp_ ? &*fsdp_ : nullptr; }
   /// Of the last step's data-parallel communication, the fraction hidden behind compute.
   [[nodiscard]] double hidden_fraction() const noexcept;
+  [[nodiscard]] const pipeline_timing& last_pipeline_timing() const noexcept { return pipe_; }
   /// This worker's pipeline stage and its blocks [first, end).
   [[nodiscard]] const model_part& part() const noexcept { return model_.layout().part; }
   /// "gradients in the symmetric heap" and the like, for the start-up line.
@@ -115,6 +126,7 @@ private:
   std::vector<std::vector<T>> received_, dinput_;
   std::vector<T> dout_;
   std::vector<MPI_Request> output_sent_, dinput_sent_;
+  pipeline_timing pipe_;
 };
 
 } // namespace crown::parallel
