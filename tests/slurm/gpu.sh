@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tests/slurm/gpu.sh SCRIPT APPS_DIR: jobscripts/heat2d-gpu.sbatch on a one-node Slurm whose
-# node has 4 fake gres/gpu (no device files: there is no GPU here). Checks that Slurm
-# gives each of the 4 tasks one GPU (--gpus-per-task=1) and, where crown-heat2d has
-# --gpu, that the job completes with heat2d's checksum. crown-heat2d has no --gpu yet
+# node has 4 fake gres/gpu (plain files stand in for devices: there is no GPU here).
+# Checks that Slurm allocates the job 4 GPUs (--gpus-per-task=1) and starts every task
+# (with fake devices Slurm sets no CUDA_VISIBLE_DEVICES, so the per-task binding itself
+# is not observable here) and, where crown-heat2d has --gpu, that the job completes with
+# heat2d's checksum. crown-heat2d has no --gpu yet
 # (GPU heat2d is outside the Slurm issue): then, with the allocation checked, exit 77
 # naming why.
 set -euo pipefail
@@ -20,7 +22,7 @@ scontrol show job -d "$job" | grep -Eq "gres/gpu=4|GRES=gpu:4|gres:gpu:4" ||
 [ "$(grep -c "^rank [0-3] on .*CUDA_VISIBLE_DEVICES=" "$out")" = 4 ] ||
   { echo "FAIL: not every task started with a GPU binding"; exit 1; }
 if grep -q "unknown option --gpu" "$out"; then
-  echo "slurm gpu test: Slurm allocated and bound gres/gpu=4 to 4 tasks; crown-heat2d has" \
+  echo "slurm gpu test: Slurm allocated gres/gpu=4 and started 4 tasks; crown-heat2d has" \
     "no --gpu yet (GPU heat2d is outside the Slurm issue): skipped"
   exit 77
 fi

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # tests/slurm/requeue.sh APP HOW SCRIPT APPS_DIR
-#   APP heat2d|train, HOW fault|signal
+#   APP heat2d|train, HOW fault|signal|usr1
 # Runs SCRIPT (jobscripts/heat2d.sbatch or train.sbatch) on a one-node Slurm (cluster.sh)
 # uninterrupted, then interrupted, and checks that the interrupted job ends COMPLETED with
 # the uninterrupted result bitwise (heat2d: the checksum; train: the float64 loss curve):
@@ -9,6 +9,9 @@
 #           checkpoint; the second start does not reach arrival 50 again.
 #   signal: `scontrol requeue` once the first checkpoint exists: every task gets SIGTERM,
 #           the ranks checkpoint and exit 75, Slurm requeues, the next start resumes there.
+#   usr1:   USR1 to the batch shell only (`scancel --signal=USR1 --batch`, what
+#           --signal=B:USR1@120 sends before the time limit): the script's trap passes it
+#           through srun to the ranks, they checkpoint and exit 75, the script requeues.
 # Prints the requeue delay (the failed start's end to the next start), the work lost
 # (iterations or steps computed twice) and the time to resume (the next start to its
 # first step after the checkpoint was read).
@@ -20,7 +23,7 @@ d=$cluster_dir
 cd "$d"
 case $app/$how in
   heat2d/fault) every=20 args=(--n 128 --iterations 80) ;;
-  heat2d/signal) every=1000 args=(--n 256 --iterations 12000) ;;
+  heat2d/signal | heat2d/usr1) every=1000 args=(--n 256 --iterations 30000) ;;
   train/fault) every=10 args=(--steps 60) ;;
   train/signal) every=20 args=(--steps 300) ;;
 esac
@@ -56,9 +59,14 @@ else
     ls "$d/cut.ck" 2> /dev/null | grep -q . && break
     sleep 0.2
   done
-  sleep 1
-  echo "scontrol requeue $job at $(date +%s.%N)"
-  scontrol requeue "$job"
+  sleep 0.5
+  if [ "$how" = usr1 ]; then
+    echo "USR1 to the batch shell of job $job at $(date +%s.%N)"
+    scancel --signal=USR1 --batch "$job"
+  else
+    echo "scontrol requeue $job at $(date +%s.%N)"
+    scontrol requeue "$job"
+  fi
 fi
 finish "$job" cut
 restarts=$(scontrol show job "$job" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
@@ -66,6 +74,9 @@ restarts=$(scontrol show job "$job" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
 if [ "$how" = fault ]; then
   grep -q "requeue 1 of" "$d/cut.out" || { echo "FAIL: the script did not requeue itself"; exit 1; }
   scontrol show job "$job" | grep -q "Comment=crown-failures=1" || { echo "FAIL: no failure count in the comment"; exit 1; }
+elif [ "$how" = usr1 ]; then
+  grep -q "SIGUSR1: checkpointed after" "$d/cut.out" || { echo "FAIL: no checkpoint on SIGUSR1"; exit 1; }
+  grep -q "time limit near; requeued" "$d/cut.out" || { echo "FAIL: the script did not requeue"; exit 1; }
 else
   grep -q "SIGTERM: checkpointed after" "$d/cut.out" || { echo "FAIL: no checkpoint on SIGTERM"; exit 1; }
 fi
