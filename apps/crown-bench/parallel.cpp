@@ -27,8 +27,8 @@
 //   stage_transfer  an activation crossing a stage boundary as crown-train sends it (MPI
 //                   point-to-point), half a round trip, against a one-sided put with an
 //                   event (put_notify) of the same bytes: the alternative not taken
-//   bubble_m*       1F1B's measured bubble at pp = 2 (time each stage waited for the other,
-//                   over its step, mean of the two) against (p - 1) / (m + p - 1)
+//   bubble_m*       1F1B's measured bubble at pp = 2, batch 16 (time each stage waited for
+//                   the other, over its step, mean of the two) against (p - 1) / (m + p - 1)
 //   step_*          a step of each plan kind (tp=2, pp=2 with 4 micro-batches, FSDP) beside
 //                   DDP's (dp=2)
 // --smoke shrinks the model to seconds. ratio > 1: Crown is better.
@@ -94,6 +94,15 @@ void print_torch(const std::map<std::string, double>& torch, const std::string& 
 
 void grad_sync(const options& o, const std::map<std::string, double>& torch,
                const par::param_layout& layout);
+
+/// Training `model` over dp ranks, a batch of 4 samples each.
+par::train_options data_parallel(const par::gpt_config& model, int dp) {
+  par::train_options t;
+  t.model = model;
+  t.plan.dp = dp;
+  t.batch = 4;
+  return t;
+}
 
 /// What one FSDP strategy measured (the largest value over the ranks).
 struct strategy_figures {
@@ -185,10 +194,8 @@ void fsdp_figures(const options& o, const std::map<std::string, double>& torch) 
   // Freed blocks go back to the system at once, so each strategy's resident-set growth is
   // its own (glibc's adaptive threshold would otherwise keep the previous one's heap).
   mallopt(M_MMAP_THRESHOLD, 256 << 10);
-  par::train_options t;
-  t.model = o.smoke ? par::gpt_config{256, 32, 64, 4, 4} : par::gpt_config{256, 64, 384, 8, 16};
-  t.plan.dp = n;
-  t.batch = 4;
+  par::train_options t = data_parallel(
+      o.smoke ? par::gpt_config{256, 32, 64, 4, 4} : par::gpt_config{256, 64, 384, 8, 16}, n);
   const auto layout = par::param_layout::of(t.model);
   const std::size_t bytes = layout.total * sizeof(float);
   const int steps = o.smoke ? 4 : 10;
@@ -319,7 +326,7 @@ void split_figures(const options& o) {
                median(put_t) * 1e3);
   }
   for (int m : {1, 4, 8}) {
-    t.batch = 8;
+    t.batch = 16; // micro-batches of 2 samples and more: fewer, larger messages per step
     const auto [step, bubble] = time_plan(t, "pp=2,micro=" + std::to_string(m), steps);
     if (me == 0)
       std::printf("parallel,bubble_m%d,%zu,fraction,%.4f,formula,%.4f,%.3f\n", m, bytes, bubble,
@@ -347,10 +354,8 @@ void parallel(const options& o) {
   const int me = w.rank(), n = w.size();
   const auto torch = read_torch(o.torch_file);
   par::nn::set_blas_threads(1);
-  par::train_options t;
-  t.model = o.smoke ? par::gpt_config{256, 32, 64, 4, 2} : par::gpt_config{256, 64, 512, 8, 8};
-  t.plan.dp = n;
-  t.batch = 4;
+  const par::train_options t = data_parallel(
+      o.smoke ? par::gpt_config{256, 32, 64, 4, 2} : par::gpt_config{256, 64, 512, 8, 8}, n);
   const auto layout = par::param_layout::of(t.model);
   const std::size_t bytes = layout.total * sizeof(float);
   if (me == 0) {
