@@ -247,8 +247,8 @@ bool kernel_copies_pay(scratch& s, int me, const std::vector<std::uint64_t>& add
     // Which of two paths every later large co_* takes, so say what decided it.
     log(log_level::debug, "co_* of ordinary memory: 256 KiB from image ", peer, " took ",
         std::chrono::duration<double, std::micro>(kernel).count(), " us by process_vm_readv, ",
-        std::chrono::duration<double, std::micro>(copy).count(),
-        " us by memcpy: kernel copies ", pays ? "pay here" : "do not pay here");
+        std::chrono::duration<double, std::micro>(copy).count(), " us by memcpy: kernel copies ",
+        pays ? "pay here" : "do not pay here");
   }
   return all_say_yes(s, me, pays);
 }
