@@ -45,10 +45,23 @@ double mpi_round_trips(int me, int ops, int in_flight) {
   return MPI_Wtime() - start;
 }
 
+/// Seconds for `stream_messages` one-way MPI messages of one int from rank 1 to rank 0
+/// of g_comm, sent in windows of 256 (as Crown's channel hands them to MPI: Open MPI
+/// slows down quadratically with tens of thousands of sends in flight). Rank `me`
+/// (0 receives, 1 sends) plays its side; rank 0's time is the figure.
+double mpi_stream(int me);
+/// Seconds for `ring_messages` MPI hops around ranks 1..n-1 of g_comm (one token per
+/// lap, rank 1 starts it); every one of those ranks calls it.
+double mpi_ring();
+
 struct bench_actor {
   void noop() {}
   /// Rank 1's side of MPI round trips with the controller (the baseline, same session).
   void mpi_answer(int ops) { mpi_round_trips(1, ops, 1); }
+  /// Rank 1's side of the MPI stream (the port send's baseline, same session).
+  void mpi_stream_send() { mpi_stream(1); }
+  /// This rank's part of the MPI ring (the port ring's baseline, same session).
+  double mpi_ring_lap() { return mpi_ring(); }
   /// A large array reaches a span parameter in the bytes received (no copy); a vector
   /// parameter costs one copy out of them.
   std::size_t sink(std::span<const char> payload) { return payload.size(); }
@@ -102,7 +115,8 @@ struct bench_actor {
     });
   }
   static constexpr auto endpoints = crown::endpoints(
-      &bench_actor::noop, &bench_actor::mpi_answer, &bench_actor::sink, &bench_actor::sink_vector,
+      &bench_actor::noop, &bench_actor::mpi_answer, &bench_actor::mpi_stream_send,
+      &bench_actor::mpi_ring_lap, &bench_actor::sink, &bench_actor::sink_vector,
       &bench_actor::round_trips, &bench_actor::send_many, &bench_actor::open_ring,
       &bench_actor::circulate, &bench_actor::buffer_transfers, &bench_actor::heap_transfers);
 
@@ -138,8 +152,6 @@ double rss_kib() {
 
 struct baselines {
   double worker_ping_pong = 0;   ///< s per round trip, ranks 1 and 2 (3 or more ranks)
-  double stream = 0;             ///< one-way messages per second, rank 1 to rank 0
-  double ring = 0;               ///< s for `ring_messages` hops around ranks 1..n-1
   double bcast_gather_small = 0; ///< s, 8 bytes out, one int back from everyone
   std::vector<std::pair<std::size_t, double>> bcast_gather; ///< bytes, s
 };
@@ -147,6 +159,42 @@ struct baselines {
 constexpr int window = 1000;
 constexpr int ring_messages = 1000;
 constexpr int stream_messages = 10000;
+
+double mpi_stream(int me) {
+  constexpr int in_flight = 256;
+  std::vector<int> many(in_flight);
+  std::vector<MPI_Request> sends(in_flight);
+  const double start = MPI_Wtime();
+  if (me == 1) {
+    for (int i = 0; i < stream_messages; i += in_flight) {
+      const int k = std::min(in_flight, stream_messages - i);
+      for (int j = 0; j < k; ++j)
+        MPI_Isend(&many[static_cast<std::size_t>(j)], 1, MPI_INT, 0, 2, g_comm, &sends[j]);
+      MPI_Waitall(k, sends.data(), MPI_STATUSES_IGNORE);
+    }
+  } else {
+    for (int i = 0; i < stream_messages; ++i)
+      MPI_Recv(&many[0], 1, MPI_INT, 1, 2, g_comm, MPI_STATUS_IGNORE);
+  }
+  return MPI_Wtime() - start;
+}
+
+double mpi_ring() {
+  int me = 0, n = 0, token = 0, out = 0;
+  MPI_Comm_rank(g_comm, &me);
+  MPI_Comm_size(g_comm, &n);
+  const int members = n - 1, at = me - 1;
+  const int next = 1 + (at + 1) % members, prev = 1 + (at + members - 1) % members;
+  const double start = MPI_Wtime();
+  for (int m = 0; m < ring_messages; m += members) {
+    MPI_Request sent = MPI_REQUEST_NULL;
+    if (at == 0) MPI_Isend(&out, 1, MPI_INT, next, 4, g_comm, &sent);
+    MPI_Recv(&token, 1, MPI_INT, prev, 4, g_comm, MPI_STATUS_IGNORE);
+    if (at != 0) MPI_Send(&token, 1, MPI_INT, next, 4, g_comm);
+    MPI_Wait(&sent, MPI_STATUS_IGNORE);
+  }
+  return MPI_Wtime() - start;
+}
 
 /// Raw MPI on a communicator of its own, every rank taking part.
 baselines measure_mpi(const options& o, MPI_Comm comm, const std::vector<std::size_t>& sizes) {
@@ -156,28 +204,6 @@ baselines measure_mpi(const options& o, MPI_Comm comm, const std::vector<std::si
   MPI_Comm_size(comm, &n);
   int token = 0;
   const int ops = o.smoke ? 200 : 10000;
-  MPI_Barrier(comm);
-  if (me < 2) {
-    // Sent in windows of 256 (as Crown's channel hands them to MPI: Open MPI slows down
-    // quadratically with tens of thousands of sends in flight).
-    constexpr int in_flight = 256;
-    std::vector<int> many(in_flight);
-    std::vector<MPI_Request> sends(in_flight);
-    const double per_stream = median_seconds(o, o.smoke ? 3 : 11, [&] {
-      if (me == 1) {
-        for (int i = 0; i < stream_messages; i += in_flight) {
-          const int k = std::min(in_flight, stream_messages - i);
-          for (int j = 0; j < k; ++j)
-            MPI_Isend(&many[static_cast<std::size_t>(j)], 1, MPI_INT, 0, 2, comm, &sends[j]);
-          MPI_Waitall(k, sends.data(), MPI_STATUSES_IGNORE);
-        }
-      } else {
-        for (int i = 0; i < stream_messages; ++i)
-          MPI_Recv(&token, 1, MPI_INT, 1, 2, comm, MPI_STATUS_IGNORE);
-      }
-    });
-    b.stream = stream_messages / per_stream;
-  }
   MPI_Barrier(comm);
   if (n >= 3 && me >= 1 && me <= 2) { // the two workers the actor-to-actor figure uses
     const int peer = 3 - me;
@@ -192,23 +218,8 @@ baselines measure_mpi(const options& o, MPI_Comm comm, const std::vector<std::si
     });
   }
   MPI_Barrier(comm);
-  if (me >= 1) { // a ring of ring_messages hops through ranks 1..n-1
-    const int members = n - 1, at = me - 1;
-    const int next = 1 + (at + 1) % members, prev = 1 + (at + members - 1) % members;
-    b.ring = median_seconds(o, 1, [&] {
-      int out = 0;
-      for (int m = 0; m < ring_messages; m += members) {
-        MPI_Request sent = MPI_REQUEST_NULL;
-        if (at == 0) MPI_Isend(&out, 1, MPI_INT, next, 4, comm, &sent);
-        MPI_Recv(&token, 1, MPI_INT, prev, 4, comm, MPI_STATUS_IGNORE);
-        if (at != 0) MPI_Send(&token, 1, MPI_INT, next, 4, comm);
-        MPI_Wait(&sent, MPI_STATUS_IGNORE);
-      }
-    });
-  }
   // Rank 0 prints: the figures measured on workers travel to it.
   MPI_Bcast(&b.worker_ping_pong, 1, MPI_DOUBLE, n >= 3 ? 1 : 0, comm);
-  MPI_Bcast(&b.ring, 1, MPI_DOUBLE, n >= 2 ? 1 : 0, comm);
   MPI_Barrier(comm);
   std::vector<int> gathered(static_cast<std::size_t>(n));
   auto bcast_gather = [&](std::vector<char>& payload) {
@@ -313,20 +324,31 @@ void actors(const options& o) {
     }
     // Ports: one actor streams ints to the controller.
     {
+      // Batches of Crown's stream and of MPI's between the same ranks, alternately.
       auto [port, inbox] = crown::open_channel<int>();
       const int count = stream_messages;
-      const double per_batch = median_seconds(o, 1, [&, &port = port, &inbox = inbox] {
+      std::vector<double> crown_t, mpi_t;
+      for (int b = -1; b < (o.smoke ? 3 : o.batches); ++b) { // -1: warm-up
+        const double start = MPI_Wtime();
         a.call_one({0}, &bench_actor::send_many, port, count).get();
         for (int i = 0; i < count; ++i) (void)inbox.recv();
-      });
-      print_line(group, "port_send", 0, "msgs/s", count / per_batch, "mpi_isend_stream",
-                 mpi.stream);
+        const double seconds = MPI_Wtime() - start;
+        auto sender = a.call_one({0}, &bench_actor::mpi_stream_send);
+        const double mpi_seconds = mpi_stream(0);
+        sender.get();
+        if (b < 0) continue;
+        crown_t.push_back(seconds);
+        mpi_t.push_back(mpi_seconds);
+      }
+      print_line(group, "port_send", 0, "msgs/s", count / median(crown_t), "mpi_isend_stream",
+                 count / median(mpi_t));
     }
     // A ring of 1,000 messages through every actor, over ports.
     {
       const auto ports = a.call(&bench_actor::open_ring).get();
       const int actors = a.mesh().size();
-      std::vector<double> laps;
+      // Crown's ring and MPI's through the same ranks, alternately (actor i on rank i+1).
+      std::vector<double> laps, mpi_laps;
       for (int b = 0; b < (o.smoke ? 3 : o.batches); ++b) {
         std::vector<crown::future<double>> each;
         for (int i = 0; i < actors; ++i)
@@ -335,9 +357,10 @@ void actors(const options& o) {
                                     ring_messages));
         laps.push_back(each[0].get());
         for (std::size_t i = 1; i < each.size(); ++i) (void)each[i].get();
+        mpi_laps.push_back(a.call(&bench_actor::mpi_ring_lap).get()[0]);
       }
       print_line(group, "port_ring_1000", static_cast<std::size_t>(actors), "us",
-                 median(laps) * 1e6, "mpi_ring_1000", mpi.ring * 1e6);
+                 median(laps) * 1e6, "mpi_ring_1000", median(mpi_laps) * 1e6);
     }
     for (const auto& [bytes, seconds] : mpi.bcast_gather) {
       const std::vector<char> payload(bytes, 'x');
