@@ -73,6 +73,8 @@ cluster_up() {
   else
     command -v ip > /dev/null && command -v unshare > /dev/null ||
       cluster_skip "network-namespace hosts need ip and unshare"
+    unshare --uts --mount --propagation private true 2> /dev/null ||
+      cluster_skip "cannot make UTS and mount namespaces here (unshare refused)"
     ip link add "${cluster_tag}br" type bridge 2> /dev/null ||
       cluster_skip "cannot create a bridge here (no CAP_NET_ADMIN?)"
     ip addr add 10.78.0.1/24 dev "${cluster_tag}br" && ip link set "${cluster_tag}br" up
@@ -124,6 +126,11 @@ JobAcctGatherType=jobacct_gather/none
 $nodes
 PartitionName=test Nodes=ALL Default=YES OverSubscribe=YES MaxTime=INFINITE State=UP
 CONF
+  # Slurm's PMIx keeps a directory per step named by job and step only (under /tmp by
+  # default): ours, so that clusters of other test runs, or leftovers of a killed one,
+  # cannot collide with it. (Namespace hosts each have their own /tmp besides.)
+  mkdir -p "$d/pmix"
+  echo "PMIxCliTmpDirBase=$d/pmix" > "$d/mpi.conf"
   export SLURM_CONF=$d/slurm.conf
   slurmctld -f "$SLURM_CONF"
   local names=()
