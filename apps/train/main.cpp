@@ -186,6 +186,9 @@ app_options parse(int argc, char** argv) {
           " and the plan's micro=" + std::to_string(o.train.plan.microbatches) + " differ");
   if (micro) o.train.plan.microbatches = micro;
   o.train.model.check(); // before anything sizes a model from it
+  if (o.memory_report && o.controller)
+    usage("--memory-report is printed by SPMD runs; with --controller the ranks' memory stays "
+          "on the actors");
   if (o.train.plan.tp > 1 || o.train.plan.pp > 1) {
     if (o.checkpoint_every > 0 || o.resume)
       usage("checkpoints of tensor- or pipeline-parallel plans (" + o.train.plan.to_string() +
@@ -303,7 +306,7 @@ train::report run_steps(const app_options& o, std::size_t tokens_per_step, const
 /// --memory-report: what the accounting allocator measured on each rank, in rank order.
 void print_memory(const crown::mesh& world) {
   const par::memory_ledger m = par::memory_now();
-  std::array<char, 256> mine{};
+  std::array<char, 512> mine{}; // the longest line (20-digit numbers) is under 300 bytes
   int at = std::snprintf(mine.data(), mine.size(), "memory rank %d:", world.rank());
   for (std::size_t k = 0; k < par::buffer_kinds; ++k)
     at += std::snprintf(mine.data() + at, mine.size() - std::size_t(at), " %s %zu",
@@ -341,8 +344,8 @@ int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::co
   const bool show = rt.rank() == 0;
   if (show)
     std::printf("crown-train: %s on %d ranks, %zu parameters (%s), %zu tokens per step%s\n",
-                o.train.plan.to_string().c_str(), rt.size(), t.parameter_count(), o.dtype.c_str(),
-                t.tokens_per_step(),
+                o.train.plan.to_string().c_str(), rt.size(),
+                par::param_layout::of(o.train.model).total, o.dtype.c_str(), t.tokens_per_step(),
                 (t.memory_placement().empty() ? std::string()
                                               : std::string(", ").append(t.memory_placement()))
                     .c_str());

@@ -20,42 +20,56 @@ double now() {
 constexpr std::size_t none = ~std::size_t{0};
 } // namespace
 
-fsdp_groups make_fsdp_groups(const mesh& dp, fsdp_strategy s) {
-  const int me = this_runtime().rank();
-  if (s != fsdp_strategy::hybrid_shard) return {dp, mesh({{"dp", 1}}, {me})};
+namespace {
+/// The data-parallel ranks of `dp` by host (dp order), checked for HYBRID_SHARD: at least
+/// two hosts, the same number on each. Pure: the topology is known to every rank.
+std::map<int, std::vector<int>> hybrid_hosts(const mesh& dp) {
   const auto& where = this_runtime().topology().all();
-  std::map<int, std::vector<int>> by_host; // host index -> its data-parallel ranks, dp order
+  std::map<int, std::vector<int>> by_host;
   for (int r : dp.ranks()) by_host[where[std::size_t(r)].host_index].push_back(r);
   const std::string plan = "plan fsdp=hybrid (HYBRID_SHARD)";
+  const auto host = [&](int r) { return where[std::size_t(r)].host; };
   if (by_host.size() < 2)
     throw argument_error(plan, "shards within a host and replicates across hosts, but all " +
                                    std::to_string(dp.size()) +
-                                   " data-parallel ranks run on "
-                                   "one host (" +
-                                   where[std::size_t(me)].host +
+                                   " data-parallel ranks run on one host (" + host(dp.ranks()[0]) +
                                    "): use fsdp=full, or run on several hosts");
+  for (const auto& [index, ranks] : by_host)
+    if (ranks.size() != by_host.begin()->second.size())
+      throw argument_error(plan, "needs the same number of data-parallel ranks on every host; " +
+                                     host(by_host.begin()->second[0]) + " has " +
+                                     std::to_string(by_host.begin()->second.size()) + ", " +
+                                     host(ranks[0]) + " has " + std::to_string(ranks.size()));
+  return by_host;
+}
+} // namespace
+
+void check_fsdp_groups(const mesh& plan_mesh, fsdp_strategy s) {
+  if (s != fsdp_strategy::hybrid_shard) return;
+  for (int p = 0; p < plan_mesh.size("pp"); ++p)
+    for (int t = 0; t < plan_mesh.size("tp"); ++t)
+      (void)hybrid_hosts(plan_mesh.slice("pp", p).slice("tp", t));
+}
+
+fsdp_groups make_fsdp_groups(const mesh& dp, fsdp_strategy s) {
+  const int me = this_runtime().rank();
+  if (s != fsdp_strategy::hybrid_shard) return {dp, mesh({{"dp", 1}}, {me})};
+  const auto by_host = hybrid_hosts(dp);
   std::vector<int> across;
   std::size_t place = 0;
   const std::vector<int>* mine = nullptr;
-  for (const auto& [host, ranks] : by_host) {
-    if (ranks.size() != by_host.begin()->second.size())
-      throw argument_error(plan, "needs the same number of data-parallel ranks on every host; " +
-                                     where[std::size_t(by_host.begin()->second[0])].host + " has " +
-                                     std::to_string(by_host.begin()->second.size()) + ", " +
-                                     where[std::size_t(ranks[0])].host + " has " +
-                                     std::to_string(ranks.size()));
+  for (const auto& [host, ranks] : by_host)
     if (const auto it = std::find(ranks.begin(), ranks.end(), me); it != ranks.end()) {
       mine = &ranks;
       place = std::size_t(it - ranks.begin());
     }
-  }
   for (const auto& [host, ranks] : by_host) across.push_back(ranks[place]);
   return {mesh({{"dp", int(mine->size())}}, *mine), mesh({{"dp", int(across.size())}}, across)};
 }
 
 template <typename T>
 fsdp<T>::fsdp(const mesh& dp, fsdp_strategy s, const param_layout& layout, std::uint64_t seed)
-    : strategy_(s), dp_(dp), groups_(make_fsdp_groups(dp, s)), layout_(layout) {
+    : strategy_(s), dp_(dp), groups_(make_fsdp_groups(dp, s)), head_(layout.head) {
   if (s == fsdp_strategy::no_shard)
     throw argument_error("fsdp", "NO_SHARD shards nothing: it is DDP (ddp<T>)");
   const mesh& shard = groups_.shard;
@@ -195,7 +209,9 @@ void fsdp<T>::communicate() {
       t = queue_.front();
     }
     try {
-      run(t);
+      // After a failure the collectives no longer pair up with the peers': skip the rest
+      // (the waiters rethrow the failure).
+      if (!failure_) run(t);
     } catch (...) {
       std::lock_guard lock(mutex_);
       if (!failure_) failure_ = std::current_exception();
@@ -232,6 +248,10 @@ std::span<const T> fsdp<T>::acquire(std::size_t unit, pass p) {
     gathered_[u] = unit_buffer(shards_[u].padded);
     enqueue({true, u, 0, gathered_[u].data()});
   };
+  // A forward begins (at the last unit) while the head of a forward without backward
+  // (evaluation, sampling) is still held: give it back first, or three units are held.
+  if (p == pass::forward && unit + 1 == shards_.size() && strategy_ != fsdp_strategy::shard_grad_op)
+    free_unit(0);
   fetch(unit);
   // Prefetch the unit the pass needs next: forward goes from the embeddings (the last
   // unit) to the head (unit 0), backward the other way.
@@ -297,8 +317,9 @@ void fsdp<T>::release(std::size_t unit, pass p) {
     return;
   }
   // SHARD_GRAD_OP keeps parameters gathered from forward to backward; the others keep only
-  // the head, whose backward comes right after its forward (PyTorch's root unit).
-  if (strategy_ != fsdp_strategy::shard_grad_op && unit != 0) free_unit(unit);
+  // the head, whose backward comes right after its forward (PyTorch's root unit), and only
+  // on the last pipeline stage (elsewhere unit 0 is a block).
+  if (strategy_ != fsdp_strategy::shard_grad_op && !(unit == 0 && head_)) free_unit(unit);
 }
 
 template <typename T>

@@ -111,6 +111,9 @@ void validate(const plan& p, const plan_limits& l) {
                                     std::to_string(p.tp) + " x " + std::to_string(p.pp) + " = " +
                                     std::to_string(p.workers()) + " workers, but the job has " +
                                     std::to_string(l.workers));
+  if (p.microbatches > 16383) // pipeline messages are tagged 2k and 2k + 1 (MPI: >= 32767)
+    throw argument_error(where, std::to_string(p.microbatches) +
+                                    " micro-batches: at most 16383 (MPI tags of the pipeline)");
   if (l.batch % p.microbatches != 0)
     throw argument_error(where, std::to_string(p.microbatches) +
                                     " micro-batches do not divide the batch of " +

@@ -63,8 +63,10 @@ std::optional<ddp<T>> make_ddp(const train_options& o, const mesh& dp, gpt<T>& m
   return std::optional<ddp<T>>(std::in_place, dp, model.params(), model.layout(), o.ddp);
 }
 template <typename T>
-std::optional<fsdp<T>> make_fsdp(const train_options& o, const mesh& dp, const gpt<T>& model) {
+std::optional<fsdp<T>> make_fsdp(const train_options& o, const mesh& plan_mesh, const mesh& dp,
+                                 const gpt<T>& model) {
   if (!sharded(o)) return std::nullopt;
+  check_fsdp_groups(plan_mesh, o.plan.fsdp); // every group, so every rank fails alike
   return std::optional<fsdp<T>>(std::in_place, dp, o.plan.fsdp, model.layout(), o.seed);
 }
 } // namespace
@@ -76,16 +78,16 @@ trainer<T>::trainer(const mesh& workers, std::shared_ptr<const corpus> data, tra
       model_(o_.model, o_.batch / o_.plan.microbatches, !sharded(o_),
              part_of(o_.plan, mesh_, o_.model.blocks), tp_group<T>(o_.plan, mesh_),
              slots_of(o_.plan, mesh_)),
-      ddp_(make_ddp(o_, dp_mesh_, model_)), fsdp_(make_fsdp(o_, dp_mesh_, model_)),
+      ddp_(make_ddp(o_, dp_mesh_, model_)), fsdp_(make_fsdp(o_, mesh_, dp_mesh_, model_)),
       optimizer_(make_optimizer<T>(o_, params().size())) {
   if (o_.plan.pp > 1) {
     (void)pp_mesh_.comm(); // created here, in step with the stage's peers
     const std::size_t n = std::size_t(o_.batch / o_.plan.microbatches) * o_.model.context *
                           std::size_t(o_.model.channels),
                       slots = std::size_t(slots_of(o_.plan, mesh_));
-    received_.assign(slots, std::vector<T>(n));
-    dinput_.assign(slots, std::vector<T>(n));
-    dout_.resize(n);
+    received_.assign(slots, tracked<T>(buffer_kind::activations, n));
+    dinput_.assign(slots, tracked<T>(buffer_kind::activations, n));
+    dout_ = tracked<T>(buffer_kind::activations, n);
     output_sent_.assign(slots, MPI_REQUEST_NULL);
     dinput_sent_.assign(slots, MPI_REQUEST_NULL);
   }
@@ -119,7 +121,7 @@ void trainer<T>::backward(int slot, T loss_scale, std::span<const T> dout, std::
 }
 
 template <typename T>
-void trainer<T>::load(std::uint64_t first, int k, int micro) {
+void trainer<T>::load_micro_batch(std::uint64_t first, int k, int micro) {
   inputs_.clear();
   targets_.clear();
   for (int i = 0; i < micro; ++i)
@@ -146,6 +148,13 @@ std::string trainer<T>::memory_placement() const {
 
 namespace {
 double seconds() { return MPI_Wtime(); }
+/// An MPI call of the pipeline: its error names the stage, the call and the micro-batch.
+void check(int rc, int stage, const char* call, int k) {
+  if (rc != MPI_SUCCESS)
+    throw mpi_error("pipeline stage " + std::to_string(stage) + ": " + call + " of micro-batch " +
+                        std::to_string(k),
+                    rc);
+}
 } // namespace
 
 template <typename T>
@@ -176,40 +185,53 @@ T trainer<T>::step() {
   // flight and waited for before their buffer is reused.
   auto forward_one = [&](int k) {
     const int slot = k % slots;
-    load(first, k, micro);
+    load_micro_batch(first, k, micro);
     std::span<const T> input;
     if (!first_stage) {
       timed([&] {
-        MPI_Recv(received_[std::size_t(slot)].data(), int(received_[std::size_t(slot)].size()),
-                 type, s - 1, 2 * k, pipe, MPI_STATUS_IGNORE);
+        check(MPI_Recv(received_[std::size_t(slot)].data(),
+                       int(received_[std::size_t(slot)].size()), type, s - 1, 2 * k, pipe,
+                       MPI_STATUS_IGNORE),
+              s, "receiving the activation", k);
       });
       input = received_[std::size_t(slot)];
     }
-    if (!last_stage) timed([&] { MPI_Wait(&output_sent_[std::size_t(slot)], MPI_STATUS_IGNORE); });
+    if (!last_stage)
+      timed([&] {
+        check(MPI_Wait(&output_sent_[std::size_t(slot)], MPI_STATUS_IGNORE), s,
+              "sending an earlier activation before", k);
+      });
     if (!last_stage) targets_.clear();
     loss += double(forward(slot, input, micro));
     if (!last_stage) {
       const auto out = model_.output(slot);
-      MPI_Isend(out.data(), int(out.size()), type, s + 1, 2 * k, pipe,
-                &output_sent_[std::size_t(slot)]);
+      check(MPI_Isend(out.data(), int(out.size()), type, s + 1, 2 * k, pipe,
+                      &output_sent_[std::size_t(slot)]),
+            s, "sending the activation", k);
     }
   };
   auto backward_one = [&](int k) {
     const int slot = k % slots;
     if (!last_stage)
       timed([&] {
-        MPI_Recv(dout_.data(), int(dout_.size()), type, s + 1, 2 * k + 1, pipe, MPI_STATUS_IGNORE);
+        check(MPI_Recv(dout_.data(), int(dout_.size()), type, s + 1, 2 * k + 1, pipe,
+                       MPI_STATUS_IGNORE),
+              s, "receiving the output's gradient", k);
       });
     std::span<T> dinput;
     if (!first_stage) {
-      timed([&] { MPI_Wait(&dinput_sent_[std::size_t(slot)], MPI_STATUS_IGNORE); });
+      timed([&] {
+        check(MPI_Wait(&dinput_sent_[std::size_t(slot)], MPI_STATUS_IGNORE), s,
+              "sending an earlier input gradient before", k);
+      });
       dinput = dinput_[std::size_t(slot)];
     }
     backward(slot, T(1) / T(m), last_stage ? std::span<const T>() : std::span<const T>(dout_),
              dinput, k + 1 == m);
     if (!first_stage)
-      MPI_Isend(dinput.data(), int(dinput.size()), type, s - 1, 2 * k + 1, pipe,
-                &dinput_sent_[std::size_t(slot)]);
+      check(MPI_Isend(dinput.data(), int(dinput.size()), type, s - 1, 2 * k + 1, pipe,
+                      &dinput_sent_[std::size_t(slot)]),
+            s, "sending the input gradient", k);
   };
   const int warmup = std::min(p - s - 1, m);
   for (int k = 0; k < warmup; ++k) forward_one(k);
@@ -220,7 +242,8 @@ T trainer<T>::step() {
   for (int k = m - warmup; k < m; ++k) backward_one(k);
   timed([&] {
     for (auto* sent : {&output_sent_, &dinput_sent_})
-      MPI_Waitall(int(sent->size()), sent->data(), MPI_STATUSES_IGNORE);
+      check(MPI_Waitall(int(sent->size()), sent->data(), MPI_STATUSES_IGNORE), s,
+            "completing the sends after", m - 1);
   });
   pipe_ = {seconds() - start, waited};
   if (ddp_) {
@@ -265,15 +288,17 @@ T trainer<T>::evaluate(int batches) {
       // Forward only, through the stages in turn.
       std::span<const T> input;
       if (s > 0) {
-        MPI_Recv(received_[0].data(), int(received_[0].size()), type, s - 1, 0, pipe,
-                 MPI_STATUS_IGNORE);
+        check(MPI_Recv(received_[0].data(), int(received_[0].size()), type, s - 1, 0, pipe,
+                       MPI_STATUS_IGNORE),
+              s, "receiving the evaluation activation", k);
         input = received_[0];
       }
       if (s < p - 1) targets_.clear();
       sum += double(forward(0, input, micro));
       if (s < p - 1) {
         const auto out = model_.output(0);
-        MPI_Send(out.data(), int(out.size()), type, s + 1, 0, pipe);
+        check(MPI_Send(out.data(), int(out.size()), type, s + 1, 0, pipe), s,
+              "sending the evaluation activation", k);
       }
       ++count;
     }

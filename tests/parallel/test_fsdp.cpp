@@ -135,6 +135,18 @@ BOOST_AUTO_TEST_CASE(full_shard_gathers_at_most_two_units_and_shard_grad_op_all)
   }
 }
 
+BOOST_AUTO_TEST_CASE(forwards_without_backward_hold_at_most_two_units) {
+  par::gpt<double> m(config, 2, false);
+  par::fsdp<double> f(w(), par::fsdp_strategy::full_shard, m.layout(), seed);
+  std::vector<int> in, out;
+  batch_of(me(), in, out);
+  const double first = m.forward(in, out, 2, f); // evaluation: the head stays gathered...
+  const double again = m.forward(in, out, 2, f); // ...until the next forward begins
+  BOOST_TEST(first == again);
+  BOOST_TEST(f.peak_gathered_units() == 2u);
+  f.reshard();
+}
+
 BOOST_AUTO_TEST_CASE(the_accounting_allocator_charges_what_it_hands_out) {
   const par::memory_ledger start = par::memory_now();
   par::reset_memory_peaks();

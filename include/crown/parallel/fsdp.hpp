@@ -30,6 +30,9 @@ struct fsdp_groups {
   mesh shard, replicate;
 };
 [[nodiscard]] fsdp_groups make_fsdp_groups(const mesh& dp, fsdp_strategy s);
+/// The same check for every data-parallel group of a plan's mesh {pp, dp, tp}, so that
+/// every rank of the job fails alike, whichever group is spread badly over the hosts.
+void check_fsdp_groups(const mesh& plan_mesh, fsdp_strategy s);
 
 /// How one unit is cut: `padded` = count rounded up to a multiple of the shard group's
 /// size (zeros at the end, as PyTorch pads a FlatParameter), so every rank holds `shard`
@@ -97,15 +100,15 @@ private:
   void communicate();
   void wait_until(std::unique_lock<std::mutex>& lock, const auto& done);
   void free_unit(std::size_t unit);
-  /// A buffer of n elements for a gathered unit: a spare one reused (no page faults, no
-  /// zeroing) when one is large enough, else a new one (spares too small are freed first,
+  /// A buffer of n elements for a gathered unit: a spare one reused (no fresh pages to
+  /// fault in) when one is large enough, else a new one (spares too small are freed first,
   /// so FULL_SHARD never holds more than two buffers).
   tracked_vector<T> unit_buffer(std::size_t n);
 
   fsdp_strategy strategy_;
   mesh dp_;
   fsdp_groups groups_;
-  const param_layout& layout_;
+  bool head_; // this part holds the head (unit 0): the last pipeline stage
   std::vector<unit_shard> shards_;
   std::size_t max_padded_ = 0;
   std::optional<coarray<T>> heap_; // parameter shards, when they fit

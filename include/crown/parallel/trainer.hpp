@@ -85,7 +85,6 @@ public:
   /// after another as fsdp<T>::shards() lays them out, padding included).
   [[nodiscard]] std::span<const T> params() const noexcept;
   [[nodiscard]] std::span<const T> grads() noexcept;
-  [[nodiscard]] std::size_t parameter_count() const noexcept { return model_.layout().total; }
   [[nodiscard]] const param_layout& layout() const noexcept { return model_.layout(); }
   /// The engine of the plan's strategy: DDP's for no_shard, else FSDP's (the other null).
   [[nodiscard]] const ddp<T>* ddp_engine() const noexcept { return ddp_ ? &*ddp_ : nullptr; }
@@ -107,7 +106,7 @@ private:
   T forward(int slot, std::span<const T> input, int batch);
   void backward(int slot, T loss_scale, std::span<const T> dout, std::span<T> dinput, bool sync);
   /// Micro-batch k's samples (of this data-parallel rank's step from sample `first`).
-  void load(std::uint64_t first, int k, int micro);
+  void load_micro_batch(std::uint64_t first, int k, int micro);
   void refuse_split_checkpoints(const char* who) const;
   template <typename Self, typename F>
   static void each_unit_array(Self& self, F&& f);
@@ -123,8 +122,8 @@ private:
   std::vector<int> inputs_, targets_;
   // Pipeline stages: what crosses a boundary, per activation slot (1F1B keeps up to
   // pp - stage micro-batches in flight), and the sends still in flight.
-  std::vector<std::vector<T>> received_, dinput_;
-  std::vector<T> dout_;
+  std::vector<tracked_vector<T>> received_, dinput_;
+  tracked_vector<T> dout_ = tracked<T>(buffer_kind::activations);
   std::vector<MPI_Request> output_sent_, dinput_sent_;
   pipeline_timing pipe_;
 };
