@@ -1,6 +1,7 @@
 // One worker's part of training (include/crown/parallel/trainer.hpp).
 #include <algorithm>
 #include <cmath>
+#include <crown/block_collectives.hpp>
 #include <crown/checkpoint.hpp>
 #include <crown/collectives.hpp>
 #include <crown/detail/fault.hpp>
@@ -269,11 +270,31 @@ T trainer<T>::average(T local) {
 }
 
 template <typename T>
+T trainer<T>::forward_through_stages(int batch, int k) {
+  const int p = o_.plan.pp, s = pp_mesh_.rank();
+  if (p == 1) return forward(0, {}, batch);
+  const MPI_Comm pipe = pp_mesh_.comm();
+  const MPI_Datatype type = crown::detail::mpi_datatype<T>();
+  const std::size_t n = std::size_t(batch) * o_.model.context * std::size_t(o_.model.channels);
+  std::span<const T> input;
+  if (s > 0) {
+    check(MPI_Recv(received_[0].data(), int(n), type, s - 1, 0, pipe, MPI_STATUS_IGNORE), s,
+          "receiving a forward-only activation", k);
+    input = std::span<const T>(received_[0]).first(n);
+  }
+  if (s < p - 1) targets_.clear();
+  const T loss = forward(0, input, batch);
+  if (s < p - 1) {
+    const auto out = model_.output(0);
+    check(MPI_Send(out.data(), int(out.size()), type, s + 1, 0, pipe), s,
+          "sending a forward-only activation", k);
+  }
+  return loss;
+}
+
+template <typename T>
 T trainer<T>::evaluate(int batches) {
   const int micro = o_.batch / o_.plan.microbatches;
-  const int p = o_.plan.pp, s = pp_mesh_.rank();
-  const MPI_Comm pipe = p > 1 ? pp_mesh_.comm() : MPI_COMM_NULL;
-  const MPI_Datatype type = crown::detail::mpi_datatype<T>();
   double sum = 0;
   int count = 0;
   for (int b = 0; b < batches; ++b)
@@ -285,54 +306,48 @@ T trainer<T>::evaluate(int batches) {
               std::uint64_t(o_.batch) +
           std::uint64_t(k * micro);
       for (int i = 0; i < micro; ++i) data_->validation_sample(first + i, inputs_, targets_);
-      // Forward only, through the stages in turn.
-      std::span<const T> input;
-      if (s > 0) {
-        check(MPI_Recv(received_[0].data(), int(received_[0].size()), type, s - 1, 0, pipe,
-                       MPI_STATUS_IGNORE),
-              s, "receiving the evaluation activation", k);
-        input = received_[0];
-      }
-      if (s < p - 1) targets_.clear();
-      sum += double(forward(0, input, micro));
-      if (s < p - 1) {
-        const auto out = model_.output(0);
-        check(MPI_Send(out.data(), int(out.size()), type, s + 1, 0, pipe), s,
-              "sending the evaluation activation", k);
-      }
+      sum += double(forward_through_stages(micro, k));
       ++count;
     }
   if (fsdp_) fsdp_->reshard();
-  if (p > 1) co_broadcast(pp_mesh_, sum, p - 1);
+  if (o_.plan.pp > 1) co_broadcast(pp_mesh_, sum, o_.plan.pp - 1); // the last stage's
   return average(T(sum / std::max(count, 1)));
 }
 
 template <typename T>
 std::string trainer<T>::sample(const std::string& prompt, int length, double temperature,
                                std::uint64_t seed) {
-  if (o_.plan.tp > 1 || o_.plan.pp > 1)
-    throw state_error("trainer::sample", "sampling from a tensor- or pipeline-parallel model (" +
-                                             o_.plan.to_string() + ") is not supported yet");
-  const int ctx = o_.model.context, V = o_.model.vocabulary;
+  const int ctx = o_.model.context, V = o_.model.vocabulary, Vl = V / o_.plan.tp;
+  const int p = o_.plan.pp;
+  const bool last_stage = pp_mesh_.rank() == p - 1;
+  const mesh tp_mesh = mesh_.sub({"tp"});
   std::vector<int> tokens(std::size_t(ctx), '\n'); // the left pads a short prompt
   for (unsigned char ch : prompt) tokens.push_back(ch);
   std::string out;
-  std::vector<double> p(static_cast<std::size_t>(V));
+  std::vector<T> row(static_cast<std::size_t>(V));
+  std::vector<double> w(static_cast<std::size_t>(V));
   for (int n = 0; n < length; ++n) {
     inputs_.assign(tokens.end() - ctx, tokens.end());
     targets_.clear();
-    (void)forward(0, {}, 1);
-    const auto probs = model_.probabilities().subspan(std::size_t(ctx - 1) * V, std::size_t(V));
-    double total = 0;
-    for (int v = 0; v < V; ++v)
-      total += p[std::size_t(v)] = std::pow(double(probs[std::size_t(v)]), 1.0 / temperature);
-    double u = unit_interval(mix64(seed) ^ std::uint64_t(n)) * total;
+    (void)forward_through_stages(1, n);
     int next = V - 1;
-    for (int v = 0; v < V; ++v)
-      if ((u -= p[std::size_t(v)]) < 0) {
-        next = v;
-        break;
-      }
+    if (last_stage) { // the last position's probabilities, each tp rank's rows gathered
+      const auto mine = model_.probabilities().subspan(std::size_t(ctx - 1) * Vl, std::size_t(Vl));
+      if (o_.plan.tp > 1)
+        all_gather(tp_mesh, mine, std::span<T>(row));
+      else
+        std::copy(mine.begin(), mine.end(), row.begin());
+      double total = 0;
+      for (int v = 0; v < V; ++v)
+        total += w[std::size_t(v)] = std::pow(double(row[std::size_t(v)]), 1.0 / temperature);
+      double u = unit_interval(mix64(seed) ^ std::uint64_t(n)) * total;
+      for (int v = 0; v < V; ++v)
+        if ((u -= w[std::size_t(v)]) < 0) {
+          next = v;
+          break;
+        }
+    }
+    if (p > 1) co_broadcast(pp_mesh_, next, p - 1);
     tokens.push_back(next);
     out.push_back(char(next));
   }

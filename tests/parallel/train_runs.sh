@@ -102,6 +102,16 @@ parity)
     "${split[@]}"; do
     compare ref.csv "$c.csv" "$c" || status=1
   done
+  # Sampling gathers the vocabulary over tp and runs the stages in turn: the same bytes.
+  text() { sed -n '/sampled text/,$p'; }
+  "$train" "${model[@]}" --steps 5 --sample 60 --batch 12 | text > "$work/text1"
+  "$mpiexec" -np 4 --oversubscribe "$train" "${model[@]}" --steps 5 --sample 60 --batch 12 \
+    --plan pp=2,tp=2,micro=2 | text > "$work/text4"
+  if [ -s "$work/text1" ] && cmp -s "$work/text1" "$work/text4"; then
+    echo "sampling: pp=2,tp=2 gives the single rank's 60 bytes"
+  else
+    echo "sampling under pp=2,tp=2 differs:"; cat "$work/text1" "$work/text4"; status=1
+  fi
   exit $status
   ;;
 errors)

@@ -62,8 +62,9 @@ public:
   /// Mean validation loss over `batches` batches per data-parallel rank. Collective.
   T evaluate(int batches);
   /// `length` bytes continuing `prompt`, sampled at `temperature`; deterministic given
-  /// `seed`. Local under DDP; collective over the data-parallel group under FSDP (the
-  /// units are gathered), where every rank gets the same text.
+  /// `seed`. Local under DDP; collective under FSDP (the units are gathered) and over the
+  /// tensor- and pipeline-parallel groups (the stages run in turn, the vocabulary's rows
+  /// are gathered, the last stage's choice is broadcast): every worker gets the same text.
   std::string sample(const std::string& prompt, int length, double temperature, std::uint64_t seed);
 
   /// Writes the training state into `w` (collective over the workers, `w`'s mesh): the
@@ -107,6 +108,9 @@ private:
   void backward(int slot, T loss_scale, std::span<const T> dout, std::span<T> dinput, bool sync);
   /// Micro-batch k's samples (of this data-parallel rank's step from sample `first`).
   void load_micro_batch(std::uint64_t first, int k, int micro);
+  /// inputs_/targets_ (`batch` samples) forward through every stage in turn, without
+  /// backward (evaluation, sampling; `k` names it in errors): the loss on the last stage.
+  T forward_through_stages(int batch, int k);
   void refuse_split_checkpoints(const char* who) const;
   template <typename Self, typename F>
   static void each_unit_array(Self& self, F&& f);
