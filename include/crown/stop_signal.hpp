@@ -40,7 +40,10 @@ inline constexpr int stop_exit_status = 75;
 /// (SIGALRM is this class's while it is alive).
 class stop_signals {
 public:
-  stop_signals();
+  /// `grace` false: no deadline, for processes that never call requested() because one
+  /// process alone decides (a controller and its workers: the controller reads
+  /// received(), the workers follow its calls; a dead controller is the watchdog's).
+  explicit stop_signals(bool grace = true);
   ~stop_signals();
   stop_signals(const stop_signals&) = delete;
   stop_signals& operator=(const stop_signals&) = delete;

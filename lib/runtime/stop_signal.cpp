@@ -48,11 +48,11 @@ unsigned grace_from_environment() { // the runtime's configuration checks it the
 }
 } // namespace
 
-stop_signals::stop_signals() {
+stop_signals::stop_signals(bool grace) {
   if (g_installed.exchange(true))
     throw state_error("stop_signals", "stop signal handlers are installed already");
   try {
-    g_grace = grace_from_environment();
+    g_grace = grace ? grace_from_environment() : 0;
   } catch (...) {
     g_installed = false;
     throw;

@@ -83,6 +83,22 @@ BOOST_AUTO_TEST_CASE(no_agreement_within_the_grace_ends_by_the_signal) {
   BOOST_TEST(WTERMSIG(status) == SIGUSR1);
 }
 
+BOOST_AUTO_TEST_CASE(without_grace_a_signalled_process_waits_for_its_decider) {
+  if (rank_of(MPI_COMM_WORLD) != 0) return;
+  const pid_t child = fork(); // a controller's worker: it never calls requested()
+  if (child == 0) {
+    ::setenv("CROWN_STOP_GRACE", "1", 1);
+    const crown::stop_signals stop(false);
+    std::raise(SIGTERM);
+    for (int i = 0; i < 20; ++i) ::usleep(100000); // 2 s: past the grace it does not have
+    ::_exit(crown::stop_signals::received() ? 0 : 1);
+  }
+  int status = 0;
+  BOOST_REQUIRE(::waitpid(child, &status, 0) == child);
+  BOOST_TEST(WIFEXITED(status));
+  BOOST_TEST(WEXITSTATUS(status) == 0);
+}
+
 BOOST_AUTO_TEST_CASE(a_bad_grace_is_refused) {
   ::setenv("CROWN_STOP_GRACE", "soon", 1);
   BOOST_CHECK_THROW(crown::stop_signals{}, crown::config_error);

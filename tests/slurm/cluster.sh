@@ -128,9 +128,12 @@ PartitionName=test Nodes=ALL Default=YES OverSubscribe=YES MaxTime=INFINITE Stat
 CONF
   # Slurm's PMIx keeps a directory per step named by job and step only (under /tmp by
   # default): ours, so that clusters of other test runs, or leftovers of a killed one,
-  # cannot collide with it. (Namespace hosts each have their own /tmp besides.)
-  mkdir -p "$d/pmix"
-  echo "PMIxCliTmpDirBase=$d/pmix" > "$d/mpi.conf"
+  # cannot collide with it. Namespace hosts have their own /tmp each instead (one
+  # directory for both would collide between the hosts' step daemons).
+  if [ $# -eq 0 ]; then
+    mkdir -p "$d/pmix"
+    echo "PMIxCliTmpDirBase=$d/pmix" > "$d/mpi.conf"
+  fi
   export SLURM_CONF=$d/slurm.conf
   slurmctld -f "$SLURM_CONF"
   local names=()

@@ -28,7 +28,7 @@ job() { # job NAME EXPECT SBATCH-OPTIONS... -- SCRIPT ARGS...
     failed=1
   fi
 }
-printf '#!/bin/bash\nsrun -N2 -n4 --ntasks-per-node=2 hostname | sort | uniq -c\n' > "$d/hosts.sbatch"
+printf '#!/bin/bash\nset -o pipefail\nsrun -N2 -n4 --ntasks-per-node=2 hostname | sort | uniq -c\n' > "$d/hosts.sbatch"
 job srun_across_nodes "2 h1" -N2 --ntasks-per-node=2 "$d/hosts.sbatch"
 grep -q "2 h2" "$d/srun_across_nodes.out" || { echo "FAIL: srun did not reach h2"; failed=1; }
 job heat2d_two_nodes "^checksum 750.96103842088439$" -N2 --ntasks-per-node=2 \
