@@ -26,7 +26,14 @@ else
   cluster_cred_expire=${CLUSTER_CRED_EXPIRE:-5} cluster_sched_interval=1
 fi
 cluster_down() {
-  local pid
+  local pid jobs
+  # Jobs still there (a test that failed or timed out): killed outright, so that no
+  # slurmstepd outlives its cluster.
+  jobs=$(squeue -h -o %i 2> /dev/null || true)
+  if [ -n "$jobs" ]; then
+    scancel --full --signal=KILL $jobs 2> /dev/null
+    sleep 1
+  fi
   for pid in "$cluster_dir"/slurmd*.pid "$cluster_dir"/slurmctld.pid; do
     [ -f "$pid" ] && kill "$(cat "$pid")" 2> /dev/null
   done
