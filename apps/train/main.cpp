@@ -189,9 +189,6 @@ app_options parse(int argc, char** argv) {
   if (o.memory_report && o.controller)
     usage("--memory-report is printed by SPMD runs; with --controller the ranks' memory stays "
           "on the actors");
-  if ((o.train.plan.tp > 1 || o.train.plan.pp > 1) && (o.checkpoint_every > 0 || o.resume))
-    usage("checkpoints of tensor- or pipeline-parallel plans (" + o.train.plan.to_string() +
-          ") are not supported yet");
   return o;
 }
 

@@ -368,49 +368,108 @@ auto optimizer_state(Optimizer& o) {
     out = {{"sgd.momentum", std::get<1>(o).momentum_buffer()}};
   return out;
 }
-/// A unit's dataset: its elements in one 1-D array, whatever the strategy that wrote it.
-template <typename T>
-crown::detail::ckpt_dataset unit_dataset(const std::string& name, const param_unit& unit,
-                                         const mesh& dp) {
-  return {name,
-          crown::detail::ckpt_kind::sharded,
-          crown::detail::ckpt_type_of<T>(),
-          {unit.count},
-          "shard(0)",
-          dp.to_string()};
+/// A tensor's dataset: its whole-model shape, q, k and v apart for the attention's qkv
+/// ({3, C, C} and {3, C}), so that a tensor-parallel slice of any tensor is one box.
+std::vector<std::size_t> dataset_shape(const param_entry& whole) {
+  std::vector<std::size_t> shape(whole.shape.begin(), whole.shape.end());
+  if (whole.name.ends_with("attn.qkv.w") || whole.name.ends_with("attn.qkv.b")) {
+    shape[0] /= 3;
+    shape.insert(shape.begin(), 3);
+  }
+  return shape;
 }
-/// This rank's shard of unit u inside `data` (its shard arrays) as a checkpoint piece: the
-/// padding is left out, and under HYBRID_SHARD the first replica writes (and is
-/// checksummed) while every replica reads.
-template <typename T>
-crown::detail::ckpt_piece shard_piece(const fsdp<T>& f, std::span<const T> data, std::size_t u,
-                                      bool writing) {
-  const unit_shard& sh = f.shards()[u];
-  const std::size_t lo = std::min(std::size_t(f.groups().shard.rank()) * sh.shard, sh.count);
-  const bool primary = f.groups().replicate.rank() == 0;
-  const std::size_t n = writing && !primary ? 0 : std::min(sh.shard, sh.count - lo);
-  return {{lo}, {n}, {sh.shard}, {0}, const_cast<T*>(data.data() + sh.offset), primary};
+/// The box of the dataset (shape `g`) that a part's tensor split `split` over tp holds.
+crown::detail::ckpt_piece tensor_box(const std::vector<std::size_t>& g, tp_split split, int r,
+                                     int tp) {
+  crown::detail::ckpt_piece p;
+  p.lo.assign(g.size(), 0);
+  p.count = g;
+  const std::size_t d = split == tp_split::rows       ? 0
+                        : split == tp_split::qkv_rows ? 1
+                        : split == tp_split::columns  ? g.size() - 1
+                                                      : g.size();
+  if (d < g.size()) { // this rank's share of dimension d
+    p.count[d] = g[d] / std::size_t(tp);
+    p.lo[d] = std::size_t(r) * p.count[d];
+  }
+  p.extents = p.count; // the part's tensor is exactly its box, row-major
+  p.at.assign(g.size(), 0);
+  return p;
 }
 const char* type_name(float) { return "float"; }
 const char* type_name(double) { return "double"; }
 } // namespace
 
 template <typename T>
-void trainer<T>::refuse_split_checkpoints(const char* who) const {
-  if (o_.plan.tp > 1 || o_.plan.pp > 1)
-    throw state_error(who, "checkpoints of tensor- or pipeline-parallel plans (" +
-                               o_.plan.to_string() + ") are not supported yet");
+template <typename Self, typename F>
+void trainer<T>::each_tensor(Self& self, F&& f) {
+  using array = decltype(self.model_.params());
+  std::vector<std::pair<std::string, array>> arrays;
+  arrays.emplace_back("params", self.fsdp_ ? self.fsdp_->shard_params() : self.model_.params());
+  for (auto [name, state] : optimizer_state(self.optimizer_)) arrays.emplace_back(name, state);
+  const param_layout whole = param_layout::of(self.o_.model);
+  const param_layout& mine = self.model_.layout();
+  const model_part& part = mine.part;
+  // One copy writes each element: data-parallel rank 0, and of a tensor that is whole on
+  // every tensor-parallel rank, tp rank 0. Every holder reads.
+  const bool dp_first = self.dp_mesh_.rank() == 0;
+  for (const auto& [name, data] : arrays)
+    for (const param_unit& wu : whole.units) {
+      const auto held = std::find_if(mine.units.begin(), mine.units.end(),
+                                     [&](const param_unit& u) { return u.name == wu.name; });
+      const std::size_t u = std::size_t(held - mine.units.begin());
+      for (std::size_t i = wu.first_entry; i < wu.end_entry; ++i) {
+        const std::vector<std::size_t> shape = dataset_shape(whole.entries[i]);
+        crown::detail::ckpt_piece piece;
+        const param_entry* e = nullptr;
+        if (held != mine.units.end()) {
+          e = &mine.at(whole.entries[i].name);
+          piece = tensor_box(shape, e->split, part.tp_rank, part.tp);
+          piece.counted = dp_first && (e->split != tp_split::none || part.tp_rank == 0);
+        } else { // a tensor of another stage: an empty piece, the call being collective
+          piece = {std::vector<std::size_t>(shape.size(), 0),
+                   std::vector<std::size_t>(shape.size(), 0),
+                   shape,
+                   std::vector<std::size_t>(shape.size(), 0),
+                   nullptr,
+                   false};
+        }
+        f(crown::detail::ckpt_dataset{name + "." + whole.entries[i].name,
+                                      crown::detail::ckpt_kind::sharded,
+                                      crown::detail::ckpt_type_of<T>(), shape, "", ""},
+          piece, e, held != mine.units.end() ? u : none_held, data);
+      }
+    }
+}
+
+template <typename T>
+std::span<const T> trainer<T>::unit_values(std::span<const T> data, std::size_t u,
+                                           std::vector<T>& whole) const {
+  const param_unit& unit = model_.layout().units[u];
+  if (!fsdp_) return data.subspan(unit.offset, unit.count);
+  const unit_shard& sh = fsdp_->shards()[u];
+  whole.resize(sh.padded);
+  all_gather(fsdp_->groups().shard, data.subspan(sh.offset, sh.shard), std::span<T>(whole));
+  return std::span<const T>(whole).first(unit.count);
 }
 
 template <typename T>
 void trainer<T>::save(checkpoint_writer& w) const {
-  refuse_split_checkpoints("trainer::save");
-  each_unit_array(*this, [&](const std::string& name, std::size_t u, std::span<const T> data) {
-    const param_unit& unit = model_.layout().units[u];
-    if (ddp_)
-      w.write_replicated(name, data.subspan(unit.offset, unit.count), {unit.count});
-    else
-      w.write_piece(unit_dataset<T>(name, unit, dp_mesh_), shard_piece<T>(*fsdp_, data, u, true));
+  std::vector<T> whole; // FSDP: one unit gathered from the shards at a time
+  std::size_t gathered = none_held;
+  std::span<const T> values;
+  const T* gathered_from = nullptr;
+  each_tensor(*this, [&](const crown::detail::ckpt_dataset& d, crown::detail::ckpt_piece piece,
+                         const param_entry* e, std::size_t u, std::span<const T> data) {
+    if (e && (u != gathered || data.data() != gathered_from)) { // a new unit or array
+      values = unit_values(data, u, whole);
+      gathered = u;
+      gathered_from = data.data();
+    }
+    if (!piece.counted) std::fill(piece.count.begin(), piece.count.end(), 0);
+    if (e)
+      piece.data = const_cast<T*>(values.data() + (e->offset - model_.layout().units[u].offset));
+    w.write_piece(d, piece);
   });
   w.put("step", std::int64_t{step_});
   w.put("samples", std::int64_t(samples_));
@@ -423,7 +482,6 @@ void trainer<T>::save(checkpoint_writer& w) const {
 
 template <typename T>
 void trainer<T>::load(checkpoint_reader& r) {
-  refuse_split_checkpoints("trainer::load");
   auto must_match = [&](const char* what, const std::string& saved, const std::string& here) {
     if (saved != here)
       throw argument_error("trainer::load", std::string("the checkpoint's ") + what + " is " +
@@ -433,30 +491,39 @@ void trainer<T>::load(checkpoint_reader& r) {
   must_match("optimizer", r.get_string("optimizer"), o_.optimizer);
   must_match("element type", r.get_string("dtype"), type_name(T{}));
   must_match("seed", std::to_string(r.get_int("seed")), std::to_string(std::int64_t(o_.seed)));
-  each_unit_array(*this, [&](const std::string& name, std::size_t u, std::span<T> data) {
-    const param_unit& unit = model_.layout().units[u];
-    if (ddp_)
-      r.read_replicated(name, data.subspan(unit.offset, unit.count), {unit.count});
-    else
-      r.read_piece(unit_dataset<T>(name, unit, dp_mesh_), shard_piece<T>(*fsdp_, data, u, false));
+  std::vector<T> whole; // FSDP: one unit read whole, then this rank's shard kept
+  auto keep_shard = [&](std::span<T> data, std::size_t u) {
+    const unit_shard& sh = fsdp_->shards()[u];
+    whole.resize(sh.padded); // the padding stays zero
+    std::copy_n(whole.begin() +
+                    std::ptrdiff_t(std::size_t(fsdp_->groups().shard.rank()) * sh.shard),
+                sh.shard, data.begin() + std::ptrdiff_t(sh.offset));
+  };
+  std::size_t reading = none_held;
+  std::span<T> reading_into;
+  each_tensor(*this, [&](const crown::detail::ckpt_dataset& d, crown::detail::ckpt_piece piece,
+                         const param_entry* e, std::size_t u, std::span<T> data) {
+    if (fsdp_ && reading != none_held && (u != reading || data.data() != reading_into.data())) {
+      keep_shard(reading_into, reading);
+      reading = none_held;
+    }
+    if (e) {
+      const param_unit& unit = model_.layout().units[u];
+      if (fsdp_) {
+        if (reading == none_held) whole.assign(fsdp_->shards()[u].padded, T(0));
+        reading = u;
+        reading_into = data;
+        piece.data = whole.data() + (e->offset - unit.offset);
+      } else {
+        piece.data = data.data() + e->offset;
+      }
+    }
+    r.read_piece(d, piece);
   });
+  if (fsdp_ && reading != none_held) keep_shard(reading_into, reading);
   step_ = long(r.get_int("step"));
   samples_ = std::uint64_t(r.get_int("samples"));
   std::visit([&](auto& opt) { opt.set_steps(step_); }, optimizer_);
-}
-
-/// Calls f(dataset name, unit, array) for every unit of every state array (the
-/// parameters, the optimizer's moments), each array whole (DDP) or this rank's shards.
-template <typename T>
-template <typename Self, typename F>
-void trainer<T>::each_unit_array(Self& self, F&& f) {
-  using array = decltype(self.model_.params());
-  std::vector<std::pair<std::string, array>> arrays;
-  arrays.emplace_back("params", self.fsdp_ ? self.fsdp_->shard_params() : self.model_.params());
-  for (auto [name, state] : optimizer_state(self.optimizer_)) arrays.emplace_back(name, state);
-  const auto& units = self.model_.layout().units;
-  for (const auto& [name, data] : arrays)
-    for (std::size_t u = 0; u < units.size(); ++u) f(name + "." + units[u].name, u, data);
 }
 
 template class trainer<float>;

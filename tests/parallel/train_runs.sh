@@ -12,7 +12,8 @@
 #   train_runs.sh resume CROWN_TRAIN MPIEXEC CROWN_RUN  checkpoints every 5 steps: a rank killed
 #       at step 13 and rerun by crown-run with --resume ends with the uninterrupted float64
 #       loss curve, bitwise; a checkpoint of dp=4 (SPMD) resumed under dp=2 in controller mode,
-#       FULL_SHARD's under DDP and DDP's under SHARD_GRAD_OP continue it within 1e-9.
+#       FULL_SHARD's under DDP, DDP's under SHARD_GRAD_OP, pp=2,tp=2's under DDP and
+#       FULL_SHARD's under dp x tp with SHARD_GRAD_OP continue it within 1e-9.
 set -euo pipefail
 mode=$1 train=$2 mpiexec=$3 crown_run=${4:-}
 work=$(mktemp -d)
@@ -57,7 +58,17 @@ resume)
   run 2 ddp_fsdp.csv --plan dp=2 --batch 6 --steps 10 "${ck[@]}" --checkpoint-dir "$work/e"
   run 4 ddp_fsdp.csv --plan dp=4,fsdp=grad_op --batch 3 "${ck[@]}" --checkpoint-dir "$work/e" \
     --resume
-  compare whole.csv ddp_fsdp.csv "dp=2 DDP resumed under dp=4 SHARD_GRAD_OP"
+  compare whole.csv ddp_fsdp.csv "dp=2 DDP resumed under dp=4 SHARD_GRAD_OP" || exit 1
+  # Tensor- and pipeline-parallel checkpoints hold the whole model's tensors too.
+  run 4 split_ddp.csv --plan pp=2,tp=2,micro=2 --batch 12 --steps 10 "${ck[@]}" \
+    --checkpoint-dir "$work/f"
+  run 2 split_ddp.csv --plan dp=2 --batch 6 "${ck[@]}" --checkpoint-dir "$work/f" --resume
+  compare whole.csv split_ddp.csv "pp=2,tp=2 resumed under dp=2" || exit 1
+  run 2 fsdp_split.csv --plan dp=2,fsdp=full --batch 6 --steps 10 "${ck[@]}" \
+    --checkpoint-dir "$work/g"
+  run 4 fsdp_split.csv --plan dp=2,tp=2,fsdp=grad_op --batch 6 "${ck[@]}" \
+    --checkpoint-dir "$work/g" --resume
+  compare whole.csv fsdp_split.csv "dp=2 FULL_SHARD resumed under dp=2,tp=2 SHARD_GRAD_OP"
   exit $?
   ;;
 parity)
@@ -136,8 +147,6 @@ errors)
   expect "tp and heads" "tp=2 does not divide the 3 heads" --plan tp=2 --heads 3 --channels 30
   expect "pp and blocks" "pp=2 is more stages than the 1 blocks" --plan pp=2 --blocks 1
   expect "stage boundaries" "within (0, 2) blocks; 5 does not" --plan pp=2,stages=5
-  expect "split checkpoints" "checkpoints of tensor- or pipeline-parallel plans" --plan tp=2 \
-    --checkpoint-every 5
   expect "strategy" "fsdp must be one of no, full, grad_op, hybrid" --plan dp=2,fsdp=zero3
   expect "hybrid on one host" "all 2 data-parallel ranks run on one host" --plan dp=2,fsdp=hybrid
   expect "micro-batches" "3 micro-batches do not divide the batch of 4 samples" \

@@ -111,9 +111,16 @@ private:
   /// inputs_/targets_ (`batch` samples) forward through every stage in turn, without
   /// backward (evaluation, sampling; `k` names it in errors): the loss on the last stage.
   T forward_through_stages(int batch, int k);
-  void refuse_split_checkpoints(const char* who) const;
+  /// Calls f(dataset, piece, entry, unit, array) for every tensor of the whole model in
+  /// every state array (parameters, optimizer moments), in the same order on every rank:
+  /// the dataset in the whole model's shape, this part's box of it (`counted`: this copy
+  /// writes), and this part's entry and unit, or null and none_held for another stage's.
   template <typename Self, typename F>
-  static void each_unit_array(Self& self, F&& f);
+  static void each_tensor(Self& self, F&& f);
+  /// Unit u of a state array, whole: a view of it (DDP) or gathered into `whole` (FSDP).
+  std::span<const T> unit_values(std::span<const T> data, std::size_t u,
+                                 std::vector<T>& whole) const;
+  static constexpr std::size_t none_held = ~std::size_t{0};
   train_options o_;
   std::shared_ptr<const corpus> data_;
   mesh mesh_, dp_mesh_, pp_mesh_;
