@@ -6,7 +6,10 @@
 // --resume continues from (at any data-parallel rank count). Deterministic given --seed:
 // in double precision the loss of every step matches the single-rank run of the same
 // global batch to ~1e-15, and a run resumed under the same plan matches an uninterrupted
-// one bitwise.
+// one bitwise. With --checkpoint-every, SIGTERM or SIGUSR1 (Slurm's requeue, preemption,
+// or a job script's trap before the time limit) makes it checkpoint after the step the
+// ranks agree on and exit with crown::stop_exit_status (75); --resume continues there
+// (jobscripts/README.md).
 #include "report.hpp"
 #include <array>
 #include <cereal/types/string.hpp>
@@ -17,6 +20,7 @@
 #include <crown/crown.hpp>
 #include <crown/parallel/nn.hpp>
 #include <crown/parallel/trainer.hpp>
+#include <crown/stop_signal.hpp>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -260,11 +264,14 @@ struct driver {
   std::function<double()> hidden;              ///< DDP's hidden fraction in the last step
   std::function<void(long)> save;              ///< a checkpoint after step s
   std::function<std::optional<long>()> resume; ///< the step of the checkpoint loaded, if any
+  std::function<bool()> stop; ///< a stop signal asked to checkpoint and leave (every rank alike)
 };
 
 /// The loop both modes share: resume, step, evaluate now and then, checkpoint, report.
+/// `stopped`: the step after which a stop signal made it checkpoint and leave, or 0.
 train::report run_steps(const app_options& o, std::size_t tokens_per_step, const driver& d,
-                        bool show) {
+                        bool show, long& stopped) {
+  stopped = 0;
   train::report rep(o.steps, tokens_per_step, show ? o.progress : train::progress_style::none);
   long first = 1;
   if (o.resume) {
@@ -289,9 +296,21 @@ train::report run_steps(const app_options& o, std::size_t tokens_per_step, const
         double(tokens_per_step) / std::chrono::duration<double>(now - last).count();
     r.hidden_fraction = d.hidden();
     if (o.eval_every > 0 && (s % o.eval_every == 0 || s == o.steps)) r.eval_loss = d.evaluate();
-    if (o.checkpoint_every > 0 && s % o.checkpoint_every == 0) d.save(s);
+    const bool saved = o.checkpoint_every > 0 && s % o.checkpoint_every == 0;
+    if (saved) d.save(s);
     last = std::chrono::steady_clock::now();
     rep.add(r);
+    if (s < o.steps && d.stop()) {
+      if (!saved) d.save(s);
+      stopped = s;
+      if (show)
+        std::printf("crown-train: %s: checkpointed after step %ld in %s; stopping (exit %d), "
+                    "--resume continues\n",
+                    crown::stop_signals::received() ? crown::stop_signals::signal_name()
+                                                    : "a stop signal on another rank",
+                    s, o.checkpoint_dir.c_str(), crown::stop_exit_status);
+      break;
+    }
   }
   if (show) rep.finish();
   return rep;
@@ -326,7 +345,8 @@ std::string title_of(const app_options& o, bool controller) {
 }
 
 template <typename T>
-int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::corpus> data) {
+int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::corpus> data,
+         const crown::stop_signals* stop) {
   std::optional<par::trainer<T>> made;
   try { // what only the ranks' placement decides (HYBRID_SHARD's hosts): every rank alike
     made.emplace(rt.world(), std::move(data), o.train);
@@ -350,8 +370,11 @@ int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::co
                  [&]() -> std::optional<long> {
                    const long done = resume_checkpoint(rt.world(), t, o.checkpoint_dir, o.keep);
                    return done > 0 ? std::optional<long>(done) : std::nullopt;
-                 }};
-  auto rep = run_steps(o, t.tokens_per_step(), d, show);
+                 },
+                 [&] { return stop && stop->requested(rt.world().comm()); }};
+  long stopped = 0;
+  auto rep = run_steps(o, t.tokens_per_step(), d, show, stopped);
+  if (stopped > 0) return crown::stop_exit_status; // every rank: they agreed
   if (o.memory_report) print_memory(rt.world());
   // Every rank samples: under FSDP the units are gathered collectively.
   const std::string text =
@@ -361,8 +384,9 @@ int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::co
 }
 
 template <typename T>
-int controlled(crown::runtime& rt, const app_options& o) {
-  return rt.control([&](crown::controller& c) {
+int controlled(crown::runtime& rt, const app_options& o, const crown::stop_signals* stop) {
+  long stopped = 0;
+  const int status = rt.control([&](crown::controller& c) {
     const auto& p = o.train.plan;
     auto trainers = c.workers()
                         .reshape({{"pp", p.pp}, {"dp", p.dp}, {"tp", p.tp}})
@@ -387,14 +411,19 @@ int controlled(crown::runtime& rt, const app_options& o) {
               trainers.reduce(crown::reduce_op::max, &actor::resume, o.checkpoint_dir, o.keep)
                   .get();
           return done > 0 ? std::optional<long>(done) : std::nullopt;
-        }};
-    auto rep = run_steps(o, tokens, d, true);
+        },
+        // The controller alone decides (its own flag): the actors follow its calls.
+        [&] { return stop && crown::stop_signals::received(); }};
+    auto rep = run_steps(o, tokens, d, true, stopped);
+    if (stopped > 0) return;
     const std::string text =
         o.sample_bytes > 0
             ? trainers.call(&trainer_actor<T>::sample, o.sample_bytes, o.train.seed).get()[0]
             : "";
     outputs(o, rep, text, title_of(o, true));
   });
+  MPI_Bcast(&stopped, 1, MPI_LONG, 0, rt.world().comm()); // every rank exits alike
+  return status == 0 && stopped > 0 ? crown::stop_exit_status : status;
 }
 
 } // namespace
@@ -408,6 +437,11 @@ int main(int argc, char** argv) {
     }
   }();
   size_heap(o);
+  // Before the runtime: a stop signal during start-up must not end a run that checkpoints.
+  // Controller mode has no deadline: no rank calls requested(), the controller decides.
+  std::optional<crown::stop_signals> stop;
+  if (o.checkpoint_every > 0) stop.emplace(!o.controller);
+  const crown::stop_signals* stopping = stop ? &*stop : nullptr;
   crown::runtime rt(argc, argv);
   par::nn::set_blas_threads(o.threads);
   std::shared_ptr<const par::corpus> data;
@@ -421,7 +455,9 @@ int main(int argc, char** argv) {
   }
   if (o.controller) {
     if (rt.rank() != 0) data.reset(); // actors read their own copy
-    return o.dtype == "double" ? controlled<double>(rt, o) : controlled<float>(rt, o);
+    return o.dtype == "double" ? controlled<double>(rt, o, stopping)
+                               : controlled<float>(rt, o, stopping);
   }
-  return o.dtype == "double" ? spmd<double>(rt, o, data) : spmd<float>(rt, o, data);
+  return o.dtype == "double" ? spmd<double>(rt, o, data, stopping)
+                             : spmd<float>(rt, o, data, stopping);
 }
