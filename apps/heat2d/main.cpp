@@ -81,8 +81,13 @@ int from_controller(crown::runtime& rt, const heat2d::options& o, const std::str
 int main(int argc, char** argv) {
   // Before the runtime: a stop signal during start-up must not end a run that checkpoints.
   std::optional<crown::stop_signals> stop;
-  for (int i = 1; i < argc; ++i)
-    if (std::string_view(argv[i]) == "--checkpoint-every") stop.emplace();
+  try {
+    for (int i = 1; i < argc; ++i)
+      if (std::string_view(argv[i]) == "--checkpoint-every") stop.emplace();
+  } catch (const crown::error& e) { // CROWN_STOP_GRACE: every rank reads the same value
+    std::fprintf(stderr, "heat2d: %s\n", e.what());
+    return 2;
+  }
   crown::runtime rt(argc, argv);
   heat2d::options o;
   std::string png;

@@ -153,13 +153,17 @@ inline result solve(const crown::mesh& world, const options& o, bool keep_field,
     std::swap(u, v);
     const bool last = it + 1 == o.iterations;
     const bool due = ck.every > 0 && (it + 1) % ck.every == 0 && !last;
-    if (due) save(*dir, *u, o, it + 1);
+    if (due) { // a checkpoint may take long: the stop deadline waits meanwhile
+      const crown::stop_signals::deadline_pause hold;
+      save(*dir, *u, o, it + 1);
+    }
     if (stop && dir && !last && stop->requested(m.comm())) {
       if (!due) save(*dir, *u, o, it + 1);
       out.stopped = it + 1;
       break;
     }
   }
+  if (out.stopped == 0) crown::stop_signals::loop_done(); // the gather and output: no deadline
   out.seconds = MPI_Wtime() - start;
   crown::co_max(m, out.seconds);
   if (out.stopped > 0) return out;

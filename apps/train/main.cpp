@@ -295,9 +295,13 @@ train::report run_steps(const app_options& o, std::size_t tokens_per_step, const
     r.tokens_per_second =
         double(tokens_per_step) / std::chrono::duration<double>(now - last).count();
     r.hidden_fraction = d.hidden();
-    if (o.eval_every > 0 && (s % o.eval_every == 0 || s == o.steps)) r.eval_loss = d.evaluate();
     const bool saved = o.checkpoint_every > 0 && s % o.checkpoint_every == 0;
-    if (saved) d.save(s);
+    {
+      // An evaluation or a checkpoint may take long: the stop deadline waits meanwhile.
+      const crown::stop_signals::deadline_pause hold;
+      if (o.eval_every > 0 && (s % o.eval_every == 0 || s == o.steps)) r.eval_loss = d.evaluate();
+      if (saved) d.save(s);
+    }
     last = std::chrono::steady_clock::now();
     rep.add(r);
     if (s < o.steps && d.stop()) {
@@ -312,6 +316,7 @@ train::report run_steps(const app_options& o, std::size_t tokens_per_step, const
       break;
     }
   }
+  if (stopped == 0) crown::stop_signals::loop_done(); // sampling and output: no deadline
   if (show) rep.finish();
   return rep;
 }
@@ -440,7 +445,11 @@ int main(int argc, char** argv) {
   // Before the runtime: a stop signal during start-up must not end a run that checkpoints.
   // Controller mode has no deadline: no rank calls requested(), the controller decides.
   std::optional<crown::stop_signals> stop;
-  if (o.checkpoint_every > 0) stop.emplace(!o.controller);
+  try {
+    if (o.checkpoint_every > 0) stop.emplace(!o.controller);
+  } catch (const crown::error& e) { // CROWN_STOP_GRACE: every rank reads the same value
+    usage(e.message() + " (" + e.context() + ")");
+  }
   const crown::stop_signals* stopping = stop ? &*stop : nullptr;
   crown::runtime rt(argc, argv);
   par::nn::set_blas_threads(o.threads);

@@ -37,7 +37,9 @@ inline constexpr int stop_exit_status = 75;
 /// signals the survivors with SIGTERM as well), and without the deadline they would sit
 /// in a collective until Slurm's SIGKILL, KillWait (30 s by default) later. Keep it below
 /// KillWait and above the longest step; once agreed, the checkpoint has no deadline
-/// (SIGALRM is this class's while it is alive).
+/// (SIGALRM is this class's while it is alive). Work between steps that may take long
+/// (a periodic checkpoint, an evaluation) runs under a deadline_pause, and once the loop is
+/// over, loop_done() drops the deadline: neither can then kill a healthy run.
 class stop_signals {
 public:
   /// `grace` false: no deadline, for processes that never call requested() because one
@@ -56,6 +58,23 @@ public:
   [[nodiscard]] static int signal() noexcept;
   /// Its name for messages: "SIGTERM", "SIGUSR1", or "none".
   [[nodiscard]] static const char* signal_name() noexcept;
+  /// The stepping loop has ended without stopping: no agreement will be asked for any more,
+  /// so a signal from now on (or one pending) has no deadline. Nothing without a handler.
+  static void loop_done() noexcept;
+
+  /// While alive, the grace deadline does not run (a checkpoint or an evaluation between
+  /// steps); what was left of it, or all of it for a signal that came meanwhile, runs
+  /// again afterwards. Harmless where no stop_signals is alive.
+  class deadline_pause {
+  public:
+    deadline_pause() noexcept;
+    ~deadline_pause();
+    deadline_pause(const deadline_pause&) = delete;
+    deadline_pause& operator=(const deadline_pause&) = delete;
+
+  private:
+    unsigned left_ = 0;
+  };
 };
 
 } // namespace crown

@@ -32,6 +32,14 @@ void rescue_active() noexcept {
 }
 
 void on_fatal_signal(int sig) {
+  for (std::size_t i = 0; i < std::size(fatal_signals); ++i)
+    if (fatal_signals[i] == SIGTERM && sig == SIGTERM && !(g_previous[i].sa_flags & SA_SIGINFO) &&
+        g_previous[i].sa_handler != SIG_DFL && g_previous[i].sa_handler != SIG_IGN) {
+      // SIGTERM that the process survives (crown::stop_signals: checkpoint and leave): not a
+      // death, so nothing to rescue; the handler it replaced takes it, and this one stays.
+      g_previous[i].sa_handler(sig);
+      return;
+    }
   rescue_active();
   for (std::size_t i = 0; i < std::size(fatal_signals); ++i)
     if (fatal_signals[i] == sig) sigaction(sig, &g_previous[i], nullptr);

@@ -1,5 +1,6 @@
 // Descriptor exchange between the ranks of one host over abstract Unix sockets.
 #include "fd_exchange.hpp"
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <crown/error.hpp>
@@ -79,7 +80,14 @@ void send_descriptor(const endpoint& to, int fd, const note& n, std::string& pro
 void receive_descriptor(int listener, const std::vector<endpoint>& all, std::uint64_t token,
                         std::vector<unique_fd>& got, std::string& problem) {
   pollfd p{listener, POLLIN, 0};
-  if (::poll(&p, 1, 60'000) != 1) return void(problem = "no peer connected within 60 s");
+  int ready = 0; // a signal the process survives (crown::stop_signals) interrupts poll
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  do {
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        until - std::chrono::steady_clock::now());
+    ready = ::poll(&p, 1, static_cast<int>(std::max<std::int64_t>(0, left.count())));
+  } while (ready < 0 && errno == EINTR);
+  if (ready != 1) return void(problem = "no peer connected within 60 s");
   unique_fd s(::accept4(listener, nullptr, nullptr, SOCK_CLOEXEC));
   if (!s) return void(problem = failure("accept4"));
   ucred who{};

@@ -46,9 +46,13 @@ std::string kind_problem(const model& m, const cluster& c, const training& t, co
   if (k.pp > layers)
     return "pp=" + std::to_string(k.pp) + " exceeds the model's " + std::to_string(layers) +
            " layers";
-  if (m.heads > 0 && m.heads % k.tp != 0)
-    return "tp=" + std::to_string(k.tp) + " does not divide the " + std::to_string(m.heads) +
-           " attention heads";
+  for (auto [n, what] :
+       {std::pair{m.heads, " attention heads"}, std::pair{m.hidden, " hidden size"},
+        std::pair{m.vocabulary, " vocabulary"}})
+    if (n > 0 && n % k.tp != 0)
+      return "tp=" + std::to_string(k.tp) + " does not divide the " + std::to_string(n) + what;
+  if (k.micro > 16383) // crown-train's pipeline tags its messages 2k and 2k + 1
+    return "micro=" + std::to_string(k.micro) + " exceeds crown-train's 16383 micro-batches";
   if (t.global_batch % k.dp != 0)
     return "dp=" + std::to_string(k.dp) + " does not divide the global batch " +
            std::to_string(t.global_batch);

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <crown/error.hpp>
 #include <crown/plan/inputs.hpp>
+#include <cstdint>
 #include <fstream>
 #include <rapidjson/document.h>
 #include <rapidjson/error/en.h>
@@ -173,6 +174,8 @@ model gpt_model(const gpt_shape& g, double e) {
   const double h = g.hidden, s = g.sequence, a = g.heads, v = g.vocabulary;
   model m;
   m.heads = g.heads;
+  m.hidden = g.hidden;
+  m.vocabulary = g.vocabulary;
   m.tokens_per_sample = s;
   for (int i = 0; i < g.layers; ++i) {
     layer l;
@@ -280,7 +283,8 @@ cluster parse_cluster(std::string_view json, std::string_view what) {
     l->bandwidth = r.number(v, key, "bandwidth_gbs", true, true) * 1e9;
     l->latency = r.number(v, key, "latency_us", true, false) * 1e-6;
   }
-  if (c.devices() > 1 << 20) r.fail("hosts", "hosts x devices_per_host exceeds 2^20", d["hosts"]);
+  if (std::int64_t{c.hosts} * c.devices_per_host > 1 << 20) // before devices() can overflow
+    r.fail("hosts", "hosts x devices_per_host exceeds 2^20", d["hosts"]);
   return c;
 }
 

@@ -1,5 +1,6 @@
 // SIGTERM/SIGUSR1 -> a flag that ranks agree on at step boundaries (crown/stop_signal.hpp).
 #include <atomic>
+#include <cerrno>
 #include <crown/error.hpp>
 #include <crown/stop_signal.hpp>
 #include <csignal>
@@ -13,15 +14,20 @@ namespace {
 // Lock-free atomics are async-signal-safe; the handler does nothing else.
 std::atomic<int> g_signal{0};
 std::atomic<bool> g_installed{false};
+std::atomic<bool> g_paused{false}; // a deadline_pause is alive, or the loop is done
+std::atomic<bool> g_agreed{false}; // requested() said yes: no deadline any more
+static_assert(std::atomic<int>::is_always_lock_free && std::atomic<bool>::is_always_lock_free);
 struct sigaction g_previous_term {};
 struct sigaction g_previous_usr1 {};
 struct sigaction g_previous_alarm {};
-unsigned g_grace = 10; // seconds; 0: no deadline
+std::atomic<unsigned> g_grace{10}; // seconds; 0: no deadline
 
 extern "C" void on_stop_signal(int s) {
+  const int saved = errno;
   int none = 0;
-  if (g_signal.compare_exchange_strong(none, s) && g_grace > 0) // the first one is kept
+  if (g_signal.compare_exchange_strong(none, s) && g_grace > 0 && !g_paused) // the first one
     alarm(g_grace);
+  errno = saved;
 }
 
 // No agreement within the grace: a peer is gone (srun's --kill-on-bad-exit sends SIGTERM
@@ -58,6 +64,8 @@ stop_signals::stop_signals(bool grace) {
     throw;
   }
   g_signal = 0;
+  g_paused = false;
+  g_agreed = false;
   struct sigaction sa {};
   sa.sa_handler = on_stop_signal;
   sigemptyset(&sa.sa_mask);
@@ -80,8 +88,36 @@ bool stop_signals::requested(MPI_Comm comm) const {
   int mine = received() ? 1 : 0, any = 0;
   if (const int rc = MPI_Allreduce(&mine, &any, 1, MPI_INT, MPI_MAX, comm); rc != MPI_SUCCESS)
     throw mpi_error("stop_signals::requested", rc);
-  if (any != 0) alarm(0); // agreed: the checkpoint may take what it takes
+  if (any != 0) { // agreed: the checkpoint may take what it takes
+    g_agreed = true;
+    alarm(0);
+  }
   return any != 0;
+}
+
+void stop_signals::loop_done() noexcept {
+  if (!g_installed) return;
+  g_paused = true; // for good: nobody will agree on a signal any more
+  alarm(0);
+}
+
+stop_signals::deadline_pause::deadline_pause() noexcept {
+  if (!g_installed || g_paused) { // nothing to pause (or an outer pause holds it)
+    left_ = ~0u;
+    return;
+  }
+  g_paused = true;
+  left_ = alarm(0);
+}
+
+stop_signals::deadline_pause::~deadline_pause() {
+  if (left_ == ~0u || !g_installed) return;
+  g_paused = false;
+  // What was left of a running deadline, or all of it for a signal that came meanwhile.
+  if (left_ > 0)
+    alarm(left_);
+  else if (g_signal.load() != 0 && !g_agreed && g_grace > 0)
+    alarm(g_grace);
 }
 
 bool stop_signals::received() noexcept { return g_signal.load() != 0; }

@@ -99,6 +99,60 @@ BOOST_AUTO_TEST_CASE(without_grace_a_signalled_process_waits_for_its_decider) {
   BOOST_TEST(WEXITSTATUS(status) == 0);
 }
 
+/// Runs `body` in a child process with a 1 s grace; returns its wait status.
+template <typename Body>
+int in_child_with_short_grace(Body body) {
+  const pid_t child = fork();
+  if (child == 0) {
+    ::setenv("CROWN_STOP_GRACE", "1", 1);
+    const crown::stop_signals stop;
+    body();
+    ::_exit(crown::stop_signals::received() ? 0 : 1);
+  }
+  int status = 0;
+  if (::waitpid(child, &status, 0) != child) return -1;
+  return status;
+}
+
+/// The deadline's timing cases run in the one-rank suite only (they take seconds).
+bool one_rank() {
+  int n = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &n);
+  return n == 1;
+}
+
+BOOST_AUTO_TEST_CASE(a_paused_deadline_lets_a_long_checkpoint_finish_then_runs_again) {
+  if (!one_rank()) return;
+  // A signal during a 2 s checkpoint (paused): the process lives through it...
+  int status = in_child_with_short_grace([] {
+    const crown::stop_signals::deadline_pause hold;
+    std::raise(SIGUSR1);
+    for (int i = 0; i < 20; ++i) ::usleep(100000);
+  });
+  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  // ...and when nobody agrees after it, the whole grace runs from the end of the pause.
+  status = in_child_with_short_grace([] {
+    {
+      const crown::stop_signals::deadline_pause hold;
+      std::raise(SIGUSR1);
+      ::usleep(1500000);
+    }
+    for (int i = 0; i < 30; ++i) ::usleep(100000);
+  });
+  BOOST_TEST(WIFSIGNALED(status));
+  BOOST_TEST(WTERMSIG(status) == SIGUSR1);
+}
+
+BOOST_AUTO_TEST_CASE(after_the_loop_a_signal_has_no_deadline) {
+  if (!one_rank()) return;
+  const int status = in_child_with_short_grace([] {
+    crown::stop_signals::loop_done(); // the run's output, after its last step
+    std::raise(SIGTERM);
+    for (int i = 0; i < 20; ++i) ::usleep(100000);
+  });
+  BOOST_TEST((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+}
+
 BOOST_AUTO_TEST_CASE(a_bad_grace_is_refused) {
   ::setenv("CROWN_STOP_GRACE", "soon", 1);
   BOOST_CHECK_THROW(crown::stop_signals{}, crown::config_error);

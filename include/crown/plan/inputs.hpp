@@ -21,11 +21,12 @@ struct layer {
   double tp_allreduce_bytes = 0; ///< all-reduced across tp in one forward (as much in backward)
 };
 
-/// The model: its layers in order. `heads` (0: none) must be divisible by tp;
-/// `tokens_per_sample` (0: unknown) turns samples/s into tokens/s.
+/// The model: its layers in order. `heads`, `hidden` and `vocabulary` (0: none) must be
+/// divisible by tp, as crown-train requires; `tokens_per_sample` (0: unknown) turns
+/// samples/s into tokens/s.
 struct model {
   std::vector<layer> layers;
-  int heads = 0;
+  int heads = 0, hidden = 0, vocabulary = 0;
   double tokens_per_sample = 0;
 };
 
@@ -52,7 +53,7 @@ struct cluster {
   double peak_flops = 0;   ///< per device at `precision`
   double achievable_fraction = 1;
   link intra_host, inter_host;
-  [[nodiscard]] int devices() const noexcept { return hosts * devices_per_host; }
+  [[nodiscard]] int devices() const noexcept { return hosts * devices_per_host; } ///< <= 2^20
 };
 
 enum class optimizer { adam, sgd };
