@@ -16,7 +16,7 @@ for s in "${sets[@]}"; do
   read -r m c t <<< "$s"
   args=(--model "$ex/$m.json" --cluster "$ex/$c.json" --training "$ex/$t.json")
   out=$("$plan" "${args[@]}" --top 3) || fail "$s: exit $?"
-  echo "$out" | head -5
+  head -5 <<< "$out" # (echo | head would die of SIGPIPE under pipefail once head exits)
   grep -Eq '^1 +dp=[0-9]+' <<< "$out" || fail "$s: no first plan in the table"
   grep -Eq '^3 +dp=' <<< "$out" || fail "$s: --top 3 printed fewer than 3 plans"
   ! grep -Eq '^4 +dp=' <<< "$out" || fail "$s: --top 3 printed more than 3 plans"
