@@ -14,6 +14,7 @@ for tool in nsenter munged mungekey slurmctld slurmd sbatch scontrol squeue sacc
 done
 [ "$(id -u)" -eq 0 ] || cluster_skip "needs root (slurmd)"
 
+cluster_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd) # the test scripts' directory
 cluster_dir=$(mktemp -d /var/tmp/crown-slurm.XXXXXX) # not /tmp: hosts get their own
 cluster_tag=cs$$
 cluster_hosts=()
@@ -156,7 +157,7 @@ CONF
       # directories there, named alike on every node).
       mkdir -p "$d/tmp-$h"
       nsenter --net="/run/netns/$cluster_tag-$h" unshare --uts --mount --propagation private \
-        bash -c "hostname $h; mount --bind $d/tmp-$h /tmp; exec slurmd -N $h -f $SLURM_CONF" ||
+        bash -c "hostname $h; $(cluster_private_tmp "$d/tmp-$h"); exec slurmd -N $h -f $SLURM_CONF" ||
         { echo "slurm test: slurmd on $h did not start"; cat "$d/slurmd-$h.log" 2> /dev/null; exit 1; }
       names+=("$h")
     done
@@ -175,12 +176,27 @@ CONF
   done
 }
 
+# The commands that give a namespace host its own /tmp. What the job needs under the real
+# /tmp (a checkout and build there, as a CI's clean clone may be) stays visible: each such
+# top-level directory is bound into the private /tmp before it replaces the real one.
+cluster_private_tmp() { # host-tmp-dir -> a shell fragment
+  local own=$1 keep=() p
+  for p in "$PWD" "$cluster_here"; do
+    case $p in /tmp/*) p=${p#/tmp/}; keep+=("/tmp/${p%%/*}") ;; esac
+  done
+  local out=""
+  for p in $(printf '%s\n' "${keep[@]}" | sort -u); do
+    out+="mkdir -p $own/${p#/tmp/}; mount --bind $p $own/${p#/tmp/}; "
+  done
+  echo "${out}mount --rbind $own /tmp"
+}
+
 # cluster_host_run HOST CMD...: runs CMD on a namespace host (as a user logged in there).
 cluster_host_run() {
   local h=$1
   shift
   nsenter --net="/run/netns/$cluster_tag-$h" unshare --uts --mount --propagation private \
-    bash -c "hostname $h; mount --bind $cluster_dir/tmp-$h /tmp; exec \"\$@\"" bash "$@"
+    bash -c "hostname $h; $(cluster_private_tmp "$cluster_dir/tmp-$h"); exec \"\$@\"" bash "$@"
 }
 
 # cluster_state JOBID: the job's state (COMPLETED, FAILED, PENDING, RUNNING...).
