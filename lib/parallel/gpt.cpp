@@ -284,15 +284,6 @@ gpt<T>::gpt(const gpt_config& c, int max_batch, bool hold_params, const model_pa
 }
 
 template <typename T>
-std::size_t gpt<T>::activation_bytes() const noexcept {
-  std::size_t n = scratch_.size() * sizeof(T);
-  for (const auto& st : slots_)
-    n += (st.acts.size() + st.probs.size()) * sizeof(T) +
-         (st.inputs.capacity() + st.targets.capacity()) * sizeof(int);
-  return n;
-}
-
-template <typename T>
 std::span<const T> gpt<T>::param(std::size_t entry) const noexcept {
   const auto& e = layout_.entries[entry];
   const std::size_t u = layout_.unit_of[entry];
@@ -324,6 +315,12 @@ typename gpt<T>::slot_state& gpt<T>::slot(int s) {
     throw argument_error("gpt", "activation slot " + std::to_string(s) + " of " +
                                     std::to_string(slots_.size()));
   return slots_[std::size_t(s)];
+}
+
+template <typename T>
+int gpt<T>::vocabulary_row(int token) const noexcept {
+  const int rows = config_.vocabulary / layout_.part.tp, row = token - layout_.part.tp_rank * rows;
+  return row >= 0 && row < rows ? row : -1;
 }
 
 template <typename T>
@@ -383,7 +380,6 @@ T gpt<T>::cross_entropy(slot_state& st, int N) {
   }
   // Vocabulary-parallel (Megatron): the row maximum, the sum of exponentials and the
   // target's probability, each reduced over tp; every rank gets the same loss.
-  const int lo = layout_.part.tp_rank * Vl;
   std::vector<T> mx(static_cast<std::size_t>(N)), sum(mx.size()), target(mx.size());
   for (int n = 0; n < N; ++n) {
     const T* p = probs.data() + std::size_t(n) * Vl;
@@ -399,8 +395,8 @@ T gpt<T>::cross_entropy(slot_state& st, int N) {
     T* p = probs.data() + std::size_t(n) * Vl;
     const T inv = T(1) / sum[std::size_t(n)];
     for (int v = 0; v < Vl; ++v) p[v] *= inv;
-    const int t = targets[std::size_t(n)] - lo;
-    if (t >= 0 && t < Vl) target[std::size_t(n)] = p[t];
+    if (const int t = vocabulary_row(targets[std::size_t(n)]); t >= 0)
+      target[std::size_t(n)] = p[t];
   }
   if (sample) return T(0);
   co_sum(*tp_, std::span<T>(target));
@@ -454,12 +450,11 @@ T gpt<T>::forward_part(int s, std::span<const int> inputs, std::span<const T> in
     if (tp == 1) {
       nn::embedding_forward<T>(at(0, NC), inputs, param(0), param(1), B, T_, C);
     } else { // vocabulary-parallel: each rank its rows, zeros elsewhere, summed over tp
-      const int lo = pl.part.tp_rank * Vl;
       const auto wte = param(0), wpe = param(1);
       auto out = at(0, NC);
       std::fill(out.begin(), out.end(), T(0));
       for (std::size_t i = 0; i < tokens; ++i)
-        if (const int v = inputs[i] - lo; v >= 0 && v < Vl)
+        if (const int v = vocabulary_row(inputs[i]); v >= 0)
           std::copy_n(wte.begin() + std::ptrdiff_t(std::size_t(v) * C), C,
                       out.begin() + std::ptrdiff_t(i * C));
       all_reduce(out);
@@ -571,11 +566,10 @@ void gpt<T>::backward_part(int s, T loss_scale, std::span<const T> dout, std::sp
     if (tp == 1) {
       nn::cross_entropy_backward<T>(dlogits, st.targets, N, Vl, loss_scale / T(N));
     } else { // this rank's vocabulary rows of (p - onehot) · scale
-      const int lo = pl.part.tp_rank * Vl;
       const T scale = loss_scale / T(N);
       for (int n = 0; n < N; ++n) {
         T* p = dlogits.data() + std::size_t(n) * Vl;
-        if (const int t = st.targets[std::size_t(n)] - lo; t >= 0 && t < Vl) p[t] -= T(1);
+        if (const int t = vocabulary_row(st.targets[std::size_t(n)]); t >= 0) p[t] -= T(1);
         for (int v = 0; v < Vl; ++v) p[v] *= scale;
       }
     }
@@ -630,12 +624,11 @@ void gpt<T>::backward_part(int s, T loss_scale, std::span<const T> dout, std::sp
   if (tp == 1) {
     nn::embedding_backward<T>(grad(0), grad(1), cp(dres), st.inputs, B, T_, C);
   } else { // this rank's vocabulary rows; the positions' gradient is the same on every rank
-    const int lo = pl.part.tp_rank * Vl;
     const auto dwte = grad(0), dwpe = grad(1);
     for (std::size_t i = 0; i < std::size_t(N); ++i) {
-      const int v = st.inputs[i] - lo;
+      const int v = vocabulary_row(st.inputs[i]);
       for (int k = 0; k < C; ++k) {
-        if (v >= 0 && v < Vl) dwte[std::size_t(v) * C + k] += dres[i * C + k];
+        if (v >= 0) dwte[std::size_t(v) * C + k] += dres[i * C + k];
         dwpe[(i % std::size_t(T_)) * C + k] += dres[i * C + k];
       }
     }

@@ -129,8 +129,6 @@ public:
   [[nodiscard]] const param_layout& layout() const noexcept { return layout_; }
   [[nodiscard]] std::span<T> params() noexcept { return params_; }
   [[nodiscard]] std::span<const T> params() const noexcept { return params_; }
-  /// Bytes held for activations and backward scratch (max_batch samples).
-  [[nodiscard]] std::size_t activation_bytes() const noexcept;
 
   /// GPT-2's initialisation from `seed`: weights N(0, 0.02), residual projections
   /// N(0, 0.02/sqrt(2L)), biases 0, layer-norm gains 1. The same on every rank.
@@ -195,6 +193,8 @@ private:
   void enter(unit_source<T>& source, std::size_t unit, pass p);
   [[nodiscard]] slot_state& slot(int s);
   void all_reduce(std::span<T> x) const; ///< sum over the tp group (nothing when tp = 1)
+  /// The row of `token` in this part's vocabulary slice, or -1 when another tp rank has it.
+  [[nodiscard]] int vocabulary_row(int token) const noexcept;
   T cross_entropy(slot_state& st, int N);
   /// Block l's (a global block index) activation `field` (n elements) in `acts`.
   template <typename Span>
