@@ -98,6 +98,8 @@ struct config {
   /// CROWN_GPU_HEAP_SIZE: device symmetric heap per rank (0: none)
   std::size_t gpu_heap_size = std::size_t{1} << 30;
   gpu_mapping_choice gpu_mapping = gpu_mapping_choice::automatic; ///< CROWN_GPU_MAPPING
+  /// CROWN_TRACE: the directory each rank writes its trace file to (empty: no tracing)
+  std::string trace;
 
   /// Parses the given variables (name -> value). Invalid values throw config_error
   /// naming the variable, the value and what is allowed; unknown CROWN_* names are

@@ -11,6 +11,7 @@
 #include <crown/detail/fault.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/log.hpp>
+#include <crown/trace.hpp>
 #include <cstdio>
 #include <map>
 #include <unordered_map>
@@ -90,6 +91,10 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
                                    std::span<const std::uint32_t> positions,
                                    supervisor_ref supervisor) {
   if (kind == message_kind::call) fault_point_reached(fault_point::call); // the caller's
+  trace_span span("actor", kind == message_kind::call ? "call_send" : "command_send",
+                  {"endpoint", endpoint}, {"callee", ranks.empty() ? -1 : ranks[0]},
+                  {"targets", static_cast<std::int64_t>(ranks.size())});
+  if (span.recording()) span.text("actor", describe(mesh_id));
   // An actor's spawn or command to several actors goes through the controller, which
   // orders it among its own: collectives among actors then meet in one order everywhere.
   const bool relayed = rank_ != 0 && (kind == message_kind::spawn || ranks.size() > 1);

@@ -9,6 +9,7 @@
 #include <crown/detail/fault.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/log.hpp>
+#include <crown/trace.hpp>
 #include <map>
 #include <memory>
 #include <optional>
@@ -259,11 +260,15 @@ private:
       case message_kind::spawn:
         spawn(c.head.mesh_id, c.payload);
         break;
-      case message_kind::call:
+      case message_kind::call: {
         fault_point_reached(fault_point::call);
+        trace_span span("actor", "call", {"endpoint", c.head.endpoint}, {"caller", c.head.origin},
+                        {"callee", rank_});
+        if (span.recording()) span.text("actor", label_of(c.head.mesh_id, position));
         call(c.head.mesh_id, c.head.endpoint, c.payload,
              bulk ? bulk->parts() : std::span<const std::span<const std::byte>>{}, value);
         break;
+      }
       case message_kind::stop_mesh:
         stop_mesh(c.head.mesh_id, request, position);
         break;

@@ -20,7 +20,7 @@ namespace {
 constexpr std::uint64_t max_heap_bytes = std::uint64_t{1} << 44; ///< 16 TiB per rank
 constexpr double min_watchdog_seconds = 1;
 
-constexpr std::array<config_variable, 23> variables{{
+constexpr std::array<config_variable, 24> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace.", true},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -118,6 +118,11 @@ constexpr std::array<config_variable, 23> variables{{
      "How ranks of one host map each other's device heap: vmm (CUDA virtual memory with "
      "file-descriptor handles passed over a Unix socket), ipc (legacy CUDA IPC handles "
      "exchanged over MPI), auto (vmm where every rank of the host supports it, else ipc)."},
+    {"CROWN_TRACE", "",
+     "A directory (created if missing): each rank writes a Chrome/Perfetto trace of its puts, "
+     "gets, collectives, waits, actor calls and progress-thread naps there as "
+     "crown-trace.<rank>.json when its runtime ends; crown-trace-merge joins them on rank 0's "
+     "clock. Empty: no tracing (docs/tracing.md)."},
 }};
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -362,6 +367,8 @@ config config::parse(const std::map<std::string, std::string>& vars,
       if (value != "auto" && value != "0")
         throw config_error(name, "invalid value '" + value + "' (allowed: auto, 0)");
       c.single_copy = value == "auto";
+    } else if (name == "CROWN_TRACE") {
+      c.trace = value; // any path; whether it can be written is checked at start-up
     } else if (name == "CROWN_ACTOR_STDOUT") {
       c.actor_stdout = parse_flag(name, value);
     } else if (name == "CROWN_PROGRESS_THREAD") {

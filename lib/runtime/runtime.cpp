@@ -3,6 +3,7 @@
 #include "runtime_state.hpp"
 #include "startup_agreement.hpp"
 #include "tags.hpp"
+#include "trace_control.hpp"
 #include <algorithm>
 #include <chrono>
 #include <crown/build_config.hpp>
@@ -247,6 +248,7 @@ void runtime_state::shutdown() noexcept {
   const auto stages = layer_stages();
   for (auto s = stages.rbegin(); s != stages.rend(); ++s)
     if (s->stop) s->stop(*this);
+  trace_finish(); // every thread the layers ran has stopped
   layer_data.clear();
   world.reset(); // the world mesh points back at this state
   {
@@ -370,6 +372,10 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
       placements = detail::gather_placements(dup, found.self, found.host_comm);
     });
     st->topo.emplace(std::move(placements), found.host, st->rank);
+    detail::agreed_step(dup, "CROWN_TRACE", [&] {
+      detail::trace_open(st->rank, st->size, st->cfg.trace, found.self.host);
+    });
+    detail::agreed_step(dup, "CROWN_TRACE clocks", [&] { detail::trace_begin(dup); });
     if (st->topo->multi_host()) detail::set_log_host(found.self.host);
     detail::set_wait_spins(st->cfg.wait_spins >= 0      ? st->cfg.wait_spins
                            : st->topo->oversubscribed() ? 0

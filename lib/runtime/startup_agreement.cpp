@@ -72,6 +72,7 @@ std::string canonical_value(const config& c, std::string_view name) {
   if (name == "CROWN_ACTOR_STDOUT") return c.actor_stdout ? "1" : "0";
   if (name == "CROWN_PROGRESS_THREAD") return c.progress_thread ? "1" : "0";
   if (name == "CROWN_PROGRESS_CPUS") return c.progress_cpus;
+  if (name == "CROWN_TRACE") return c.trace;
   if (name == "CROWN_SINGLE_COPY") return c.single_copy ? "auto" : "0";
   if (name == "CROWN_WAIT_WARN") return number(c.wait_warn);
   if (name == "CROWN_WAIT_TIMEOUT") return number(c.wait_timeout);

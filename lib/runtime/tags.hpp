@@ -31,10 +31,11 @@ inline constexpr tag_range sync_images{32002, 32002};                   ///< syn
 /// The refusal of an active-message request too short to show its id (no reply tag).
 inline constexpr tag_range am_unreadable{32003, 32003};
 inline constexpr tag_range rendezvous{32004, 32767}; ///< meeting before a communicator is made
+inline constexpr tag_range clock_sync{0, 0};         ///< CROWN_TRACE's clock ping-pongs
 inline constexpr int mpi_tag_ub_minimum = 32767;     ///< every MPI allows tags up to this
 
-inline constexpr std::array<tag_range, 6> all{am_request,  am_reply,      am_data,
-                                              sync_images, am_unreadable, rendezvous};
+inline constexpr std::array<tag_range, 7> all{am_request,    am_reply,   am_data,   sync_images,
+                                              am_unreadable, rendezvous, clock_sync};
 
 template <std::size_t N>
 constexpr bool disjoint_and_valid(const std::array<tag_range, N>& ranges) {

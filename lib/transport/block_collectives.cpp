@@ -9,6 +9,7 @@
 #include <crown/detail/heap.hpp>
 #include <crown/runtime.hpp>
 #include <crown/sync.hpp>
+#include <crown/trace.hpp>
 #include <cstdlib>
 #include <memory>
 #include <new>
@@ -124,6 +125,8 @@ void checked(int rc, MPI_Request& request, What&& what, const char* call) {
 // (Open MPI's tuned components against libnbc: 2x for a 256 KiB all-gather).
 void all_gather_bytes(const mesh& m, const void* mine, std::size_t bytes, void* all,
                       const char* name) {
+  const trace_span span("collective", name, {"bytes", static_cast<std::int64_t>(bytes)},
+                        {"images", m.size()});
   auto what = [&] { return std::string(name) + " on " + m.to_string(); };
   MPI_Comm comm = crown_comm(m);
   const bool blocking = world_shares_memory();
@@ -140,6 +143,8 @@ void all_gather_bytes(const mesh& m, const void* mine, std::size_t bytes, void* 
 
 void exchange_blocks(const mesh& m, const void* in, std::size_t block, void* received,
                      const char* name) {
+  const trace_span span("collective", name, {"bytes", static_cast<std::int64_t>(block)},
+                        {"images", m.size()});
   auto what = [&] { return std::string(name) + " on " + m.to_string(); };
   MPI_Comm comm = crown_comm(m);
   const bool blocking = world_shares_memory();
@@ -155,6 +160,8 @@ void exchange_blocks(const mesh& m, const void* in, std::size_t block, void* rec
 
 void visit_image_blocks(const mesh& m, std::uint64_t offset, std::size_t bytes, block_visitor visit,
                         void* ctx) {
+  const trace_span span("collective", "coarray_blocks", {"bytes", static_cast<std::int64_t>(bytes)},
+                        {"images", m.size()});
   // As sync_all: this image's transfers are complete, every member has arrived, and
   // what others put into this image's heap is visible to its loads.
   sync_all(m);

@@ -8,6 +8,7 @@
 #include <climits>
 #include <crown/collectives.hpp>
 #include <crown/detail/heap.hpp>
+#include <crown/trace.hpp>
 
 namespace crown::detail {
 namespace {
@@ -34,6 +35,9 @@ void in_chunks(std::size_t count, F&& f) {
 void co_reduce_builtin(const mesh& m, void* data, std::size_t count, MPI_Datatype type,
                        std::size_t elem_size, bool floating, reduction op, int result_image,
                        std::uint64_t tag, const char* name) {
+  // `name` is a literal of collectives.hpp ("co_sum"), so the span may keep it.
+  const trace_span span("collective", name, {"bytes", static_cast<std::int64_t>(count * elem_size)},
+                        {"images", m.size()}, {"root", result_image});
   // The description is built only when needed: on this path, small reductions take
   // well under a microsecond.
   auto what = [&] { return std::string(name) + " on " + m.to_string(); };
@@ -67,6 +71,8 @@ void co_reduce_builtin(const mesh& m, void* data, std::size_t count, MPI_Datatyp
 
 void co_broadcast_bytes(const mesh& m, void* data, std::size_t bytes, int source_image,
                         const char* name) {
+  const trace_span span("collective", name, {"bytes", static_cast<std::int64_t>(bytes)},
+                        {"images", m.size()}, {"root", source_image});
   const std::string what = std::string(name) + " on " + m.to_string();
   MPI_Comm comm = crown_comm(m);
   check_image(m, source_image, false, what);
@@ -82,6 +88,8 @@ void co_broadcast_bytes(const mesh& m, void* data, std::size_t bytes, int source
 
 std::vector<std::byte> co_gather_bytes(const mesh& m, const void* data, std::size_t bytes,
                                        std::uint64_t tag, int result_image, const char* name) {
+  const trace_span span("collective", name, {"bytes", static_cast<std::int64_t>(bytes)},
+                        {"images", m.size()}, {"root", result_image});
   const std::string what = std::string(name) + " on " + m.to_string();
   MPI_Comm comm = crown_comm(m);
   check_image(m, result_image, true, what);

@@ -13,6 +13,7 @@
 #include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
+#include <crown/trace.hpp>
 #include <vector>
 
 namespace crown::detail {
@@ -158,6 +159,10 @@ void transfer_strided(bool put, int rank, const strided& s, std::byte* packed,
 
 void wait_request(MPI_Request& request, const char* what) {
   int done = 0;
+  check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
+  if (done) return;
+  trace_span span("wait", "wait");
+  if (span.recording()) span.text("what", what); // `what` may not outlive the wait
   backoff pause(wait_site{what});
   for (;;) {
     check_mpi(MPI_Test(&request, &done, MPI_STATUS_IGNORE), what);
@@ -166,36 +171,63 @@ void wait_request(MPI_Request& request, const char* what) {
   }
 }
 
+// Each public transfer is one trace span (include/crown/trace.hpp): a predicted branch
+// when tracing is off.
 void remote_put(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes) {
+  const trace_span span("onesided", "put", {"peer", world_rank},
+                        {"bytes", static_cast<std::int64_t>(bytes)});
+  transfer_one(true, world_rank, offset, const_cast<std::byte*>(static_cast<const std::byte*>(src)),
+               bytes);
+}
+
+void remote_put_untraced(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes) {
   transfer_one(true, world_rank, offset, const_cast<std::byte*>(static_cast<const std::byte*>(src)),
                bytes);
 }
 
 void remote_get(int world_rank, std::uint64_t offset, void* dst, std::size_t bytes) {
+  const trace_span span("onesided", "get", {"peer", world_rank},
+                        {"bytes", static_cast<std::int64_t>(bytes)});
   transfer_one(false, world_rank, offset, static_cast<std::byte*>(dst), bytes);
 }
 
 void start_transfer(bool put, int world_rank, std::uint64_t offset, void* buffer, std::size_t bytes,
                     completion& into) {
+  const trace_span span("onesided", put ? "put_async" : "get_async", {"peer", world_rank},
+                        {"bytes", static_cast<std::int64_t>(bytes)});
   transfer_one(put, world_rank, offset, static_cast<std::byte*>(buffer), bytes, &into);
 }
 
+namespace {
+std::int64_t strided_bytes(const strided& s) {
+  return static_cast<std::int64_t>(s.count[0] * s.count[1] * s.count[2] * s.elem);
+}
+} // namespace
+
 void start_transfer_strided(bool put, int world_rank, const strided& s, void* packed,
                             completion& into) {
+  const trace_span span("onesided", put ? "put_strided_async" : "get_strided_async",
+                        {"peer", world_rank}, {"bytes", strided_bytes(s)});
   transfer_strided(put, world_rank, s, static_cast<std::byte*>(packed), &into);
 }
 
 void remote_put_strided(int world_rank, const strided& s, const void* packed) {
+  const trace_span span("onesided", "put_strided", {"peer", world_rank},
+                        {"bytes", strided_bytes(s)});
   transfer_strided(true, world_rank, s,
                    const_cast<std::byte*>(static_cast<const std::byte*>(packed)));
 }
 
 void remote_get_strided(int world_rank, const strided& s, void* packed) {
+  const trace_span span("onesided", "get_strided", {"peer", world_rank},
+                        {"bytes", strided_bytes(s)});
   transfer_strided(false, world_rank, s, static_cast<std::byte*>(packed));
 }
 
 void remote_put_notify(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes,
                        std::uint64_t flag, std::int64_t add, bool cpu) {
+  const trace_span span("onesided", "put_notify", {"peer", world_rank},
+                        {"bytes", static_cast<std::int64_t>(bytes)});
   symmetric_heap& h = active_heap("put_notify");
   check_range(h, world_rank, offset, bytes, "put_notify");
   check_range(h, world_rank, flag, sizeof(std::int64_t), "put_notify (flag)");
@@ -223,6 +255,8 @@ void remote_put_notify(int world_rank, std::uint64_t offset, const void* src, st
 
 std::uint64_t remote_atomic(int world_rank, std::uint64_t offset, atomic_op op, int width,
                             bool floating, std::uint64_t operand, std::uint64_t compare, bool cpu) {
+  const trace_span span("onesided", "atomic", {"peer", world_rank}, {"bytes", width},
+                        {"op", static_cast<std::int64_t>(op)});
   symmetric_heap& h = active_heap("atomic");
   check_range(h, world_rank, offset, static_cast<std::size_t>(width), "atomic");
   if (offset % static_cast<std::uint64_t>(width) != 0)

@@ -9,6 +9,7 @@
 #include <climits>
 #include <crown/detail/wait.hpp>
 #include <crown/log.hpp>
+#include <crown/trace.hpp>
 #include <cstdint>
 #include <cstring>
 #include <linux/futex.h>
@@ -96,6 +97,8 @@ std::jthread launch_progress_thread(symmetric_heap& h, std::vector<int> cpus, bo
     auto last_moved = std::chrono::steady_clock::now();
     while (!stop.stop_requested()) {
       if (polling_threads().load(std::memory_order_relaxed) > 0) { // they progress
+        const trace_span span("progress", "nap_aside",
+                              {"limit_us", std::chrono::microseconds(aside_nap).count()});
         progress_nap(aside_nap);
         continue;
       }
@@ -104,12 +107,16 @@ std::jthread launch_progress_thread(symmetric_heap& h, std::vector<int> cpus, bo
         continue;
       }
       const auto idle = std::chrono::steady_clock::now() - last_moved;
+      const auto nap_for = [&](std::chrono::microseconds limit) {
+        const trace_span span("progress", "nap", {"limit_us", limit.count()});
+        h.transport()->idle_wait(limit);
+      };
       if (idle < busy_for && operations_alive().load(std::memory_order_relaxed) > 0)
-        h.transport()->idle_wait(in_flight_nap);
+        nap_for(in_flight_nap);
       else if (idle < busy_for)
         std::this_thread::yield();
       else
-        h.transport()->idle_wait(idle < long_idle ? nap : long_nap);
+        nap_for(idle < long_idle ? nap : long_nap);
     }
     --g_running;
   });

@@ -8,11 +8,13 @@
 #include <crown/error.hpp>
 #include <crown/runtime.hpp>
 #include <crown/sync.hpp>
+#include <crown/trace.hpp>
 #include <vector>
 
 namespace crown {
 
 void sync_all(const mesh& m) {
+  const detail::trace_span span("sync", "sync_all", {"images", m.size()});
   detail::fault_point_reached(fault_point::sync_all);
   detail::heap_quiet();
   detail::crown_barrier(m);
@@ -22,6 +24,8 @@ void sync_all(const mesh& m) {
 void sync_all() { sync_all(world()); }
 
 void sync_images(const mesh& m, std::span<const int> images) {
+  const detail::trace_span span("sync", "sync_images",
+                                {"images", static_cast<std::int64_t>(images.size())});
   MPI_Comm comm = detail::crown_comm(m);
   const int me = m.rank();
   std::vector<int> peers(images.begin(), images.end());

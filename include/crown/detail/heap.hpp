@@ -55,6 +55,9 @@ struct strided {
 void remote_put(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes);
 void remote_get(int world_rank, std::uint64_t offset, void* dst, std::size_t bytes);
 void remote_put_strided(int world_rank, const strided& s, const void* packed);
+/// remote_put without its trace span: crown-bench's baseline for what the span costs
+/// when tracing is off (docs/benchmarks.md).
+void remote_put_untraced(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes);
 void remote_get_strided(int world_rank, const strided& s, void* packed);
 
 /// Put-with-notify: puts `bytes` at `offset`, then adds `add` to the int64 word at

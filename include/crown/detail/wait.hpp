@@ -3,6 +3,7 @@
 #pragma once
 #include <atomic>
 #include <chrono>
+#include <crown/trace.hpp>
 #include <cstdint>
 #include <thread>
 #include <utility>
@@ -120,11 +121,16 @@ private:
   polling_scope polling_;
 };
 
-/// Polls `done()` under a backoff until it returns true.
+/// Polls `done()` under a backoff until it returns true. A wait that waits at all is a
+/// trace span (CROWN_TRACE) naming what it waits for and on whom.
 template <typename Done>
 void wait_until(const wait_site& site, Done&& done) {
+  if (done()) return;
+  trace_span span("wait", "wait", {"peer", site.rank});
+  if (span.recording()) span.text("what", site.what); // `what` may not outlive the wait
   backoff b(site);
-  while (!done()) b.pause();
+  do b.pause();
+  while (!done());
 }
 template <typename Done>
 void wait_until(Done&& done) {

@@ -1,0 +1,47 @@
+#!/bin/bash
+# CROWN_TRACE end to end at NP ranks: usage run_trace_test.sh MPIEXEC NP WORKLOAD MERGE PYTHON [--progress]
+# (CROWN_FAKE_HOSTS from the environment). Traced run -> per-rank files checked -> merged
+# and checked; unset -> nothing written; an unwritable directory -> each rank's error
+# names its rank and the path.
+set -euo pipefail
+mpiexec=$1 np=$2 workload=$3 merge=$4 python=$5 progress=${6:-}
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+run() { "$mpiexec" -np "$np" --oversubscribe "$@"; }
+
+# 1. Traced: one file per rank, each with the workload's events.
+CROWN_TRACE=$work/trace run "$workload"
+"$python" "$here/check_trace.py" ranks "$np" "$work/trace" $progress
+out=$("$merge" "$work/trace" -o "$work/merged.json")
+echo "$out"
+grep -q "crown-trace-merge: $np ranks, [0-9]* events" <<<"$out"
+grep -q "clock error bound: [0-9.]* us" <<<"$out"
+"$python" "$here/check_trace.py" merged "$np" "$work/merged.json" $progress
+
+# 2. Unset: the run writes nothing (it runs in an empty directory).
+mkdir "$work/off"
+(cd "$work/off" && env -u CROWN_TRACE "$mpiexec" -np "$np" --oversubscribe "$workload")
+if [ -n "$(ls -A "$work/off")" ]; then
+  echo "CROWN_TRACE unset, yet the run wrote: $(ls -A "$work/off")" >&2
+  exit 1
+fi
+
+# 3. A directory no rank can write (under a regular file): every rank names itself and the path.
+touch "$work/file"
+set +e
+err=$(CROWN_TRACE=$work/file/sub run "$workload" 2>&1)
+status=$?
+set -e
+if [ $status -eq 0 ]; then
+  echo "an unwritable CROWN_TRACE directory did not fail the run" >&2
+  exit 1
+fi
+for ((r = 0; r < np; r++)); do
+  if ! grep -q "crown::config_error: rank $r: CROWN_TRACE=$work/file/sub: cannot create the directory for the trace file $work/file/sub/crown-trace.$r.json: Not a directory" <<<"$err"; then
+    echo "rank $r's error is missing or unclear; the output was:" >&2
+    echo "$err" >&2
+    exit 1
+  fi
+done
+echo "trace test at $np ranks passed"
