@@ -77,6 +77,7 @@ cost_model::cost_model(const model& m, const cluster& c, const training& t, cons
   samples_per_step_ = t.global_batch;
   micro_samples_ = static_cast<double>(t.global_batch) / (k.dp * k.micro);
   const double b = micro_samples_, rate = c.peak_flops * c.achievable_fraction;
+  workspace_ = m.workspace_bytes * b;
   // Placement: tp fastest, then dp, pp outermost (crown::parallel::make_mesh's layout).
   const link& tp_link = within_host(k.tp, per_host) ? c.intra_host : c.inter_host;
   const link& dp_link = within_host(k.tp * k.dp, per_host) ? c.intra_host : c.inter_host;
@@ -104,6 +105,8 @@ cost_model::cost_model(const model& m, const cluster& c, const training& t, cons
   } else {
     shard_ranks = dp;
   }
+  // The optimizer steps this device's parameters: its tp slice, its shard under FSDP.
+  const double optimizer_share = tp * (k.shard == sharding::no_shard ? 1 : shard_ranks);
 
   // Model state per parameter: compute copy, gradient, optimizer (a master copy where the
   // parameters are narrower than the optimizer's precision, and Adam's two moments).
@@ -149,6 +152,7 @@ cost_model::cost_model(const model& m, const cluster& c, const training& t, cons
     x.full = (l.activation_bytes / tp + l.replicated_activation_bytes) * b;
     x.stored = t.recompute ? l.input_bytes * b : x.full;
     x.input_bytes = l.input_bytes * b;
+    x.optimizer = l.optimizer_seconds / optimizer_share;
     layer_.push_back(x);
   }
 }
@@ -163,11 +167,21 @@ double cost_model::sync_seconds(double grad_bytes, double backward_seconds) cons
   return std::max(0.0, all_reduce(sync_ranks_, grad_bytes / sync_divisor_, l) - backward_seconds);
 }
 
-memory_use cost_model::stage_memory(int s, double params, double max_layer_params,
-                                    double stored_activations, double max_layer_activations) const {
+void cost_model::layer_maxima::add(const cost_model& cm, int l) {
+  params = std::max(params, cm.layer_[l].params);
+  full = std::max(full, cm.layer_[l].full);
+  input = std::max(input, cm.layer_[l].input_bytes);
+}
+
+memory_use cost_model::stage_memory(int s, double params, double stored_activations,
+                                    const layer_maxima& max) const {
   const double in_flight = std::min(k_.pp - s, k_.micro);
-  return {params * (state_bytes_whole_ + state_bytes_sharded_), max_layer_params * gathered_bytes_,
-          in_flight * stored_activations + (recompute_ ? max_layer_activations : 0)};
+  // Under recomputation the stored inputs include the stage's; one layer is recomputed.
+  double activations =
+      in_flight * stored_activations + (recompute_ ? max.full : in_flight * max.input) + workspace_;
+  if (k_.pp > 1) activations += (2 * in_flight + 1) * max.input;
+  return {params * (state_bytes_whole_ + state_bytes_sharded_), max.params * gathered_bytes_,
+          activations};
 }
 
 estimate cost_model::evaluate(const std::vector<int>& stages) const {
@@ -187,8 +201,8 @@ estimate cost_model::evaluate(const std::vector<int>& stages) const {
   e.fits = true;
   double sum = 0, worst = -1, sum_compute = 0, worst_compute = 0;
   for (int s = 0; s < p; ++s) {
-    double seconds = 0, compute = 0, grad = 0, backward = 0, params = 0, max_params = 0, stored = 0,
-           max_full = 0;
+    double seconds = 0, compute = 0, grad = 0, backward = 0, params = 0, stored = 0, optimizer = 0;
+    layer_maxima max;
     for (int l = bounds[s]; l < bounds[s + 1]; ++l) {
       const per_layer& x = layer_[l];
       seconds += x.seconds;
@@ -196,13 +210,13 @@ estimate cost_model::evaluate(const std::vector<int>& stages) const {
       grad += x.grad_bytes;
       backward += x.backward;
       params += x.params;
-      max_params = std::max(max_params, x.params);
       stored += x.stored;
-      max_full = std::max(max_full, x.full);
+      optimizer += x.optimizer;
+      max.add(*this, l);
     }
     seconds += boundary_seconds(bounds[s + 1]);
-    const double bottleneck = (k_.micro - 1) * seconds + sync_seconds(grad, backward);
-    const memory_use mem = stage_memory(s, params, max_params, stored, max_full);
+    const double bottleneck = (k_.micro - 1) * seconds + sync_seconds(grad, backward) + optimizer;
+    const memory_use mem = stage_memory(s, params, stored, max);
     if (mem.total() > budget_) e.fits = false;
     if (mem.total() > e.memory.total()) e.memory = mem;
     e.stage_seconds.push_back(seconds);

@@ -133,7 +133,7 @@ layer read_layer(const reader& r, const value& v, const std::string& path) {
   r.keys(v, path,
          {"name", "repeat", "parameters", "activation_bytes", "replicated_activation_bytes",
           "input_bytes", "forward_flops", "backward_flops", "forward_seconds", "backward_seconds",
-          "tp_allreduce_bytes"});
+          "tp_allreduce_bytes", "optimizer_seconds"});
   layer l;
   if (const value* n = r.find(v, "name")) {
     if (!n->IsString()) r.fail(path + ".name", "must be a string", *n);
@@ -144,6 +144,7 @@ layer read_layer(const reader& r, const value& v, const std::string& path) {
   l.replicated_activation_bytes = r.number(v, path, "replicated_activation_bytes", false, false);
   l.input_bytes = r.number(v, path, "input_bytes", true, false);
   l.tp_allreduce_bytes = r.number(v, path, "tp_allreduce_bytes", false, false);
+  l.optimizer_seconds = r.number(v, path, "optimizer_seconds", false, false);
   const bool flops = r.find(v, "forward_flops") || r.find(v, "backward_flops");
   const bool seconds = r.find(v, "forward_seconds") || r.find(v, "backward_seconds");
   if (!flops && !seconds)
@@ -163,11 +164,12 @@ layer read_layer(const reader& r, const value& v, const std::string& path) {
 } // namespace
 
 int precision_bytes(std::string_view name, std::string_view where) {
+  if (name == "fp64" || name == "float64") return 8;
   if (name == "fp32" || name == "float32") return 4;
   if (name == "bf16" || name == "fp16" || name == "float16") return 2;
   if (name == "fp8") return 1;
   throw argument_error(std::string(where), "unknown precision '" + std::string(name) +
-                                               "' (known: fp32, bf16, fp16, fp8)");
+                                               "' (known: fp64, fp32, bf16, fp16, fp8)");
 }
 
 model gpt_model(const gpt_shape& g, double e) {
@@ -205,6 +207,87 @@ model gpt_model(const gpt_shape& g, double e) {
   return m;
 }
 
+namespace {
+
+/// A JSON writer; RapidJSON writes each double as the shortest text that reads back equal.
+class json_out {
+public:
+  void number(const char* key, double v) {
+    w_.Key(key);
+    w_.Double(v);
+  }
+  void integer(const char* key, int v) {
+    w_.Key(key);
+    w_.Int(v);
+  }
+  void text(const char* key, const std::string& v) {
+    w_.Key(key);
+    w_.String(v.c_str(), static_cast<rapidjson::SizeType>(v.size()));
+  }
+  rapidjson::Writer<rapidjson::StringBuffer>& writer() noexcept { return w_; }
+  std::string str() const { return std::string(out_.GetString()) + "\n"; }
+
+private:
+  rapidjson::StringBuffer out_;
+  rapidjson::Writer<rapidjson::StringBuffer> w_{out_};
+};
+
+} // namespace
+
+std::string to_json(const model& m) {
+  json_out o;
+  auto& w = o.writer();
+  w.StartObject();
+  for (auto [key, v] :
+       {std::pair{"heads", m.heads}, {"hidden", m.hidden}, {"vocabulary", m.vocabulary}})
+    if (v > 0) o.integer(key, v);
+  if (m.tokens_per_sample > 0) o.number("tokens_per_sample", m.tokens_per_sample);
+  if (m.workspace_bytes > 0) o.number("workspace_bytes", m.workspace_bytes);
+  w.Key("layers");
+  w.StartArray();
+  for (const layer& l : m.layers) {
+    w.StartObject();
+    o.text("name", l.name);
+    o.number("parameters", l.parameters);
+    o.number("activation_bytes", l.activation_bytes);
+    o.number("replicated_activation_bytes", l.replicated_activation_bytes);
+    o.number("input_bytes", l.input_bytes);
+    o.number("tp_allreduce_bytes", l.tp_allreduce_bytes);
+    o.number("forward_flops", l.forward_flops);
+    o.number("backward_flops", l.backward_flops);
+    if (l.forward_seconds > 0 || l.backward_seconds > 0) {
+      o.number("forward_seconds", l.forward_seconds);
+      o.number("backward_seconds", l.backward_seconds);
+    }
+    if (l.optimizer_seconds > 0) o.number("optimizer_seconds", l.optimizer_seconds);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return o.str();
+}
+
+std::string to_json(const cluster& c) {
+  json_out o;
+  auto& w = o.writer();
+  w.StartObject();
+  o.integer("hosts", c.hosts);
+  o.integer("devices_per_host", c.devices_per_host);
+  o.number("memory_gib", c.memory_bytes / gib);
+  o.text("precision", c.precision);
+  o.number("peak_tflops", c.peak_flops / 1e12);
+  o.number("achievable_fraction", c.achievable_fraction);
+  for (auto [key, l] : {std::pair{"intra_host", &c.intra_host}, {"inter_host", &c.inter_host}}) {
+    w.Key(key);
+    w.StartObject();
+    o.number("bandwidth_gbs", l->bandwidth / 1e9);
+    o.number("latency_us", l->latency * 1e6);
+    w.EndObject();
+  }
+  w.EndObject();
+  return o.str();
+}
+
 std::string read_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw argument_error("file '" + path + "'", "cannot be opened");
@@ -236,10 +319,14 @@ model parse_model(std::string_view json, std::string_view what) {
     const int e = precision_bytes(r.precision(v, "gpt", "activation_precision"), what);
     return gpt_model(g, e);
   }
-  r.keys(d, "", {"layers", "heads", "tokens_per_sample"});
+  r.keys(d, "",
+         {"layers", "heads", "hidden", "vocabulary", "tokens_per_sample", "workspace_bytes"});
   model m;
   m.heads = r.count(d, "", "heads", false, 0);
+  m.hidden = r.count(d, "", "hidden", false, 0);
+  m.vocabulary = r.count(d, "", "vocabulary", false, 0);
   m.tokens_per_sample = r.number(d, "", "tokens_per_sample", false, true, 0);
+  m.workspace_bytes = r.number(d, "", "workspace_bytes", false, false, 0);
   const value& layers = r.need(d, "", "layers");
   if (!layers.IsArray() || layers.Empty())
     r.fail("layers", "must be a non-empty array of layers (or give \"gpt\" instead)", layers);

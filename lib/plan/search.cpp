@@ -33,24 +33,25 @@ class stage_table {
 public:
   explicit stage_table(const cost_model& cm) : cm_(cm), n_(cm.layers()) {
     sec_.assign(n_ + 1, 0);
-    grad_ = back_ = par_ = stored_ = sec_;
+    grad_ = back_ = par_ = stored_ = optimizer_ = sec_;
     for (int l = 0; l < n_; ++l) {
       sec_[l + 1] = sec_[l] + cm.layer_seconds(l);
       grad_[l + 1] = grad_[l] + cm.layer_grad_bytes(l);
       back_[l + 1] = back_[l] + cm.layer_backward_seconds(l);
       par_[l + 1] = par_[l] + cm.layer_parameters(l);
       stored_[l + 1] = stored_[l] + cm.layer_stored_activations(l);
+      optimizer_[l + 1] = optimizer_[l] + cm.layer_optimizer_seconds(l);
     }
   }
   [[nodiscard]] double time(int i, int j) const {
     return sec_[j] - sec_[i] + cm_.boundary_seconds(j);
   }
   [[nodiscard]] double bottleneck(int i, int j, double t) const {
-    return (cm_.kind().micro - 1) * t + cm_.sync_seconds(grad_[j] - grad_[i], back_[j] - back_[i]);
+    return (cm_.kind().micro - 1) * t + cm_.sync_seconds(grad_[j] - grad_[i], back_[j] - back_[i]) +
+           optimizer_[j] - optimizer_[i];
   }
-  [[nodiscard]] double memory(int s, int i, int j, double max_params, double max_full) const {
-    return cm_.stage_memory(s, par_[j] - par_[i], max_params, stored_[j] - stored_[i], max_full)
-        .total();
+  [[nodiscard]] double memory(int s, int i, int j, const cost_model::layer_maxima& max) const {
+    return cm_.stage_memory(s, par_[j] - par_[i], stored_[j] - stored_[i], max).total();
   }
   [[nodiscard]] int layers() const noexcept { return n_; }
   [[nodiscard]] const cost_model& model() const noexcept { return cm_; }
@@ -58,7 +59,7 @@ public:
 private:
   const cost_model& cm_;
   int n_;
-  std::vector<double> sec_, grad_, back_, par_, stored_;
+  std::vector<double> sec_, grad_, back_, par_, stored_, optimizer_;
 };
 
 struct split {
@@ -81,15 +82,14 @@ public:
     f_[0] = 0;
     for (int k = 1; k <= p_; ++k)
       for (int j = k; j <= n_ - (p_ - k); ++j) {
-        double best = inf, max_params = 0, max_full = 0;
+        double best = inf;
+        cost_model::layer_maxima max;
         int at = -1;
         for (int i = j - 1; i >= k - 1; --i) { // the stage [i, j) grows: time and memory too
-          const cost_model& cm = t_.model();
-          max_params = std::max(max_params, cm.layer_parameters(i));
-          max_full = std::max(max_full, cm.layer_full_activations(i));
+          max.add(t_.model(), i);
           const double time = t_.time(i, j);
           if (m > 1 && (m - 1) * time > W) break;
-          if (t_.memory(k - 1, i, j, max_params, max_full) > budget) break;
+          if (t_.memory(k - 1, i, j, max) > budget) break;
           const double prev = f_[(k - 1) * (n_ + 1) + i];
           if (prev == inf || t_.bottleneck(i, j, time) > W) continue;
           if (prev + time < best) {
@@ -129,9 +129,9 @@ private:
   std::vector<int> arg_;
 };
 
-/// The least over splits into pp stages of the largest `cost(stage, i, j, largest layer's
-/// parameters, largest layer's activations)` (a min-max programme). A cost of inf ends the
-/// stage's growth: it must stay inf for every longer stage ending at j.
+/// The least over splits into pp stages of the largest `cost(stage, i, j, the stage's
+/// layer maxima)` (a min-max programme). A cost of inf ends the stage's growth: it must stay
+/// inf for every longer stage ending at j.
 template <class Cost>
 double least_max(const stage_table& t, Cost cost) {
   const int p = t.model().kind().pp, n = t.layers();
@@ -139,11 +139,11 @@ double least_max(const stage_table& t, Cost cost) {
   g[0] = 0;
   for (int k = 1; k <= p; ++k)
     for (int j = k; j <= n - (p - k); ++j) {
-      double best = inf, max_params = 0, max_full = 0;
+      double best = inf;
+      cost_model::layer_maxima max;
       for (int i = j - 1; i >= k - 1; --i) {
-        max_params = std::max(max_params, t.model().layer_parameters(i));
-        max_full = std::max(max_full, t.model().layer_full_activations(i));
-        const double c = cost(k - 1, i, j, max_params, max_full);
+        max.add(t.model(), i);
+        const double c = cost(k - 1, i, j, max);
         if (c == inf) break;
         best = std::min(best, std::max(g[(k - 1) * (n + 1) + i], c));
       }
@@ -154,8 +154,8 @@ double least_max(const stage_table& t, Cost cost) {
 
 /// The least over splits of the most memory any stage needs.
 double least_memory(const stage_table& t) {
-  return least_max(t, [&t](int s, int i, int j, double max_params, double max_full) {
-    return t.memory(s, i, j, max_params, max_full);
+  return least_max(t, [&t](int s, int i, int j, const cost_model::layer_maxima& max) {
+    return t.memory(s, i, j, max);
   });
 }
 
@@ -180,8 +180,8 @@ split best_split(const cost_model& cm, double cutoff, double& objective) {
   // The smallest feasible bound: the least over splits within memory of the largest term.
   const double budget = cm.budget();
   const double smallest =
-      least_max(table, [&](int s, int i, int j, double max_params, double max_full) {
-        if (table.memory(s, i, j, max_params, max_full) > budget) return inf;
+      least_max(table, [&](int s, int i, int j, const cost_model::layer_maxima& max) {
+        if (table.memory(s, i, j, max) > budget) return inf;
         return table.bottleneck(i, j, table.time(i, j));
       });
   const std::size_t lo = static_cast<std::size_t>(

@@ -158,11 +158,15 @@ BOOST_AUTO_TEST_CASE(model_state_by_strategy) {
           "forward_flops": 1, "backward_flops": 1, "repeat": 4}]})",
       "a");
   const plan::cost_model pipe(a, c, t, {2, 1, 4, plan::sharding::no_shard, 8});
-  BOOST_TEST(pipe.evaluate({1, 2, 3}).memory.activations == 4 * 100.0 * 2); // stage 0, b = 2
+  // Stage 0, b = 2: 4 micro-batches' activations and inputs, a receive and a gradient buffer
+  // per micro-batch in flight and one more for the gradient coming back.
+  BOOST_TEST(pipe.evaluate({1, 2, 3}).memory.activations ==
+             4 * 100.0 * 2 + 4 * 10.0 * 2 + (2 * 4 + 1) * 10.0 * 2);
   plan::training r = t;
   r.recompute = true; // inputs only, plus one layer's activations rebuilt
   const plan::cost_model re(a, c, r, {2, 1, 4, plan::sharding::no_shard, 8});
-  BOOST_TEST(re.evaluate({1, 2, 3}).memory.activations == 4 * 10.0 * 2 + 100.0 * 2);
+  BOOST_TEST(re.evaluate({1, 2, 3}).memory.activations ==
+             4 * 10.0 * 2 + 100.0 * 2 + (2 * 4 + 1) * 10.0 * 2);
 }
 
 // 1F1B: the sum of the stages' times for one micro-batch plus (m-1) times the slowest.
@@ -184,6 +188,66 @@ BOOST_AUTO_TEST_CASE(step_time_of_one_f_one_b) {
       close(e.step_seconds, e.stage_seconds[0] + e.stage_seconds[1] + 3 * e.stage_seconds[0]));
   const auto best = plan::search(m, c, t, 1);
   BOOST_TEST(best.ranked.front().plan.kind.pp == 1); // 3 equal layers split badly over 2
+}
+
+// The optimizer step of the stage that finishes last follows its last backward, over this
+// device's share of the parameters (tp slice, FSDP shard); the workspace is held once.
+BOOST_AUTO_TEST_CASE(optimizer_time_and_workspace) {
+  const plan::model m = plan::parse_model(
+      R"({"workspace_bytes": 7, "layers": [{"parameters": 0, "activation_bytes": 0,
+          "input_bytes": 0, "forward_seconds": 1, "backward_seconds": 2,
+          "optimizer_seconds": 0.5, "repeat": 2}]})",
+      "m");
+  plan::cluster c = plan::parse_cluster(good_cluster, "c");
+  c.hosts = 1;
+  c.devices_per_host = 2;
+  const plan::training t = plan::parse_training(good_training, "t");
+  const plan::estimate whole =
+      plan::cost_model(m, c, t, {2, 1, 1, plan::sharding::no_shard, 1}).evaluate({});
+  // b = 16 samples: 2 layers x 3 s x 16, then both layers' optimizer steps.
+  BOOST_TEST(close(whole.step_seconds, 96 + 1.0)); // the all-reduce hides behind backward
+  BOOST_TEST(whole.memory.activations == 7.0 * 16);
+  const plan::estimate shard =
+      plan::cost_model(m, c, t, {2, 1, 1, plan::sharding::full_shard, 1}).evaluate({});
+  BOOST_TEST(close(shard.step_seconds, 96 + 0.5)); // half the state per device
+  const plan::estimate pipe =
+      plan::cost_model(m, c, t, {1, 1, 2, plan::sharding::no_shard, 2}).evaluate({1});
+  // b = 16: stages of 48 s (the first also sends: 2 latencies), then the first stage's
+  // second micro-batch and its one layer's step.
+  const double first = 48 + 2 * 2e-6;
+  BOOST_TEST(close(pipe.step_seconds, first + 48 + first + 0.5));
+}
+
+// Files written by to_json() read back equal.
+BOOST_AUTO_TEST_CASE(json_round_trip) {
+  plan::model m = plan::parse_model(good_model, "m");
+  m.hidden = 64;
+  m.vocabulary = 256;
+  m.workspace_bytes = 1.0 / 3;
+  m.layers[0].forward_seconds = 1e-3 / 7;
+  m.layers[0].backward_seconds = 2e-3 / 7;
+  m.layers[0].optimizer_seconds = 1e-5 / 3;
+  const plan::model back = plan::parse_model(plan::to_json(m), "again");
+  BOOST_TEST(back.heads == 8);
+  BOOST_TEST(back.hidden == 64);
+  BOOST_TEST(back.vocabulary == 256);
+  BOOST_TEST(back.workspace_bytes == m.workspace_bytes);
+  BOOST_TEST(back.layers[0].parameters == 1000.0);
+  BOOST_TEST(back.layers[0].forward_flops == 1e6);
+  BOOST_TEST(back.layers[0].forward_seconds == m.layers[0].forward_seconds);
+  BOOST_TEST(back.layers[0].backward_seconds == m.layers[0].backward_seconds);
+  BOOST_TEST(back.layers[0].optimizer_seconds == m.layers[0].optimizer_seconds);
+  plan::cluster c = plan::parse_cluster(good_cluster, "c");
+  c.intra_host.latency = 1.7e-6 / 3;
+  c.peak_flops = 1e11 / 3;
+  const plan::cluster cb = plan::parse_cluster(plan::to_json(c), "again");
+  BOOST_TEST(cb.hosts == 2);
+  BOOST_TEST(cb.devices_per_host == 4);
+  BOOST_TEST(cb.precision == "bf16");
+  BOOST_TEST(close(cb.memory_bytes, c.memory_bytes));
+  BOOST_TEST(close(cb.peak_flops, c.peak_flops));
+  BOOST_TEST(close(cb.intra_host.latency, c.intra_host.latency));
+  BOOST_TEST(close(cb.inter_host.bandwidth, c.inter_host.bandwidth));
 }
 
 // The analytic GPT has Megatron-LM's parameter count (plus the last stage's tied copy of the
@@ -248,9 +312,10 @@ BOOST_AUTO_TEST_CASE(bad_files_name_file_field_and_value) {
   check_error(
       [] {
         (void)plan::parse_training(
-            replace(good_training, "\"optimizer\": \"fp32\"", "\"optimizer\": \"fp64\""), "t.json");
+            replace(good_training, "\"optimizer\": \"fp32\"", "\"optimizer\": \"fp128\""),
+            "t.json");
       },
-      {"t.json", "precision.optimizer", "fp64"});
+      {"t.json", "precision.optimizer", "fp128"});
   check_error(
       [] { (void)plan::parse_training(replace(good_training, "\"adam\"", "\"lamb\""), "t.json"); },
       {"t.json", "'optimizer'", "\"lamb\""});

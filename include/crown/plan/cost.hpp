@@ -36,7 +36,9 @@ struct memory_use {
   [[nodiscard]] double total() const noexcept { return model_state + gathered + activations; }
 };
 
-/// The cost model's figures for one plan.
+/// The cost model's figures for one plan. The step's time includes, after the last
+/// micro-batch's backward, the exposed gradient synchronisation and the optimizer step of
+/// the stage that finishes last.
 struct estimate {
   plan_choice plan;
   double step_seconds = 0;
@@ -67,15 +69,27 @@ public:
   [[nodiscard]] double boundary_seconds(int j) const;
   /// Per-step exposed gradient synchronisation of a stage of layers [i, j) given its sums.
   [[nodiscard]] double sync_seconds(double grad_bytes, double backward_seconds) const;
-  /// Memory of stage `s` holding layers [i, j) given its sums and maxima.
-  [[nodiscard]] memory_use stage_memory(int s, double params, double max_layer_params,
-                                        double stored_activations,
-                                        double max_layer_activations) const;
+  /// The largest of a stage's layers: parameters, full activations, input (one micro-batch).
+  struct layer_maxima {
+    double params = 0, full = 0, input = 0;
+    void add(const cost_model& cm, int l);
+  };
+  /// Memory of stage `s` holding layers [i, j) given its sums and maxima: besides each
+  /// layer's stored activations, every micro-batch in flight keeps the stage's input, a
+  /// pipeline stage (pp > 1) has a receive and a gradient buffer per micro-batch in flight
+  /// and one for the gradient coming back, and the workspace is there once. The stage's
+  /// input is bounded by its largest layer input (equal for a transformer's blocks), which
+  /// keeps the memory of a stage growing as it takes more layers.
+  [[nodiscard]] memory_use stage_memory(int s, double params, double stored_activations,
+                                        const layer_maxima& max) const;
   [[nodiscard]] double layer_parameters(int l) const { return layer_[l].params; }
   [[nodiscard]] double layer_grad_bytes(int l) const { return layer_[l].grad_bytes; }
   [[nodiscard]] double layer_backward_seconds(int l) const { return layer_[l].backward; }
   [[nodiscard]] double layer_stored_activations(int l) const { return layer_[l].stored; }
   [[nodiscard]] double layer_full_activations(int l) const { return layer_[l].full; }
+  [[nodiscard]] double layer_input_bytes(int l) const { return layer_[l].input_bytes; }
+  /// One optimizer step over this device's share of layer l's parameters.
+  [[nodiscard]] double layer_optimizer_seconds(int l) const { return layer_[l].optimizer; }
   [[nodiscard]] const plan_kind& kind() const noexcept { return k_; }
   [[nodiscard]] double budget() const noexcept { return budget_; }
 
@@ -86,7 +100,7 @@ public:
 private:
   struct per_layer {
     double seconds = 0, compute = 0, backward = 0, params = 0, grad_bytes = 0, stored = 0, full = 0,
-           input_bytes = 0;
+           input_bytes = 0, optimizer = 0;
   };
   plan_kind k_;
   std::vector<per_layer> layer_;
@@ -95,7 +109,7 @@ private:
   double state_bytes_sharded_ = 0, state_bytes_whole_ = 0, gathered_bytes_ = 0;
   double boundary_latency_ = 0, boundary_bandwidth_ = 1;
   double sync_latency_ = 0, sync_bandwidth_ = 1, sync_ranks_ = 1, sync_divisor_ = 1;
-  double budget_ = 0;
+  double budget_ = 0, workspace_ = 0;
   bool recompute_ = false;
 };
 

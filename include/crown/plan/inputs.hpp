@@ -19,15 +19,18 @@ struct layer {
   double forward_seconds = 0; ///< measured on one device at tp=1 (0: use FLOPs)
   double backward_seconds = 0;
   double tp_allreduce_bytes = 0; ///< all-reduced across tp in one forward (as much in backward)
+  double optimizer_seconds = 0;  ///< one optimizer step over its parameters on one device (0: none)
 };
 
 /// The model: its layers in order. `heads`, `hidden` and `vocabulary` (0: none) must be
 /// divisible by tp, as crown-train requires; `tokens_per_sample` (0: unknown) turns
-/// samples/s into tokens/s.
+/// samples/s into tokens/s; `workspace_bytes` per sample, once per device: scratch that
+/// forward and backward share across layers.
 struct model {
   std::vector<layer> layers;
   int heads = 0, hidden = 0, vocabulary = 0;
   double tokens_per_sample = 0;
+  double workspace_bytes = 0;
 };
 
 /// A GPT-style transformer, described by its shape (Megatron-LM's layout: embeddings in the
@@ -69,7 +72,8 @@ struct training {
   double memory_budget_bytes = 0; ///< per device
 };
 
-/// Bytes per element of a precision name: fp32/float32 4, bf16/fp16/float16 2, fp8 1.
+/// Bytes per element of a precision name: fp64/float64 8, fp32/float32 4, bf16/fp16/float16 2,
+/// fp8 1.
 /// Throws argument_error naming the value otherwise.
 [[nodiscard]] int precision_bytes(std::string_view name, std::string_view where);
 
@@ -78,6 +82,10 @@ struct training {
 [[nodiscard]] model parse_model(std::string_view json, std::string_view what);
 [[nodiscard]] cluster parse_cluster(std::string_view json, std::string_view what);
 [[nodiscard]] training parse_training(std::string_view json, std::string_view what);
+/// Writers: the per-layer form of parse_model() and the form of parse_cluster(), which read
+/// them back unchanged.
+[[nodiscard]] std::string to_json(const model& m);
+[[nodiscard]] std::string to_json(const cluster& c);
 /// Reads a whole file (argument_error naming it if it cannot).
 [[nodiscard]] std::string read_file(const std::string& path);
 
