@@ -5,6 +5,7 @@
 // (load/store) or "onesided-<transport>".
 #include "bench.hpp"
 #include <crown/crown.hpp>
+#include <crown/trace.hpp>
 #include <map>
 
 namespace crown_bench {
@@ -123,6 +124,37 @@ void onesided(const options& o) {
         line(put ? "put_latency" : "get_latency", b, "us", c * 1e6,
              put ? "mpi_put_flush" : "mpi_get_flush", m * 1e6);
       });
+  // CROWN_TRACE's cost on the 8 B put (docs/benchmarks.md): remote_put, whose trace span
+  // is one predicted branch while tracing is off, against remote_put_untraced (the same
+  // inline transfer without the span), in alternating batches, 51 of them: 1% of the
+  // figure is well under a nanosecond. Then recording on against off (each call sets
+  // the flag, so both pay the same store).
+  run([&] {
+    options more = o;
+    more.batches = std::max(o.batches, 51);
+    const int ops = o.smoke ? 200 : 20000;
+    const std::uint64_t at = a.block().offset;
+    const bool was_on = crown::detail::trace_on();
+    crown::detail::set_trace_enabled(false);
+    const auto off =
+        medians_alternating(more, ops,
+                            {[&] { crown::detail::remote_put(1, at, src.data(), 8); },
+                             [&] { crown::detail::remote_put_untraced(1, at, src.data(), 8); }});
+    line("put_latency_trace_off", 8, "us", off[0] * 1e6, "put_without_trace_span", off[1] * 1e6);
+    if (CROWN_TRACE_COMPILED) {
+      const auto on = medians_alternating(o, ops,
+                                          {[&] {
+                                             crown::detail::set_trace_enabled(true);
+                                             crown::detail::remote_put(1, at, src.data(), 8);
+                                           },
+                                           [&] {
+                                             crown::detail::set_trace_enabled(false);
+                                             crown::detail::remote_put(1, at, src.data(), 8);
+                                           }});
+      line("put_latency_trace_on", 8, "us", on[0] * 1e6, "put_trace_off", on[1] * 1e6);
+    }
+    crown::detail::set_trace_enabled(was_on);
+  });
   for (const bool put : {true, false})
     for (std::size_t b = 4096; b <= max_bytes; b *= (o.smoke ? 16 : 4))
       run([&] {

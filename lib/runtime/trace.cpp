@@ -23,10 +23,10 @@ namespace crown::detail {
 bool g_trace_on = false;
 
 struct trace_event {
-  const char* category;
-  const char* name;
-  std::int64_t start_ns;
-  std::int64_t end_ns; ///< 0 while the span is open
+  const char* category = nullptr;
+  const char* name = nullptr;
+  std::int64_t start_ns = 0;
+  std::int64_t end_ns = 0; ///< 0 while the span is open
   trace_arg args[3];
   const char* text_key = nullptr;
   std::string text;
@@ -35,9 +35,20 @@ struct trace_event {
 /// One thread's events. Owned by the registry, not the thread: a thread that ended
 /// before the runtime shut down still has its events written.
 struct trace_buffer {
+  /// Events in chunks that never move: a growing vector's copies and its fresh pages'
+  /// faults made a traced 8 B put cost 0.4-0.6 us instead of about 0.06.
+  static constexpr std::size_t chunk = 1024;
   int tid = 0;
   std::string thread_name;
-  std::vector<trace_event> events;
+  std::vector<std::unique_ptr<trace_event[]>> chunks;
+  std::size_t count = 0;
+
+  trace_event& at(std::size_t i) noexcept { return chunks[i / chunk][i % chunk]; }
+  trace_event& append() {
+    if (count == chunks.size() * chunk) chunks.push_back(std::make_unique<trace_event[]>(chunk));
+    return at(count++);
+  }
+  void clear() noexcept { count = 0; } // the chunks stay for reuse
 };
 
 namespace {
@@ -69,7 +80,6 @@ trace_buffer& this_thread_buffer() {
   char name[32] = {};
   pthread_getname_np(pthread_self(), name, sizeof name);
   b->thread_name = gettid() == getpid() ? std::string("main") : std::string(name);
-  b->events.reserve(4096);
   const std::lock_guard lock(g_mutex);
   b->tid = static_cast<int>(g_buffers.size());
   t_buffer = b.get();
@@ -186,7 +196,7 @@ bool write_file(const session& s) {
                  s.rank, b->tid);
     put_string(f, b->thread_name);
     std::fputs("}}", f);
-    for (const trace_event& e : b->events) write_event(f, s.rank, b->tid, e, now);
+    for (std::size_t i = 0; i < b->count; ++i) write_event(f, s.rank, b->tid, b->at(i), now);
   }
   std::fputs("\n]}\n", f);
   return std::fflush(f) == 0 && !std::ferror(f);
@@ -198,19 +208,27 @@ void trace_span::begin(const char* category, const char* name, trace_arg a, trac
                        trace_arg c) noexcept {
   try {
     trace_buffer& buf = this_thread_buffer();
-    buf.events.push_back({category, name, now_ns(), 0, {a, b, c}, nullptr, {}});
+    trace_event& e = buf.append();
+    e.category = category;
+    e.name = name;
+    e.args[0] = a;
+    e.args[1] = b;
+    e.args[2] = c;
+    e.text_key = nullptr;
+    e.end_ns = 0;
+    e.start_ns = now_ns();
     buffer_ = &buf;
-    index_ = buf.events.size() - 1;
+    index_ = buf.count - 1;
   } catch (...) { // out of memory: the span goes unrecorded
   }
 }
 
-void trace_span::end() noexcept { buffer_->events[index_].end_ns = now_ns(); }
+void trace_span::end() noexcept { buffer_->at(index_).end_ns = now_ns(); }
 
 void trace_span::text(const char* key, std::string_view value) noexcept {
   if (!buffer_) return;
   try {
-    trace_event& e = buffer_->events[index_];
+    trace_event& e = buffer_->at(index_);
     e.text.assign(value);
     e.text_key = key;
   } catch (...) {}
@@ -238,7 +256,7 @@ void trace_open(int rank, int size, const std::string& dir, const std::string& h
     throw config_error("CROWN_TRACE=" + dir,
                        "cannot write the trace file " + s.path + ": " + std::strerror(errno));
   const std::lock_guard lock(g_mutex);
-  for (auto& b : g_buffers) b->events.clear(); // an earlier runtime's, or a benchmark's
+  for (auto& b : g_buffers) b->clear(); // an earlier runtime's, or a benchmark's
   g_session = std::move(s);
 }
 
@@ -261,7 +279,7 @@ void trace_finish() noexcept {
   if (!ok || closed != 0)
     log(log_level::error, "CROWN_TRACE: writing ", s.path, " failed: ", std::strerror(errno));
   s = session{};
-  for (auto& b : g_buffers) b->events.clear();
+  for (auto& b : g_buffers) b->clear();
 }
 
 } // namespace crown::detail
