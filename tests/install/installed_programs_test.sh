@@ -48,6 +48,13 @@ if [ -x "$bin/crown-plan" ]; then
     { echo "FAILED: crown-plan from the install tree printed no plan"; exit 1; }
 fi
 
+if [ -x "$bin/crown-trace-merge" ]; then
+  echo "== crown-trace-merge (CROWN_TRACE's files from the installed crown-info, merged)"
+  CROWN_TRACE=$work/trace run2 "$bin/crown-info"
+  "$bin/crown-trace-merge" "$work/trace" | grep -E '^crown-trace-merge: 2 ranks' ||
+    { echo "FAILED: the installed crown-trace-merge did not merge 2 ranks' traces"; exit 1; }
+fi
+
 # heat2d's checksum is bitwise the same for any rank count: the installed program on 2
 # ranks must print the build tree's 1-rank figure.
 heat2d=(--n 64 --iterations 20)
