@@ -10,8 +10,10 @@
 // or a job script's trap before the time limit) makes it checkpoint after the step the
 // ranks agree on and exit with crown::stop_exit_status (75); --resume continues there
 // (jobscripts/README.md).
+#include "planning.hpp"
 #include "report.hpp"
 #include <array>
+#include <cctype>
 #include <cereal/types/string.hpp>
 #include <cereal/types/vector.hpp>
 #include <chrono>
@@ -24,6 +26,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,6 +68,12 @@ struct app_options {
   bool resume = false;
   train::progress_style progress = train::progress_style::automatic;
   bool controller = false, memory_report = false;
+  // Planning (planning.hpp): --plan auto, --calibrate, predictions, the memory check.
+  bool auto_plan = false, calibrate = false;
+  std::string cluster_file, model_file;
+  int global_batch = 0, top = 5;
+  double memory_budget = 0; ///< bytes per rank; 0: no check (auto: the cluster's memory)
+  double predicted_step = 0, predicted_memory = 0; ///< the planner's, for the CSV
   /// What every worker needs, on the wire (controller mode).
   template <class A>
   void serialize(A& a) {
@@ -82,7 +91,9 @@ struct app_options {
       "         [--data FILE|DIR] [--csv FILE] [--plot FILE.png] [--eval-every N]\n"
       "         [--eval-batches N] [--sample BYTES] [--threads N] [--memory-report]\n"
       "         [--progress auto|bar|lines|none] [--quiet] [--checkpoint-every N]\n"
-      "         [--checkpoint-dir DIR] [--keep N] [--resume] [--bucket-bytes N]\n",
+      "         [--checkpoint-dir DIR] [--keep N] [--resume] [--bucket-bytes N]\n"
+      "         [--plan auto] [--calibrate] [--cluster FILE] [--model-file FILE]\n"
+      "         [--global-batch G] [--memory-budget BYTES[K|M|G]] [--top N]\n",
       problem.c_str());
   std::exit(2);
 }
@@ -100,6 +111,22 @@ long number(std::string_view flag, const char* text, long low = 1, long high = I
   if (!*text || *end || v < low || v > high)
     usage(std::string(flag) + " needs a whole number from " + std::to_string(low) + " to " +
           std::to_string(high) + ", not '" + text + "'");
+  return v;
+}
+
+/// "512M", "2G", "1048576": bytes.
+double bytes_of(std::string_view flag, const char* text) {
+  std::string t = text;
+  double scale = 1;
+  if (!t.empty() &&
+      std::string_view("KMG").find(char(std::toupper(t.back()))) != std::string_view::npos) {
+    scale = std::toupper(t.back()) == 'K'   ? 1024.0
+            : std::toupper(t.back()) == 'M' ? 1048576.0
+                                            : 1073741824.0;
+    t.pop_back();
+  }
+  const double v = real(flag, t.c_str()) * scale;
+  if (!(v > 0)) usage(std::string(flag) + " needs a positive size, not '" + text + "'");
   return v;
 }
 
@@ -164,6 +191,18 @@ app_options parse(int argc, char** argv) {
       o.threads = int(number(a, next()));
     else if (a == "--memory-report")
       o.memory_report = true;
+    else if (a == "--calibrate")
+      o.calibrate = true;
+    else if (a == "--cluster")
+      o.cluster_file = next();
+    else if (a == "--model-file")
+      o.model_file = next();
+    else if (a == "--global-batch")
+      o.global_batch = int(number(a, next()));
+    else if (a == "--memory-budget")
+      o.memory_budget = bytes_of(a, next());
+    else if (a == "--top")
+      o.top = int(number(a, next(), 1, 100));
     else if (a == "--bucket-bytes") // DDP's bucket cap, first and later (tests: many buckets)
       o.train.ddp.first_bucket_bytes = o.train.ddp.bucket_bytes =
           std::size_t(number(a, next(), 1, LONG_MAX));
@@ -184,7 +223,8 @@ app_options parse(int argc, char** argv) {
   }
   if (o.dtype != "float" && o.dtype != "double")
     usage("--dtype must be float or double, not '" + o.dtype + "'");
-  o.train.plan = par::parse_plan(o.plan_text);
+  o.auto_plan = o.plan_text == "auto";
+  if (!o.auto_plan) o.train.plan = par::parse_plan(o.plan_text);
   if (micro && o.train.plan.microbatches != 1 && o.train.plan.microbatches != micro)
     usage("--micro " + std::to_string(micro) +
           " and the plan's micro=" + std::to_string(o.train.plan.microbatches) + " differ");
@@ -193,6 +233,18 @@ app_options parse(int argc, char** argv) {
   if (o.memory_report && o.controller)
     usage("--memory-report is printed by SPMD runs; with --controller the ranks' memory stays "
           "on the actors");
+  if (o.controller && (o.auto_plan || o.calibrate || !o.cluster_file.empty()))
+    usage("--plan auto, --calibrate and --cluster run SPMD (every rank trains); controller mode "
+          "takes an explicit --plan");
+  if (o.auto_plan && micro) usage("--plan auto chooses the micro-batches; leave out --micro");
+  if (o.controller && o.memory_budget > 0)
+    usage("--memory-budget checks SPMD runs; controller mode takes none");
+  if (o.global_batch > 0 && !o.auto_plan) { // --batch is per data-parallel rank
+    if (o.global_batch % o.train.plan.dp != 0)
+      usage("--global-batch " + std::to_string(o.global_batch) +
+            " is not a multiple of dp=" + std::to_string(o.train.plan.dp));
+    o.train.batch = o.global_batch / o.train.plan.dp;
+  }
   return o;
 }
 
@@ -283,6 +335,7 @@ train::report run_steps(const app_options& o, std::size_t tokens_per_step, const
     }
   }
   rep.start_at(first);
+  rep.set_plan(o.train.plan.to_string(), o.predicted_step, o.predicted_memory);
   if (show && !o.csv.empty()) rep.open_csv(o.csv, first);
   const auto start = std::chrono::steady_clock::now();
   auto last = start;
@@ -292,8 +345,8 @@ train::report run_steps(const app_options& o, std::size_t tokens_per_step, const
     r.loss = d.step();
     const auto now = std::chrono::steady_clock::now();
     r.seconds = std::chrono::duration<double>(now - start).count();
-    r.tokens_per_second =
-        double(tokens_per_step) / std::chrono::duration<double>(now - last).count();
+    r.step_seconds = std::chrono::duration<double>(now - last).count();
+    r.tokens_per_second = double(tokens_per_step) / r.step_seconds;
     r.hidden_fraction = d.hidden();
     const bool saved = o.checkpoint_every > 0 && s % o.checkpoint_every == 0;
     {
@@ -349,6 +402,157 @@ std::string title_of(const app_options& o, bool controller) {
          o.train.model.to_string() + ", " + o.dtype;
 }
 
+namespace plan = crown::plan;
+
+/// The planner's estimates, as --plan auto lists them.
+void print_estimates(const std::vector<plan::estimate>& ranked, double tokens_per_sample) {
+  std::printf("%-4s %-36s %12s %12s %12s %12s %12s\n", "rank", "plan", "step_s", "tokens/s",
+              "state_GiB", "act_GiB", "total_GiB");
+  int rank = 0;
+  for (const auto& e : ranked)
+    std::printf("%-4d %-36s %12.4g %12.4g %12.4f %12.4f %12.4f\n", ++rank,
+                plan::to_string(e.plan).c_str(), e.step_seconds,
+                e.samples_per_second * tokens_per_sample, e.memory.model_state / 1073741824.0,
+                (e.memory.gathered + e.memory.activations) / 1073741824.0,
+                e.memory.total() / 1073741824.0);
+}
+
+/// Writes `text` to `path` whole or not at all (a file beside it, renamed), or throws
+/// naming the file.
+void write_text(const std::string& path, const std::string& text) {
+  const std::string part = path + ".part";
+  std::FILE* f = std::fopen(part.c_str(), "w");
+  bool ok = f && std::fputs(text.c_str(), f) >= 0;
+  if (f) ok = std::fclose(f) == 0 && ok;
+  if (!ok || std::rename(part.c_str(), path.c_str()) != 0) {
+    std::remove(part.c_str());
+    throw crown::argument_error("file '" + path + "'", "cannot be written");
+  }
+}
+
+/// Names the plan --plan auto chose, before an error of it.
+std::string chosen(const app_options& o) {
+  if (!o.auto_plan) return {};
+  char text[160];
+  std::snprintf(text, sizeof text,
+                "the plan --plan auto chose (%s, predicted %.4g s per step) failed: ",
+                o.train.plan.to_string().c_str(), o.predicted_step);
+  return text;
+}
+
+/// What the planner does before training (--calibrate, --plan auto, --cluster, --model-file,
+/// --memory-budget), on every rank alike: measurements are agreed on (calibrate() returns
+/// the slowest rank's), files are read by every rank, and the search is deterministic.
+/// Returns the exit status when the run ends here, else nothing, with `o`'s plan, batch and
+/// predictions set.
+template <typename T>
+std::optional<int> plan_first(crown::runtime& rt, app_options& o) {
+  const bool times = o.auto_plan || o.calibrate || !o.cluster_file.empty();
+  if (!times && o.memory_budget <= 0 && o.model_file.empty()) return std::nullopt;
+  const bool show = rt.rank() == 0;
+  const int workers = rt.size(), element = int(sizeof(T));
+  const auto& config = o.train.model;
+  try {
+    const auto [hosts, per_host] = train::job_hosts(rt.world(), rt.topology());
+    const int global = o.global_batch > 0
+                           ? o.global_batch
+                           : o.train.batch * (o.auto_plan ? workers : o.train.plan.dp);
+    plan::model m = train::planner_model(config, element);
+    plan::cluster c; // the job's shape; links and rates only matter to step times
+    c.hosts = hosts;
+    c.devices_per_host = per_host;
+    c.precision = train::precision_of(element);
+    c.peak_flops = 1;
+    c.memory_bytes = std::numeric_limits<double>::infinity();
+    c.intra_host = c.inter_host = {1, 0};
+    if (o.calibrate || (times && (o.cluster_file.empty() || o.model_file.empty()))) {
+      const int micro = std::max(1, global / workers);
+      if (show)
+        std::printf("crown-train: calibrating %s on %d ranks (%d host(s)), %d samples per "
+                    "layer...\n",
+                    config.to_string().c_str(), workers, hosts, micro);
+      const train::calibration cal =
+          train::calibrate<T>(rt.world(), rt.topology(), config, o.train.optimizer, micro);
+      m = cal.model;
+      c = cal.cluster;
+      if (show) std::fputs(cal.summary.c_str(), stdout);
+    }
+    if (o.calibrate) {
+      const std::string cluster = o.cluster_file.empty() ? "crown-cluster.json" : o.cluster_file;
+      const std::string model = o.model_file.empty() ? "crown-model.json" : o.model_file;
+      if (show) {
+        write_text(cluster, plan::to_json(c));
+        write_text(model, plan::to_json(m));
+        std::printf("wrote %s and %s\n", cluster.c_str(), model.c_str());
+      }
+      return 0;
+    }
+    if (!o.cluster_file.empty()) {
+      const std::string what = "cluster file '" + o.cluster_file + "'";
+      c = plan::parse_cluster(plan::read_file(o.cluster_file), what);
+      train::check_cluster(c, what, hosts, per_host, element);
+    }
+    if (!o.model_file.empty()) {
+      const std::string what = "model file '" + o.model_file + "'";
+      m = plan::parse_model(plan::read_file(o.model_file), what);
+      train::check_model(m, what, config, element);
+    }
+    const double budget = o.memory_budget > 0 ? o.memory_budget : c.memory_bytes;
+    const plan::training t = train::planner_training(global, element, o.train.optimizer, budget);
+    plan::estimate e;
+    if (o.auto_plan) {
+      const plan::search_result r = plan::search(m, c, t, o.top);
+      if (r.ranked.empty()) {
+        std::string why;
+        for (const auto& k : r.infeasible)
+          why.append("\n  ")
+              .append(plan::to_string({k.kind, {}}, false))
+              .append(": ")
+              .append(k.reason);
+        throw crown::argument_error("--plan auto", "no plan of " + std::to_string(workers) +
+                                                       " ranks runs this model within " +
+                                                       train::size_text(budget) +
+                                                       " per rank:" + why);
+      }
+      if (show) {
+        std::printf("crown-train: the planner's best %zu plans for a global batch of %d:\n",
+                    r.ranked.size(), global);
+        print_estimates(r.ranked, m.tokens_per_sample);
+      }
+      e = r.ranked.front();
+      o.train.plan = train::to_plan(e.plan);
+      o.train.batch = global / o.train.plan.dp;
+      o.plan_text = o.train.plan.to_string();
+    } else {
+      e = train::predict(m, c, t, o.train.plan, config.blocks);
+    }
+    if (o.memory_budget > 0 && e.memory.total() > o.memory_budget)
+      throw crown::argument_error("--memory-budget",
+                                  "plan " + o.train.plan.to_string() + " needs " +
+                                      train::size_text(e.memory.total()) +
+                                      " per rank by the planner's memory model (model state " +
+                                      train::size_text(e.memory.model_state) + ", gathered " +
+                                      train::size_text(e.memory.gathered) + ", activations " +
+                                      train::size_text(e.memory.activations) +
+                                      "), over the budget of " + train::size_text(o.memory_budget));
+    o.predicted_memory = e.memory.total();
+    o.predicted_step = times ? e.step_seconds : 0;
+    if (show) {
+      std::printf("crown-train: planned %s: ", o.train.plan.to_string().c_str());
+      if (times) std::printf("predicted %.4g s per step, ", e.step_seconds);
+      std::printf("%s per rank at most (model state %s, gathered %s, activations %s)\n",
+                  train::size_text(e.memory.total()).c_str(),
+                  train::size_text(e.memory.model_state).c_str(),
+                  train::size_text(e.memory.gathered).c_str(),
+                  train::size_text(e.memory.activations).c_str());
+    }
+  } catch (const crown::error& e) {
+    std::fprintf(stderr, "crown-train: %s\n", e.what()); // names the rank
+    return 2;
+  }
+  return std::nullopt;
+}
+
 template <typename T>
 int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::corpus> data,
          const crown::stop_signals* stop) {
@@ -356,7 +560,7 @@ int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::co
   try { // what only the ranks' placement decides (HYBRID_SHARD's hosts): every rank alike
     made.emplace(rt.world(), std::move(data), o.train);
   } catch (const crown::argument_error& e) {
-    std::fprintf(stderr, "crown-train: %s\n", e.what());
+    std::fprintf(stderr, "crown-train: %s%s\n", chosen(o).c_str(), e.what());
     return 2;
   }
   par::trainer<T>& t = *made;
@@ -378,7 +582,17 @@ int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::co
                  },
                  [&] { return stop && stop->requested(rt.world().comm()); }};
   long stopped = 0;
-  auto rep = run_steps(o, t.tokens_per_step(), d, show, stopped);
+  std::optional<train::report> done;
+  try {
+    done.emplace(run_steps(o, t.tokens_per_step(), d, show, stopped));
+  } catch (const crown::error& e) {
+    if (!o.auto_plan) throw;
+    // The other ranks may wait for this one in a collective: end the job, naming the cause.
+    std::fprintf(stderr, "crown-train: rank %d: %s%s\n", rt.rank(), chosen(o).c_str(), e.what());
+    std::fflush(stderr);
+    MPI_Abort(rt.world().comm(), 1);
+  }
+  auto& rep = *done;
   if (stopped > 0) return crown::stop_exit_status; // every rank: they agreed
   if (o.memory_report) print_memory(rt.world());
   // Every rank samples: under FSDP the units are gathered collectively.
@@ -434,7 +648,7 @@ int controlled(crown::runtime& rt, const app_options& o, const crown::stop_signa
 } // namespace
 
 int main(int argc, char** argv) {
-  const app_options o = [&] {
+  app_options o = [&] {
     try {
       return parse(argc, argv);
     } catch (const crown::error& e) {
@@ -453,6 +667,10 @@ int main(int argc, char** argv) {
   const crown::stop_signals* stopping = stop ? &*stop : nullptr;
   crown::runtime rt(argc, argv);
   par::nn::set_blas_threads(o.threads);
+  if (!o.controller) // --plan auto chooses o's plan here
+    if (const auto done =
+            o.dtype == "double" ? plan_first<double>(rt, o) : plan_first<float>(rt, o))
+      return *done;
   std::shared_ptr<const par::corpus> data;
   try { // every rank checks everything before any work starts, and fails alike
     const int workers = rt.size() - (o.controller ? 1 : 0);

@@ -35,8 +35,12 @@ void report::add(const step_record& r) {
   if (csv_) {
     char eval[32] = "";
     if (r.eval_loss >= 0) std::snprintf(eval, sizeof eval, "%.17g", r.eval_loss);
-    std::fprintf(csv_.get(), "%ld,%.17g,%s,%.6f,%.1f,%.3f\n", r.step, r.loss, eval, r.seconds,
-                 r.tokens_per_second, r.hidden_fraction);
+    char predicted[64] = ",";
+    if (predicted_step_ > 0 || predicted_memory_ > 0)
+      std::snprintf(predicted, sizeof predicted, "%.6g,%.0f", predicted_step_, predicted_memory_);
+    std::fprintf(csv_.get(), "%ld,%.17g,%s,%.6f,%.1f,%.3f,%.6f,\"%s\",%s\n", r.step, r.loss, eval,
+                 r.seconds, r.tokens_per_second, r.hidden_fraction, r.step_seconds, plan_.c_str(),
+                 predicted);
     std::fflush(csv_.get());
   }
   if (quiet_) return;
@@ -67,6 +71,13 @@ void report::finish() {
               double(tokens_per_step_) * double(records_.size()) / last.seconds, last.loss);
 }
 
+void report::set_plan(std::string plan, double predicted_step_seconds,
+                      double predicted_memory_bytes) {
+  plan_ = std::move(plan);
+  predicted_step_ = predicted_step_seconds;
+  predicted_memory_ = predicted_memory_bytes;
+}
+
 void report::open_csv(const std::string& path, long first) {
   std::vector<std::string> earlier;
   if (first > 1) {
@@ -81,7 +92,8 @@ void report::open_csv(const std::string& path, long first) {
     std::fprintf(stderr, "crown-train: cannot write %s\n", path.c_str());
     return;
   }
-  std::fprintf(csv_.get(), "step,loss,eval_loss,seconds,tokens_per_s,allreduce_hidden\n");
+  std::fprintf(csv_.get(), "step,loss,eval_loss,seconds,tokens_per_s,allreduce_hidden,"
+                           "step_seconds,plan,predicted_step_seconds,predicted_memory_bytes\n");
   for (const auto& l : earlier) std::fprintf(csv_.get(), "%s\n", l.c_str());
   std::fflush(csv_.get());
 }

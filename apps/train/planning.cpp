@@ -1,0 +1,318 @@
+// crown-train's link to the planner (planning.hpp).
+#include "planning.hpp"
+#include <algorithm>
+#include <chrono>
+#include <crown/collectives.hpp>
+#include <crown/error.hpp>
+#include <crown/parallel/nn.hpp>
+#include <crown/parallel/optim.hpp>
+#include <crown/topology.hpp>
+#include <cstdio>
+#include <optional>
+#include <random>
+#include <unistd.h>
+
+namespace train {
+
+namespace plan = crown::plan;
+namespace par = crown::parallel;
+
+plan::model planner_model(const par::gpt_config& c, int element_bytes) {
+  const double e = element_bytes, T = c.context, C = c.channels, NH = c.heads, V = c.vocabulary;
+  plan::model m;
+  m.heads = c.heads;
+  m.hidden = c.channels;
+  m.vocabulary = c.vocabulary;
+  m.tokens_per_sample = T;
+  m.workspace_bytes = 14 * T * C * e; // gpt's scratch: the gradients backward passes along
+  for (int b = 0; b < c.blocks; ++b) {
+    plan::layer l;
+    l.name = b == 0 ? "embeddings+h0" : std::string("h").append(std::to_string(b));
+    l.parameters = 12 * C * C + 13 * C;
+    // Per token: qkv 3C, attention NH·T, its output C, the MLP's 4C twice, split over tp;
+    // two layer norms' outputs with mean and 1/std, two residual sums, whole.
+    l.activation_bytes = T * (12 * C + NH * T) * e;
+    l.replicated_activation_bytes = T * (4 * C + 4) * e;
+    l.input_bytes = T * C * e;
+    l.forward_flops = 24 * T * C * C + 4 * T * T * C;
+    l.backward_flops = 2 * l.forward_flops;
+    l.tp_allreduce_bytes = 2 * T * C * e; // after attention's and the MLP's projections
+    if (b == 0) {                         // the input it keeps is the embeddings' output
+      l.parameters += V * C + T * C;
+      l.tp_allreduce_bytes += T * C * e; // the vocabulary-parallel embedding
+    }
+    if (b == c.blocks - 1) { // final norm (output, mean, 1/std) and the probabilities
+      l.name += "+head";
+      l.parameters += 2 * C + V * C;
+      l.replicated_activation_bytes += T * (C + 2) * e;
+      l.activation_bytes += T * V * e;
+      l.forward_flops += 2 * T * C * V;
+      l.backward_flops += 4 * T * C * V;
+      l.tp_allreduce_bytes += 3 * T * e; // the vocabulary-parallel cross-entropy's rows
+    }
+    m.layers.push_back(std::move(l));
+  }
+  return m;
+}
+
+std::string precision_of(int element_bytes) { return element_bytes == 8 ? "fp64" : "fp32"; }
+
+plan::training planner_training(int global_batch, int element_bytes, const std::string& optimizer,
+                                double budget) {
+  plan::training t;
+  t.global_batch = global_batch;
+  t.parameter_bytes = t.gradient_bytes = t.optimizer_bytes = element_bytes;
+  t.parameter_precision = precision_of(element_bytes);
+  t.opt = optimizer == "sgd" ? plan::optimizer::sgd : plan::optimizer::adam;
+  t.recompute = false;
+  t.memory_budget_bytes = budget;
+  return t;
+}
+
+plan::plan_choice to_choice(const par::plan& p, int blocks) {
+  plan::plan_choice c;
+  c.kind = {p.dp, p.tp, p.pp, plan::sharding(int(p.fsdp)), p.microbatches};
+  c.stages = p.stages;
+  if (c.stages.empty()) // the trainer's equal split (trainer.cpp's part_of)
+    for (int i = 1; i < p.pp; ++i) c.stages.push_back(i * blocks / p.pp);
+  return c;
+}
+
+par::plan to_plan(const plan::plan_choice& c) {
+  // The planner's sharding and the trainer's fsdp_strategy name PyTorch's strategies in
+  // the same order.
+  static_assert(int(plan::sharding::hybrid_shard) == int(par::fsdp_strategy::hybrid_shard));
+  par::plan p;
+  p.dp = c.kind.dp;
+  p.tp = c.kind.tp;
+  p.pp = c.kind.pp;
+  p.fsdp = par::fsdp_strategy(int(c.kind.shard));
+  p.microbatches = c.kind.micro;
+  p.stages = c.stages;
+  return p;
+}
+
+plan::estimate predict(const plan::model& m, const plan::cluster& c, const plan::training& t,
+                       const par::plan& p, int blocks) {
+  const plan::plan_choice choice = to_choice(p, blocks);
+  if (std::string why = plan::kind_problem(m, c, t, choice.kind); !why.empty())
+    throw crown::argument_error("the planner", "plan " + p.to_string() + ": " + why);
+  return plan::cost_model(m, c, t, choice.kind).evaluate(choice.stages);
+}
+
+std::string size_text(double bytes) {
+  char text[48];
+  const char* units[] = {"bytes", "KiB", "MiB", "GiB", "TiB"};
+  int u = 0;
+  double v = bytes;
+  while (v >= 1024 && u < 4) v /= 1024, ++u;
+  std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
+  return text;
+}
+
+void check_cluster(const plan::cluster& c, const std::string& what, int hosts, int per_host,
+                   int element_bytes) {
+  auto fail = [&](const std::string& rule) {
+    throw crown::argument_error(what, rule + " (run crown-train --calibrate on this job)");
+  };
+  if (c.hosts != hosts || c.devices_per_host != per_host)
+    fail("describes " + std::to_string(c.hosts) + " host(s) x " +
+         std::to_string(c.devices_per_host) + " device(s) = " + std::to_string(c.devices()) +
+         " devices, this job trains on " + std::to_string(hosts) + " x " +
+         std::to_string(per_host) + " = " + std::to_string(hosts * per_host) + " ranks");
+  if (c.precision != precision_of(element_bytes))
+    fail("was measured in " + c.precision + ", this run trains in " + precision_of(element_bytes));
+}
+
+void check_model(const plan::model& m, const std::string& what, const par::gpt_config& config,
+                 int element_bytes) {
+  const plan::model mine = planner_model(config, element_bytes);
+  auto fail = [&](const std::string& rule) {
+    throw crown::argument_error(what, rule + " (calibrate this model: crown-train --calibrate " +
+                                          "with the same model options)");
+  };
+  if (m.layers.size() != mine.layers.size())
+    fail("has " + std::to_string(m.layers.size()) + " layers, this model " +
+         std::to_string(mine.layers.size()) + " blocks");
+  if (m.hidden != mine.hidden || m.heads != mine.heads || m.vocabulary != mine.vocabulary ||
+      m.tokens_per_sample != mine.tokens_per_sample)
+    fail("is a model of hidden " + std::to_string(m.hidden) + ", " + std::to_string(m.heads) +
+         " heads, vocabulary " + std::to_string(m.vocabulary) + ", not this " + config.to_string());
+  for (std::size_t l = 0; l < m.layers.size(); ++l)
+    if (m.layers[l].activation_bytes != mine.layers[l].activation_bytes)
+      fail("layer " + std::to_string(l) + " keeps " + std::to_string(m.layers[l].activation_bytes) +
+           " bytes of activations per sample, this model at " + precision_of(element_bytes) + " " +
+           std::to_string(mine.layers[l].activation_bytes));
+}
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// The median of `reps` timings of f() after one untimed run, every rank of `m` starting
+/// together, then the largest median of the ranks (the same on every rank).
+template <class F>
+double timed(const crown::mesh& m, int reps, F&& f) {
+  f();
+  std::vector<double> t;
+  for (int r = 0; r < reps; ++r) {
+    MPI_Barrier(m.comm());
+    const auto start = clock_type::now();
+    f();
+    t.push_back(std::chrono::duration<double>(clock_type::now() - start).count());
+  }
+  std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
+  double median = t[std::size_t(reps / 2)];
+  crown::co_max(m, median);
+  return median;
+}
+
+/// Latency and bandwidth of an all-reduce (co_sum, as tensor parallelism uses) over `group`,
+/// from the ring formula t(B) = 2(n-1)(α + B/(nβ)) at a small and a large size.
+template <typename T>
+plan::link fit_link(const crown::mesh& world, const crown::mesh& group) {
+  constexpr std::size_t small = 512, large = std::size_t{1} << 20; // elements
+  std::vector<T> x(large, T(1));
+  const double n = group.size();
+  auto time_of = [&](std::size_t count) {
+    return timed(world, 9, [&] { crown::co_sum(group, std::span<T>(x.data(), count)); });
+  };
+  const double t_small = time_of(small), t_large = time_of(large);
+  const double b_small = double(small * sizeof(T)), b_large = double(large * sizeof(T));
+  const double per_byte = std::max(t_large - t_small, 1e-12) / (b_large - b_small);
+  plan::link l;
+  l.bandwidth = 2 * (n - 1) / (n * per_byte);
+  l.latency = std::max(0.0, (t_small - 2 * (n - 1) * b_small / (n * l.bandwidth)) / (2 * (n - 1)));
+  return l;
+}
+
+} // namespace
+
+std::pair<int, int> job_hosts(const crown::mesh& workers, const crown::topology& where) {
+  const auto& all = where.all();
+  const int n = workers.size();
+  const int hosts = all.back().host_index + 1;
+  const int per_host = n / hosts;
+  for (int r = 0; r < n; ++r)
+    if (hosts * per_host != n || all[std::size_t(r)].host_index != r / per_host)
+      throw crown::argument_error("the planner",
+                                  "rank " + std::to_string(r) + " is on host " +
+                                      std::to_string(all[std::size_t(r)].host_index) +
+                                      ": the planner needs ranks placed host by host, as many "
+                                      "on each (mpirun --map-by slot)");
+  return {hosts, per_host};
+}
+
+template <typename T>
+calibration calibrate(const crown::mesh& workers, const crown::topology& where,
+                      const par::gpt_config& config, const std::string& optimizer,
+                      int micro_batch) {
+  calibration cal;
+  const auto [hosts, per_host] = job_hosts(workers, where);
+  const int L = config.blocks, B = micro_batch;
+  const std::size_t N = std::size_t(B) * config.context, C = std::size_t(config.channels);
+  cal.model = planner_model(config, sizeof(T));
+  char line[256];
+
+  // The GEMM rate at the model's largest shape: the MLP's first layer.
+  {
+    std::vector<T> out(N * 4 * C), in(N * C, T(0.5)), w(4 * C * C, T(0.01));
+    const double s = timed(workers, 5, [&] {
+      par::nn::linear_forward<T>(out, in, w, {}, int(N), int(C), int(4 * C));
+    });
+    cal.gemm_flops = 2.0 * double(N) * double(C) * 4.0 * double(C) / s;
+    std::snprintf(line, sizeof line, "GEMM %zux%zux%zu: %.2f GFLOP/s per rank\n", N, C, 4 * C,
+                  cal.gemm_flops / 1e9);
+    cal.summary += line;
+  }
+
+  // Each kind of layer on its own (first, middle, last block), as a one-block pipeline stage.
+  std::mt19937 random(1234);
+  std::normal_distribution<double> normal(0, 1);
+  std::vector<int> tokens(N), targets(N);
+  for (std::size_t i = 0; i < N; ++i)
+    tokens[i] = targets[i] = int(i * 7 % std::size_t(config.vocabulary));
+  std::vector<T> input(N * C), dout(N * C), dinput(N * C);
+  for (auto* v : {&input, &dout})
+    std::generate(v->begin(), v->end(), [&] { return T(normal(random)); });
+  auto measure = [&](int block) {
+    const par::model_part part{0, 1, block, block + 1};
+    par::gpt<T> g(config, B, true, part, std::nullopt, 1);
+    g.initialise(1234);
+    std::vector<T> grads(g.params().size());
+    const bool first = block == 0, last = block == L - 1;
+    const std::span<const int> in_tokens =
+        first ? std::span<const int>(tokens) : std::span<const int>();
+    const std::span<const T> in = first ? std::span<const T>() : std::span<const T>(input);
+    const std::span<const int> tgt = last ? std::span<const int>(targets) : std::span<const int>();
+    const auto none = [](std::size_t) {};
+    const double fwd = timed(workers, 5, [&] { (void)g.forward_part(0, in_tokens, in, tgt, B); });
+    const double both = timed(workers, 5, [&] {
+      (void)g.forward_part(0, in_tokens, in, tgt, B);
+      g.backward_part(0, T(1), last ? std::span<const T>() : std::span<const T>(dout),
+                      first ? std::span<T>() : std::span<T>(dinput), grads, none);
+    });
+    std::optional<par::adam<T>> adam;
+    std::optional<par::sgd<T>> sgd;
+    if (optimizer == "sgd")
+      sgd.emplace(grads.size(), par::sgd_options{1e-9, 0});
+    else
+      adam.emplace(grads.size(), par::adam_options{.lr = 1e-9});
+    const double opt = timed(workers, 5, [&] {
+      if (sgd)
+        sgd->step(g.params(), grads);
+      else
+        adam->step(g.params(), grads);
+    });
+    plan::layer& l = cal.model.layers[std::size_t(block)];
+    l.forward_seconds = fwd / B;
+    l.backward_seconds = std::max(both - fwd, 1e-9) / B;
+    l.optimizer_seconds = opt;
+    std::snprintf(line, sizeof line,
+                  "layer %-22s forward %8.3f ms, backward %8.3f ms at %d samples; %s step "
+                  "%7.3f ms\n",
+                  l.name.c_str(), fwd * 1e3, (both - fwd) * 1e3, B, optimizer.c_str(), opt * 1e3);
+    cal.summary += line;
+  };
+  measure(0);
+  if (L > 2) measure(1);
+  if (L > 1) measure(L - 1);
+  for (int b = 2; b < L - 1; ++b) { // the middle blocks are alike
+    plan::layer& l = cal.model.layers[std::size_t(b)];
+    const plan::layer& one = cal.model.layers[1];
+    l.forward_seconds = one.forward_seconds;
+    l.backward_seconds = one.backward_seconds;
+    l.optimizer_seconds = one.optimizer_seconds;
+  }
+
+  // Links: an all-reduce within a host (all its ranks) and across hosts (one rank per host).
+  plan::cluster& c = cal.cluster;
+  c.hosts = hosts;
+  c.devices_per_host = per_host;
+  c.precision = precision_of(sizeof(T));
+  c.peak_flops = cal.gemm_flops;
+  c.achievable_fraction = 1;
+  c.memory_bytes =
+      double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / where.host().ranks;
+  const crown::mesh grid = workers.reshape({{"host", hosts}, {"local", per_host}});
+  if (per_host > 1) c.intra_host = fit_link<T>(workers, grid.sub({"local"}));
+  if (hosts > 1) c.inter_host = fit_link<T>(workers, grid.sub({"host"}));
+  if (per_host == 1) c.intra_host = c.inter_host; // no such link: never used
+  if (hosts == 1) c.inter_host = c.intra_host;
+  if (workers.size() == 1) c.intra_host = c.inter_host = {1e12, 0}; // nothing to measure
+  for (auto [name, l, real] : {std::tuple{"within a host", c.intra_host, per_host > 1},
+                               {"across hosts", c.inter_host, hosts > 1}})
+    if (real) {
+      std::snprintf(line, sizeof line, "all-reduce %s: latency %.2f us, bandwidth %.2f GB/s\n",
+                    name, l.latency * 1e6, l.bandwidth / 1e9);
+      cal.summary += line;
+    }
+  return cal;
+}
+
+template calibration calibrate<float>(const crown::mesh&, const crown::topology&,
+                                      const par::gpt_config&, const std::string&, int);
+template calibration calibrate<double>(const crown::mesh&, const crown::topology&,
+                                       const par::gpt_config&, const std::string&, int);
+
+} // namespace train
