@@ -3,6 +3,7 @@
 //   mpirun -np 4 crown-heat2d [--n 1024] [--iterations 100] [--mesh 2x2] [--no-overlap]
 //                             [--png heat2d.png] [--controller]
 //                             [--checkpoint-every N] [--checkpoint-dir DIR] [--keep N] [--resume]
+//                             [--gpu]
 // Prints the throughput in million lattice updates per second and `checksum <sum>`,
 // the sum of all cells in global order: bitwise the same for any rank count and mesh.
 // With --controller, rank 0 drives the solver on the other ranks through a tensor
@@ -13,9 +14,15 @@
 // With checkpoints, SIGTERM or SIGUSR1 (Slurm's preemption, requeue, or a job script's
 // trap) makes every rank checkpoint after the iteration they agree on and exit with
 // crown::stop_exit_status (75); --resume continues from there (jobscripts/README.md).
+// With --gpu the fields live in device memory (device coarrays on each rank's GPU, a
+// CUDA stencil kernel, halos put into the neighbours' device blocks): the same checksum,
+// bitwise, and the same checkpoints (gpu_solver.hpp); built only where CUDA was found.
 #include "controller_solver.hpp"
 #include "heatmap_png.hpp"
 #include "solver.hpp"
+#if HEAT2D_HAVE_CUDA
+#include "gpu_solver.hpp"
+#endif
 #include <climits>
 #include <crown/stop_signal.hpp>
 #include <cstdio>
@@ -30,7 +37,7 @@ namespace {
   std::fprintf(stderr,
                "heat2d: %s\nusage: mpirun -np P %s [--n N] [--iterations K] [--mesh RxC] "
                "[--no-overlap] [--png FILE] [--controller] [--checkpoint-every N] "
-               "[--checkpoint-dir DIR] [--keep N] [--resume]\n",
+               "[--checkpoint-dir DIR] [--keep N] [--resume] [--gpu]\n",
                problem.c_str(), program);
   std::exit(2);
 }
@@ -91,7 +98,7 @@ int main(int argc, char** argv) {
   crown::runtime rt(argc, argv);
   heat2d::options o;
   std::string png;
-  bool controller = false;
+  bool controller = false, gpu = false;
   heat2d::checkpointing ck;
   for (int i = 1; i < argc; ++i) {
     const std::string_view a = argv[i];
@@ -117,6 +124,8 @@ int main(int argc, char** argv) {
       ck.resume = true;
     } else if (a == "--controller") {
       controller = true;
+    } else if (a == "--gpu") {
+      gpu = true;
     } else if (a == "--png") {
       png = next, ++i;
       if (png.empty()) usage(argv[0], "--png needs a file name");
@@ -126,10 +135,22 @@ int main(int argc, char** argv) {
   }
   if (controller && (ck.every > 0 || ck.resume))
     usage(argv[0], "--checkpoint-every and --resume work without --controller");
+  if (controller && gpu) usage(argv[0], "--gpu works without --controller");
+#if !HEAT2D_HAVE_CUDA
+  if (gpu)
+    usage(argv[0], "--gpu: this crown-heat2d was built without CUDA (no CUDA toolkit was "
+                   "found when it was configured)");
+#endif
   if (controller) return from_controller(rt, o, png); // failures are logged by control
+  if (gpu) o.overlap = false;                         // the GPU path exchanges, then updates
   try {
-    const heat2d::result r =
-        heat2d::solve(crown::world(), o, !png.empty(), ck, stop ? &*stop : nullptr);
+    const heat2d::result r = [&] {
+#if HEAT2D_HAVE_CUDA
+      if (gpu)
+        return heat2d::solve_gpu(crown::world(), o, !png.empty(), ck, stop ? &*stop : nullptr);
+#endif
+      return heat2d::solve(crown::world(), o, !png.empty(), ck, stop ? &*stop : nullptr);
+    }();
     if (r.stopped > 0) {
       if (crown::world().rank() == 0)
         std::printf("heat2d: %s: checkpointed after iteration %d in %s; stopping (exit %d), "
@@ -140,7 +161,7 @@ int main(int argc, char** argv) {
       return crown::stop_exit_status;
     }
     if (crown::world().rank() == 0) {
-      print_run(o, crown::world().size(), "");
+      print_run(o, crown::world().size(), gpu ? " of GPUs (device coarrays)" : "");
       heat2d::options run = o; // after --resume, the iterations this run made
       run.iterations -= r.first;
       std::printf("time %.4f s, %.1f MLUP/s\n", r.seconds, mlups(run, r.seconds));

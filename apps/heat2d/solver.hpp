@@ -126,52 +126,96 @@ inline int resume(const crown::checkpoint_dir& dir, crown::dist_tensor<double, 2
   return iteration;
 }
 
+/// The run's mesh: `world` as rows x cols (decomposition()).
+inline crown::mesh run_mesh(const crown::mesh& world, const options& o) {
+  const auto [rows, cols] = decomposition(o, world.size());
+  return world.reshape({{"rows", rows}, {"cols", cols}});
+}
+
+/// The checkpoint directory when checkpoints are written or read.
+inline std::optional<crown::checkpoint_dir> checkpoints(const crown::mesh& m,
+                                                        const checkpointing& ck) {
+  std::optional<crown::checkpoint_dir> dir;
+  if (ck.every > 0 || ck.resume) dir.emplace(m, ck.dir, ck.keep);
+  return dir;
+}
+
+/// What the stepping loop reports: where it started, where it stopped, when it began.
+struct loop_result {
+  int first = 0;
+  int stopped = 0;  ///< >0: checkpointed after this iteration and left on a stop signal
+  double start = 0; ///< MPI_Wtime() after the ranks met
+};
+
+/// The stepping loop of every solver (CPU and GPU), collective over m, from iteration
+/// `first` (after a sync_all): step() makes one iteration, save(it) checkpoints the field
+/// after iteration it. A checkpoint every ck.every iterations; with `stop` (and a
+/// checkpoint directory), a stop signal on any rank makes every rank checkpoint after the
+/// iteration they agree on and return it as `stopped`.
+template <class Step, class Save>
+loop_result iterate(const crown::mesh& m, const options& o, const checkpointing& ck, bool have_dir,
+                    const crown::stop_signals* stop, int first, Step&& step, Save&& save) {
+  crown::sync_all(m);
+  loop_result out{first, 0, MPI_Wtime()};
+  for (int it = first; it < o.iterations; ++it) {
+    crown::detail::fault_point_reached(crown::fault_point::step);
+    step();
+    const bool last = it + 1 == o.iterations;
+    const bool due = ck.every > 0 && (it + 1) % ck.every == 0 && !last;
+    if (due) { // a checkpoint may take long: the stop deadline waits meanwhile
+      const crown::stop_signals::deadline_pause hold;
+      save(it + 1);
+    }
+    if (stop && have_dir && !last && stop->requested(m.comm())) {
+      if (!due) save(it + 1);
+      out.stopped = it + 1;
+      return out;
+    }
+  }
+  crown::stop_signals::loop_done(); // the gather and output: no deadline
+  return out;
+}
+
+/// After the loop: the slowest rank's time since it began and, unless it stopped on a
+/// signal, the checksum of u (gathered on rank 0, broadcast) and the field when asked.
+inline result finish(const crown::mesh& m, const crown::dist_tensor<double, 2>& u, bool keep_field,
+                     const loop_result& loop) {
+  result out;
+  out.first = loop.first;
+  out.stopped = loop.stopped;
+  out.seconds = MPI_Wtime() - loop.start;
+  crown::co_max(m, out.seconds);
+  if (out.stopped > 0) return out;
+  std::vector<double> field = u.gather(0);
+  if (m.rank() == 0) out.checksum = checksum(field);
+  crown::co_broadcast(m, out.checksum, 0);
+  if (keep_field) out.field = std::move(field);
+  return out;
+}
+
 /// Collective over `world`. Throws crown::argument_error for a mesh shape that does
 /// not match the rank count, or a grid too small for it. With `stop` (and checkpoints),
 /// a stop signal on any rank makes every rank checkpoint after the iteration they agree
 /// on and return with `stopped` set (no checksum).
 inline result solve(const crown::mesh& world, const options& o, bool keep_field,
                     const checkpointing& ck = {}, const crown::stop_signals* stop = nullptr) {
-  const auto [rows, cols] = decomposition(o, world.size());
-  const crown::mesh m = world.reshape({{"rows", rows}, {"cols", cols}});
+  const crown::mesh m = run_mesh(world, o);
   crown::dist_tensor<double, 2> a(m, {o.n, o.n}, placements(), halo);
   crown::dist_tensor<double, 2> b(m, {o.n, o.n}, placements(), halo);
   set_edges(a);
   set_edges(b);
   auto* u = &a;
   auto* v = &b;
-  std::optional<crown::checkpoint_dir> dir;
-  if (ck.every > 0 || ck.resume) dir.emplace(m, ck.dir, ck.keep);
+  const std::optional<crown::checkpoint_dir> dir = checkpoints(m, ck);
   const int first = ck.resume ? resume(*dir, *u, o) : 0;
-  crown::sync_all(m);
-  const double start = MPI_Wtime();
-  result out;
-  out.first = first;
-  for (int it = first; it < o.iterations; ++it) {
-    crown::detail::fault_point_reached(crown::fault_point::step);
-    step(*u, *v, o.overlap);
-    std::swap(u, v);
-    const bool last = it + 1 == o.iterations;
-    const bool due = ck.every > 0 && (it + 1) % ck.every == 0 && !last;
-    if (due) { // a checkpoint may take long: the stop deadline waits meanwhile
-      const crown::stop_signals::deadline_pause hold;
-      save(*dir, *u, o, it + 1);
-    }
-    if (stop && dir && !last && stop->requested(m.comm())) {
-      if (!due) save(*dir, *u, o, it + 1);
-      out.stopped = it + 1;
-      break;
-    }
-  }
-  if (out.stopped == 0) crown::stop_signals::loop_done(); // the gather and output: no deadline
-  out.seconds = MPI_Wtime() - start;
-  crown::co_max(m, out.seconds);
-  if (out.stopped > 0) return out;
-  std::vector<double> field = u->gather(0);
-  if (m.rank() == 0) out.checksum = checksum(field);
-  crown::co_broadcast(m, out.checksum, 0);
-  if (keep_field) out.field = std::move(field);
-  return out;
+  const loop_result loop = iterate(
+      m, o, ck, dir.has_value(), stop, first,
+      [&] {
+        step(*u, *v, o.overlap);
+        std::swap(u, v);
+      },
+      [&](int it) { save(*dir, *u, o, it); });
+  return finish(m, *u, keep_field, loop);
 }
 
 } // namespace heat2d
