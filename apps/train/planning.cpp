@@ -150,7 +150,8 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 /// The median of `reps` timings of f() after one untimed run, every rank of `m` starting
-/// together, then the largest median of the ranks (the same on every rank).
+/// together, then the largest median of the ranks (the same on every rank). Each rank's
+/// median keeps a burst of other load on the machine from one sample out of the figure.
 template <class F>
 double timed(const crown::mesh& m, int reps, F&& f) {
   f();
@@ -217,7 +218,7 @@ calibration calibrate(const crown::mesh& workers, const crown::topology& where,
   // The GEMM rate at the model's largest shape: the MLP's first layer.
   {
     std::vector<T> out(N * 4 * C), in(N * C, T(0.5)), w(4 * C * C, T(0.01));
-    const double s = timed(workers, 5, [&] {
+    const double s = timed(workers, 7, [&] {
       par::nn::linear_forward<T>(out, in, w, {}, int(N), int(C), int(4 * C));
     });
     cal.gemm_flops = 2.0 * double(N) * double(C) * 4.0 * double(C) / s;
@@ -246,8 +247,8 @@ calibration calibrate(const crown::mesh& workers, const crown::topology& where,
     const std::span<const T> in = first ? std::span<const T>() : std::span<const T>(input);
     const std::span<const int> tgt = last ? std::span<const int>(targets) : std::span<const int>();
     const auto none = [](std::size_t) {};
-    const double fwd = timed(workers, 5, [&] { (void)g.forward_part(0, in_tokens, in, tgt, B); });
-    const double both = timed(workers, 5, [&] {
+    const double fwd = timed(workers, 7, [&] { (void)g.forward_part(0, in_tokens, in, tgt, B); });
+    const double both = timed(workers, 7, [&] {
       (void)g.forward_part(0, in_tokens, in, tgt, B);
       g.backward_part(0, T(1), last ? std::span<const T>() : std::span<const T>(dout),
                       first ? std::span<T>() : std::span<T>(dinput), grads, none);
@@ -258,7 +259,7 @@ calibration calibrate(const crown::mesh& workers, const crown::topology& where,
       sgd.emplace(grads.size(), par::sgd_options{1e-9, 0});
     else
       adam.emplace(grads.size(), par::adam_options{.lr = 1e-9});
-    const double opt = timed(workers, 5, [&] {
+    const double opt = timed(workers, 7, [&] {
       if (sgd)
         sgd->step(g.params(), grads);
       else
@@ -294,6 +295,7 @@ calibration calibrate(const crown::mesh& workers, const crown::topology& where,
   c.achievable_fraction = 1;
   c.memory_bytes =
       double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / where.host().ranks;
+  crown::co_min(workers, c.memory_bytes); // the same on every rank: the smallest host's share
   const crown::mesh grid = workers.reshape({{"host", hosts}, {"local", per_host}});
   if (per_host > 1) c.intra_host = fit_link<T>(workers, grid.sub({"local"}));
   if (hosts > 1) c.inter_host = fit_link<T>(workers, grid.sub({"host"}));
