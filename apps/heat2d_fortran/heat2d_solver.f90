@@ -13,14 +13,25 @@
 ! stored with one halo cell on every side and rows contiguous, as in C:
 ! u(column, row, buffer); two buffers alternate. Each iteration puts the block's
 ! border rows and columns (a strided section) into the neighbours' halos, then
-! `sync images` with the neighbours, then updates.
+! `sync images` with the neighbours, then updates. setup/advance/field_checksum/teardown
+! are the pieces of solve() for a driver that checkpoints between iterations
+! (heat2d_checkpoint.f90): get_block/set_block read and write the owned cells.
 module heat2d_solver
   use, intrinsic :: iso_fortran_env, only: real64, int64
   implicit none
   private
   public :: squarest, block_range, solve, wtime, g17, fixed
+  public :: setup, advance, block_shape, get_block, set_block, field_checksum, teardown
 
   real(real64), parameter :: diffusion = 0.2_real64 ! k above (stable below 0.25)
+
+  ! The field between setup() and teardown(): this image's block, both buffers.
+  real(real64), allocatable :: u(:, :, :)[:]
+  integer :: n_ = 0, rows_ = 0, cols_ = 0 ! the grid and the image grid
+  integer :: i0 = 0, j0 = 0, r = 0, c = 0 ! this block's first row and column, its size
+  integer :: north = 0, south = 0, west = 0, east = 0 ! neighbour images (0: none)
+  integer :: north_rows = 0, west_cols = 0 ! the north and west neighbours' block sizes
+  integer :: neighbours(4) = 0, count = 0
 
 contains
 
@@ -82,17 +93,15 @@ contains
   end subroutine update
 
   !> Collective over all images, which must number rows * cols, with n >= rows and
-  !> n >= cols. Returns the slowest image's seconds for the iterations and, on every
-  !> image, the checksum.
-  subroutine solve(n, iterations, rows, cols, seconds, checksum)
-    integer, intent(in) :: n, iterations, rows, cols
-    real(real64), intent(out) :: seconds, checksum
-    real(real64), allocatable :: u(:, :, :)[:]
-    real(real64), allocatable :: field(:, :)
-    integer :: me, i0, j0, r, c, rmax, cmax, i, j, b, it, cur
-    integer :: north, south, west, east, north_rows, west_cols, k, ki0, kj0, kr, kc
-    integer :: neighbours(4), count
+  !> n >= cols: allocates this image's block (both buffers, fixed edges set, cells 0)
+  !> and works out its neighbours. teardown() frees it.
+  subroutine setup(n, rows, cols)
+    integer, intent(in) :: n, rows, cols
+    integer :: me, rmax, cmax, i, j, b, k
 
+    n_ = n
+    rows_ = rows
+    cols_ = cols
     me = this_image()
     call block_range(n, rows, (me - 1) / cols, i0, r)
     call block_range(n, cols, mod(me - 1, cols), j0, c)
@@ -137,10 +146,14 @@ contains
       count = count + 1
       neighbours(count) = east
     end if
+  end subroutine setup
 
-    sync all
-    seconds = wtime()
-    do it = 0, iterations - 1
+  !> Collective: iterations first .. last - 1 (the field after iteration `it` is in
+  !> buffer mod(it, 2)).
+  subroutine advance(first, last)
+    integer, intent(in) :: first, last
+    integer :: it, cur
+    do it = first, last - 1
       cur = mod(it, 2)
       if (north > 0) u(1:c, north_rows + 1, cur)[north] = u(1:c, 1, cur)
       if (south > 0) u(1:c, 0, cur)[south] = u(1:c, r, cur)
@@ -149,28 +162,78 @@ contains
       if (count > 0) sync images (neighbours(1:count))
       call update(u(:, :, cur), u(:, :, 1 - cur), c, r)
     end do
-    seconds = wtime() - seconds
-    call co_max(seconds)
+  end subroutine advance
 
-    ! Image 1 gathers the blocks and sums in global row-major order.
+  !> This image's block: rows x cols cells, the first at row i0, column j0 (from 0).
+  subroutine block_shape(rows, cols, first_row, first_col)
+    integer, intent(out) :: rows, cols, first_row, first_col
+    rows = r
+    cols = c
+    first_row = i0
+    first_col = j0
+  end subroutine block_shape
+
+  !> The owned cells after `iterations` iterations, block(column, row) (local).
+  subroutine get_block(iterations, block)
+    integer, intent(in) :: iterations
+    real(real64), intent(out) :: block(:, :)
+    block = u(1:c, 1:r, mod(iterations, 2))
+  end subroutine get_block
+
+  !> Sets the owned cells as they are after `iterations` iterations (local; a
+  !> synchronisation follows before any image reads them: the next advance's).
+  subroutine set_block(iterations, block)
+    integer, intent(in) :: iterations
+    real(real64), intent(in) :: block(:, :)
+    u(1:c, 1:r, mod(iterations, 2)) = block
+  end subroutine set_block
+
+  !> Collective: the sum of all cells after `iterations` iterations, in global row-major
+  !> order, on every image (image 1 gathers the blocks).
+  function field_checksum(iterations) result(checksum)
+    integer, intent(in) :: iterations
+    real(real64) :: checksum
+    real(real64), allocatable :: field(:, :)
+    integer :: cur, k, ki0, kj0, kr, kc, i, j
     cur = mod(iterations, 2)
     sync all
     checksum = 0.0_real64
-    if (me == 1) then
-      allocate (field(n, n)) ! field(column, row)
+    if (this_image() == 1) then
+      allocate (field(n_, n_)) ! field(column, row)
       do k = 1, num_images()
-        call block_range(n, rows, (k - 1) / cols, ki0, kr)
-        call block_range(n, cols, mod(k - 1, cols), kj0, kc)
+        call block_range(n_, rows_, (k - 1) / cols_, ki0, kr)
+        call block_range(n_, cols_, mod(k - 1, cols_), kj0, kc)
         field(kj0 + 1:kj0 + kc, ki0 + 1:ki0 + kr) = u(1:kc, 1:kr, cur)[k]
       end do
-      do i = 1, n
-        do j = 1, n
+      do i = 1, n_
+        do j = 1, n_
           checksum = checksum + field(j, i)
         end do
       end do
     end if
     call co_broadcast(checksum, source_image=1)
+  end function field_checksum
+
+  !> Collective: frees the block.
+  subroutine teardown()
+    sync all ! image 1 may still be reading the blocks
     deallocate (u)
+  end subroutine teardown
+
+  !> Collective over all images, which must number rows * cols, with n >= rows and
+  !> n >= cols. Returns the slowest image's seconds for the iterations and, on every
+  !> image, the checksum.
+  subroutine solve(n, iterations, rows, cols, seconds, checksum)
+    integer, intent(in) :: n, iterations, rows, cols
+    real(real64), intent(out) :: seconds, checksum
+    call setup(n, rows, cols)
+    sync all
+    seconds = wtime()
+    call advance(0, iterations)
+    seconds = wtime() - seconds
+    call co_max(seconds)
+    checksum = field_checksum(iterations)
+    call teardown()
   end subroutine solve
 
   !> x as C's printf("%.17g") writes it (finite x): 17 significant digits, trailing

@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # tests/slurm/requeue.sh APP HOW SCRIPT APPS_DIR
-#   APP heat2d|train, HOW fault|signal|usr1
-# Runs SCRIPT (jobscripts/heat2d.sbatch or train.sbatch) on a one-node Slurm (cluster.sh)
-# uninterrupted, then interrupted, and checks that the interrupted job ends COMPLETED with
-# the uninterrupted result bitwise (heat2d: the checksum; train: the float64 loss curve):
+#   APP heat2d|heat2d_fortran|train, HOW fault|signal|usr1 (heat2d_fortran: signal)
+# Runs SCRIPT (jobscripts/heat2d.sbatch, heat2d-fortran.sbatch or train.sbatch) on a
+# one-node Slurm (cluster.sh) uninterrupted, then interrupted, and checks that the
+# interrupted job ends COMPLETED with the uninterrupted result bitwise (heat2d and
+# heat2d_fortran: the checksum; train: the float64 loss curve):
 #   fault:  CROWN_FAULT=kill:rank=2:at=step:count=50 kills rank 2 in the first start; the
 #           script requeues itself (comment crown-failures=1) and resumes from the last
 #           checkpoint; the second start does not reach arrival 50 again.
@@ -24,6 +25,7 @@ cd "$d"
 case $app/$how in
   heat2d/fault) every=20 args=(--n 128 --iterations 80) ;;
   heat2d/signal | heat2d/usr1) every=1000 args=(--n 256 --iterations 30000) ;;
+  heat2d_fortran/signal) every=1000 args=(--n 128 --iterations 60000) ;;
   train/fault) every=10 args=(--steps 60) ;;
   train/signal) every=20 args=(--steps 300) ;;
 esac
@@ -31,7 +33,7 @@ esac
 [ "$app" = train ] && args+=(--context 16 --channels 32 --heads 4 --blocks 2 --dtype double
   --sample 0 --batch 4 --progress none)
 result() { # the bitwise result of job NAME
-  if [ "$app" = heat2d ]; then sed -n 's/^checksum //p' "$d/$1.out"; else cut -d, -f1,2 "$d/$1.csv"; fi
+  if [ "$app" = train ]; then cut -d, -f1,2 "$d/$1.csv"; else sed -n 's/^checksum //p' "$d/$1.out"; fi
 }
 submit() { # submit NAME [EXPORTS]: prints the job id
   local extra=()
@@ -89,7 +91,7 @@ fi
 first_end=$(stamp "srun exit" cut 1)
 second=$(stamp "start 2 on" cut)
 second_end=$(stamp "srun exit" cut 2)
-if [ "$app" = heat2d ]; then
+if [ "$app" != train ]; then
   made=$(sed -n 's/.*checkpointed after iteration \([0-9]*\).*/\1/p' "$d/cut.out")
   from=$(sed -n 's/^resumed from .* at iteration \([0-9]*\).*/\1/p' "$d/cut.out")
   loop=$(sed -n 's/^time \([0-9.]*\) s.*/\1/p' "$d/cut.out" | tail -1)
