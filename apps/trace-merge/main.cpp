@@ -96,6 +96,11 @@ void merge(const std::vector<std::string>& paths, const std::string& out_path) {
     by_rank.emplace(r, std::move(f));
   }
   const int ranks = by_rank.begin()->second.ranks;
+  for (const auto& [r, f] : by_rank)
+    if (f.ranks != ranks || r < 0 || r >= ranks)
+      fail(f.path + " holds rank " + std::to_string(r) + " of " + std::to_string(f.ranks) + ", " +
+           by_rank.begin()->second.path + " a rank of " + std::to_string(ranks) +
+           ": files of different jobs");
   std::string missing;
   for (int r = 0; r < ranks; ++r)
     if (!by_rank.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);

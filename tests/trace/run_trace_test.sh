@@ -18,6 +18,15 @@ echo "$out"
 grep -q "crown-trace-merge: $np ranks, [0-9]* events" <<<"$out"
 grep -q "clock error bound: [0-9.]* us" <<<"$out"
 "$python" "$here/check_trace.py" merged "$np" "$work/merged.json" $progress
+if [ "$np" -gt 1 ]; then # a rank's file missing: the merge names it and fails
+  mkdir "$work/partial"
+  cp "$work/trace/crown-trace.0.json" "$work/partial/"
+  if msg=$("$merge" "$work/partial" 2>&1); then
+    echo "crown-trace-merge merged a job without its other ranks: $msg" >&2
+    exit 1
+  fi
+  grep -q "the job had $np ranks but no file holds rank 1" <<<"$msg" || { echo "$msg" >&2; exit 1; }
+fi
 
 # 2. Unset: the run writes nothing (it runs in an empty directory).
 mkdir "$work/off"
