@@ -89,7 +89,7 @@ result solve_gpu(const crown::mesh& world, const options& o, bool keep_field,
           const double* from = (h.packed ? columns.data() : u->data()) + h.from;
           u->on(h.image).put(h.to, std::span<const double>(from, h.count)); // blocking
         }
-        crown::sync_images(m, neighbours); // their borders are in this rank's halos
+        if (!neighbours.empty()) crown::sync_images(m, neighbours); // their borders are here
         gpu::update(u->data(), v->data(), pitch, r, c, s.get());
         std::swap(u, v);
       },

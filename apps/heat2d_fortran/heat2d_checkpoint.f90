@@ -179,7 +179,8 @@ contains
     real(real64), allocatable :: block(:, :)
     character(:), allocatable :: path
     character(256) :: message
-    integer :: r, c, i0, j0, unit, status, dropped
+    integer :: r, c, i0, j0, unit, status, k
+    integer, allocatable :: dropped(:)
 
     call block_shape(r, c, i0, j0)
     allocate (block(c, r))
@@ -205,18 +206,16 @@ contains
     call agree(status == 0, 'cannot write '//path//'.tmp: '//trim(message))
     sync all ! every image's file is whole under its final name: commit
     committed = [committed, iteration]
-    dropped = -1
-    if (size(committed) > ck%keep) then
-      dropped = committed(1)
-      committed = committed(2:)
-    end if
+    k = max(size(committed) - ck%keep, 0) ! the oldest k drop out
+    dropped = committed(1:k)
+    committed = committed(k + 1:)
     if (this_image() == 1) call write_latest(ck%dir, committed)
-    sync all ! latest no longer names the dropped checkpoint
-    if (dropped >= 0) then
-      open (newunit=unit, file=file_name(ck%dir, dropped, this_image()), status='old', &
+    sync all ! latest no longer names the dropped checkpoints
+    do k = 1, size(dropped)
+      open (newunit=unit, file=file_name(ck%dir, dropped(k), this_image()), status='old', &
             iostat=status)
       if (status == 0) close (unit, status='delete')
-    end if
+    end do
   end subroutine save
 
   !> DIR/latest: the committed iterations, oldest first (written whole, then renamed).
