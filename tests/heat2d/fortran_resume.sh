@@ -29,9 +29,11 @@ grep -q "^resumed from ck/heat2d-000000000030.00001 at iteration 30$" resume.out
 [ "$(checksum_of resume.out)" = "$ref" ] || fail "--resume: checksum $(checksum_of resume.out), expected $ref"
 echo "checkpoints every 10 (newest two kept), resumed at 30: checksum $ref, bitwise"
 
-# SIGUSR1 to mpirun, which passes it to every image.
-run 3 --iterations 20000 > long.out 2>&1 || { cat long.out; fail "the long run"; }
-"$mpiexec" -np 3 --oversubscribe "$heat" --n 61 --iterations 20000 --checkpoint-every 1000 \
+# SIGUSR1 to mpirun, which passes it to every image. n = 200 and 20000 iterations: far
+# from the steady state (slowest mode's time constant about 10000 iterations), so a wrong
+# resume would show in the checksum.
+run 3 --n 200 --iterations 20000 > long.out 2>&1 || { cat long.out; fail "the long run"; }
+"$mpiexec" -np 3 --oversubscribe "$heat" --n 200 --iterations 20000 --checkpoint-every 1000 \
   --checkpoint-dir sig > sig.out 2>&1 &
 job=$!
 for _ in $(seq 300); do # the first checkpoint, then the signal while it runs on
@@ -44,7 +46,7 @@ rc=$?
 [ $rc -eq 75 ] || { cat sig.out; fail "on SIGUSR1: exit $rc, not 75 (did the run end first?)"; }
 grep -q "^heat2d_fortran: SIGUSR1: checkpointed after iteration [0-9]* in sig; stopping (exit 75)" sig.out ||
   { cat sig.out; fail "no checkpoint on SIGUSR1"; }
-run 3 --iterations 20000 --checkpoint-every 1000 --checkpoint-dir sig --resume > sig2.out 2>&1 ||
+run 3 --n 200 --iterations 20000 --checkpoint-every 1000 --checkpoint-dir sig --resume > sig2.out 2>&1 ||
   { cat sig2.out; fail "--resume after SIGUSR1"; }
 [ "$(checksum_of sig2.out)" = "$(checksum_of long.out)" ] || fail "after SIGUSR1: checksum differs"
 echo "$(grep -o 'SIGUSR1: checkpointed after iteration [0-9]*' sig.out), exit 75; $(grep -o 'resumed from .*' sig2.out): checksum $(checksum_of long.out), bitwise"
