@@ -65,7 +65,7 @@ if run 1 "${args[@]}" --iterations 2 --checkpoint-every 1 --checkpoint-dir probe
   echo "$flag checkpoints (np 2, every 15) resumed at iteration 30 by $flag at np 3 and by the CPU at np 2: checksum $ref"
 
   # 3. SIGUSR1 during a long --gpu run: every rank checkpoints after one iteration, exit 75.
-  long=(--n 67 --iterations 20000 --checkpoint-every 500)
+  long=(--n 200 --iterations 20000 --checkpoint-every 1000) # far from the steady state
   run 2 "${long[@]}" > long_cpu.out 2>&1 || { cat long_cpu.out; fail "the long CPU run"; }
   "$mpiexec" -np 2 --oversubscribe "$heat" $flag "${long[@]}" --checkpoint-dir sig > sig.out 2>&1 &
   job=$! # mpirun itself: it passes SIGUSR1 on to every rank
