@@ -1,7 +1,7 @@
 // crown-trace-merge: joins the per-rank trace files CROWN_TRACE wrote
 // (crown-trace.<rank>.json) into one Chrome/Perfetto trace on rank 0's clock, each
 // rank's times moved by the offset it estimated at start-up, and prints the offsets and
-// their error bounds. Usage: crown-trace-merge [-o OUT] DIR | FILE...
+// their error bounds. Usage: crown-trace-merge [-o OUT] [--partial] DIR | FILE...
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -85,7 +85,7 @@ std::vector<std::string> inputs(const std::vector<std::string>& args) {
   return files;
 }
 
-void merge(const std::vector<std::string>& paths, const std::string& out_path) {
+void merge(const std::vector<std::string>& paths, const std::string& out_path, bool partial) {
   if (paths.empty()) fail("no crown-trace.<rank>.json files found");
   std::map<int, rank_file> by_rank;
   for (const auto& p : paths) {
@@ -104,7 +104,10 @@ void merge(const std::vector<std::string>& paths, const std::string& out_path) {
   std::string missing;
   for (int r = 0; r < ranks; ++r)
     if (!by_rank.count(r)) missing += (missing.empty() ? "" : ", ") + std::to_string(r);
-  if (!missing.empty())
+  if (!missing.empty() && partial)
+    std::printf("crown-trace-merge: no file holds rank %s (--partial: merging the others)\n",
+                missing.c_str());
+  else if (!missing.empty())
     fail("the job had " + std::to_string(ranks) + " ranks but no file holds rank " + missing);
 
   // Times on rank 0's clock, starting at the job's first event.
@@ -164,22 +167,26 @@ void merge(const std::vector<std::string>& paths, const std::string& out_path) {
 
 int main(int argc, char** argv) {
   std::string out;
+  bool partial = false;
   std::vector<std::string> args;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "-o" && i + 1 < argc)
       out = argv[++i];
+    else if (a == "--partial")
+      partial = true;
     else if (a == "-h" || a == "--help" || a.starts_with("-")) {
       std::fprintf(a.starts_with("-h") || a == "--help" ? stdout : stderr,
-                   "usage: crown-trace-merge [-o OUT] DIR | FILE...\n"
+                   "usage: crown-trace-merge [-o OUT] [--partial] DIR | FILE...\n"
                    "  joins CROWN_TRACE's crown-trace.<rank>.json files on rank 0's clock\n"
-                   "  (default OUT: DIR/crown-trace.json)\n");
+                   "  (default OUT: DIR/crown-trace.json; --partial: merge a job whose ranks\n"
+                   "  did not all write a file, e.g. after MPI_Abort)\n");
       return a.starts_with("-h") || a == "--help" ? 0 : 2;
     } else
       args.push_back(a);
   }
   if (args.empty()) {
-    std::fprintf(stderr, "usage: crown-trace-merge [-o OUT] DIR | FILE...\n");
+    std::fprintf(stderr, "usage: crown-trace-merge [-o OUT] [--partial] DIR | FILE...\n");
     return 2;
   }
   if (out.empty()) {
@@ -190,7 +197,7 @@ int main(int argc, char** argv) {
     out = (fs::path(args[0]) / "crown-trace.json").string();
   }
   try {
-    merge(inputs(args), out);
+    merge(inputs(args), out, partial);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "crown-trace-merge: %s\n", e.what());
     return 1;

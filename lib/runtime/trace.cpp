@@ -269,9 +269,8 @@ void trace_begin(MPI_Comm world) {
       " us)");
 }
 
-void trace_finish() noexcept {
-  g_trace_on = false;
-  const std::lock_guard lock(g_mutex);
+namespace {
+void finish_locked() noexcept {
   session& s = g_session;
   if (!s.file) return;
   const bool ok = write_file(s);
@@ -280,6 +279,19 @@ void trace_finish() noexcept {
     log(log_level::error, "CROWN_TRACE: writing ", s.path, " failed: ", std::strerror(errno));
   s = session{};
   for (auto& b : g_buffers) b->clear();
+}
+} // namespace
+
+void trace_finish() noexcept {
+  g_trace_on = false;
+  const std::lock_guard lock(g_mutex);
+  finish_locked();
+}
+
+void trace_finish_before_abort() noexcept {
+  g_trace_on = false;
+  std::unique_lock lock(g_mutex, std::try_to_lock); // never wait on the way out
+  if (lock.owns_lock()) finish_locked();
 }
 
 } // namespace crown::detail

@@ -17,5 +17,9 @@ void trace_begin(MPI_Comm world);
 /// Turns recording off and writes every thread's events to the file; nothing without a
 /// trace_start. Reports a failed write as an error log line, never throws.
 void trace_finish() noexcept;
+/// trace_finish on the way to MPI_Abort (CROWN_WAIT_TIMEOUT): the open spans are written
+/// as unfinished, so the file shows what the rank was waiting for. Skipped if another
+/// thread holds the trace registry at that moment.
+void trace_finish_before_abort() noexcept;
 
 } // namespace crown::detail

@@ -2,6 +2,7 @@
 // than CROWN_WAIT_WARN names itself once; one longer than CROWN_WAIT_TIMEOUT ends the job.
 #include "layer_hooks.hpp"
 #include "runtime_state.hpp"
+#include "trace_control.hpp"
 #include <atomic>
 #include <crown/detail/wait.hpp>
 #include <crown/log.hpp>
@@ -69,6 +70,7 @@ void backoff::watch() noexcept {
       log(log_level::error, describe(site_), ": has waited ", static_cast<long>(waited),
           " s, longer than CROWN_WAIT_TIMEOUT (", timeout, " s with the scale). ",
           unserved ? unserved_cause() + " " : std::string(), "Aborting the job.");
+      trace_finish_before_abort(); // CROWN_TRACE: this rank's file, with the wait open
       MPI_Abort(MPI_COMM_WORLD, 1);
     }
     if (warned_) return;

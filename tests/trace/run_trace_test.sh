@@ -26,6 +26,23 @@ if [ "$np" -gt 1 ]; then # a rank's file missing: the merge names it and fails
     exit 1
   fi
   grep -q "the job had $np ranks but no file holds rank 1" <<<"$msg" || { echo "$msg" >&2; exit 1; }
+  "$merge" --partial "$work/partial" | grep -q "no file holds rank 1.* (--partial: merging the others)"
+fi
+
+# A wait that ends the job (CROWN_WAIT_TIMEOUT): the aborting rank still writes its file,
+# the wait it died in marked unfinished (np 2 only: each run costs about 3 s).
+if [ "$np" -eq 2 ]; then
+  if CROWN_TRACE=$work/stall CROWN_WAIT_TIMEOUT=1 run "$workload" --stall >/dev/null 2>&1; then
+    echo "the stalled run did not end with an error" >&2
+    exit 1
+  fi
+  "$python" - "$work/stall/crown-trace.0.json" <<'PY'
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+open_ = [e for e in events if e.get("args", {}).get("unfinished")]
+assert any(e["name"] == "sync_all" for e in open_), f"no unfinished sync_all: {open_}"
+print("stalled rank 0 wrote", len(events), "events; unfinished:", [e["name"] for e in open_])
+PY
 fi
 
 # 2. Unset: the run writes nothing (it runs in an empty directory).

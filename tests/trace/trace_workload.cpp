@@ -2,8 +2,13 @@
 // neighbour (800 bytes), a get from the left-hand one (400 bytes), co_sum (400 bytes),
 // co_broadcast (16 bytes from image 0) and sync_all; then, with workers, one actor call
 // from the controller to every worker. check_trace.py looks for exactly these.
+// With --stall, rank 0 waits in sync_all for ranks that sleep for 30 s: under
+// CROWN_WAIT_TIMEOUT it aborts the job and its trace must still be written.
+#include <chrono>
 #include <crown/crown.hpp>
 #include <cstdio>
+#include <string_view>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -22,6 +27,11 @@ int run(int argc, char** argv) {
   crown::runtime rt(argc, argv);
   const auto& w = rt.world();
   const int me = w.rank(), n = w.size(), right = (me + 1) % n, left = (me + n - 1) % n;
+  if (argc > 1 && std::string_view(argv[1]) == "--stall") {
+    if (me != 0) std::this_thread::sleep_for(std::chrono::seconds(30));
+    crown::sync_all(w);
+    return 0;
+  }
   crown::coarray<double> a(w, 100), b(w, 50);
   std::vector<double> mine(100, me), got(50);
   for (double& x : b.local()) x = me;
