@@ -233,9 +233,12 @@ app_options parse(int argc, char** argv) {
   if (o.memory_report && o.controller)
     usage("--memory-report is printed by SPMD runs; with --controller the ranks' memory stays "
           "on the actors");
-  if (o.controller && (o.auto_plan || o.calibrate || !o.cluster_file.empty()))
-    usage("--plan auto, --calibrate and --cluster run SPMD (every rank trains); controller mode "
-          "takes an explicit --plan");
+  if (o.controller &&
+      (o.auto_plan || o.calibrate || !o.cluster_file.empty() || !o.model_file.empty()))
+    usage("--plan auto, --calibrate, --cluster and --model-file run SPMD (every rank trains); "
+          "controller mode takes an explicit --plan");
+  if (o.train.optimizer != "adam" && o.train.optimizer != "sgd") // before any calibration
+    usage("--optimizer must be adam or sgd, not '" + o.train.optimizer + "'");
   if (o.auto_plan && micro) usage("--plan auto chooses the micro-batches; leave out --micro");
   if (o.controller && o.memory_budget > 0)
     usage("--memory-budget checks SPMD runs; controller mode takes none");
@@ -406,15 +409,15 @@ namespace plan = crown::plan;
 
 /// The planner's estimates, as --plan auto lists them.
 void print_estimates(const std::vector<plan::estimate>& ranked, double tokens_per_sample) {
+  constexpr double gib = 1 << 30;
   std::printf("%-4s %-36s %12s %12s %12s %12s %12s\n", "rank", "plan", "step_s", "tokens/s",
               "state_GiB", "act_GiB", "total_GiB");
   int rank = 0;
   for (const auto& e : ranked)
     std::printf("%-4d %-36s %12.4g %12.4g %12.4f %12.4f %12.4f\n", ++rank,
                 plan::to_string(e.plan).c_str(), e.step_seconds,
-                e.samples_per_second * tokens_per_sample, e.memory.model_state / 1073741824.0,
-                (e.memory.gathered + e.memory.activations) / 1073741824.0,
-                e.memory.total() / 1073741824.0);
+                e.samples_per_second * tokens_per_sample, e.memory.model_state / gib,
+                (e.memory.gathered + e.memory.activations) / gib, e.memory.total() / gib);
 }
 
 /// Writes `text` to `path` whole or not at all (a file beside it, renamed), or throws
@@ -433,18 +436,47 @@ void write_text(const std::string& path, const std::string& text) {
 /// Names the plan --plan auto chose, before an error of it.
 std::string chosen(const app_options& o) {
   if (!o.auto_plan) return {};
-  char text[160];
-  std::snprintf(text, sizeof text,
-                "the plan --plan auto chose (%s, predicted %.4g s per step) failed: ",
-                o.train.plan.to_string().c_str(), o.predicted_step);
+  char predicted[32];
+  std::snprintf(predicted, sizeof predicted, "%.4g", o.predicted_step);
+  return "the plan --plan auto chose (" + o.train.plan.to_string() + ", predicted " + predicted +
+         " s per step) failed: ";
+}
+
+/// A failure of the plan --plan auto chose on this rank alone: the others may wait for it in
+/// a collective, so the job ends, naming the plan and the cause.
+[[noreturn]] void abort_naming(crown::runtime& rt, const app_options& o, const std::exception& e) {
+  std::fprintf(stderr, "crown-train: rank %d: %s%s\n", rt.rank(), chosen(o).c_str(), e.what());
+  std::fflush(stderr);
+  MPI_Abort(rt.world().comm(), 1);
+  std::abort(); // MPI_Abort does not return
+}
+
+/// The text of `path`, read by rank 0 and sent to every rank (hosts need not share a file
+/// system); when rank 0 cannot read it, every rank throws its error.
+std::string read_on_rank0(const crown::mesh& world, const std::string& path) {
+  std::string text, context, problem;
+  if (world.rank() == 0) try {
+      text = plan::read_file(path);
+    } catch (const crown::error& e) {
+      context = e.context();
+      problem = e.message();
+    }
+  for (std::string* s : {&text, &context, &problem}) {
+    unsigned long n = s->size();
+    MPI_Bcast(&n, 1, MPI_UNSIGNED_LONG, 0, world.comm());
+    s->resize(n);
+    MPI_Bcast(s->data(), int(n), MPI_CHAR, 0, world.comm());
+  }
+  if (!problem.empty()) throw crown::argument_error(context, problem);
   return text;
 }
 
 /// What the planner does before training (--calibrate, --plan auto, --cluster, --model-file,
-/// --memory-budget), on every rank alike: measurements are agreed on (calibrate() returns
-/// the slowest rank's), files are read by every rank, and the search is deterministic.
-/// Returns the exit status when the run ends here, else nothing, with `o`'s plan, batch and
-/// predictions set.
+/// --memory-budget), on every rank alike: files are read by rank 0 and sent to all, every
+/// measurement is agreed on (the slowest rank's), and the search is deterministic. Files
+/// are read and checked first; calibration measures only what they do not give. Returns the
+/// exit status when the run ends here, else nothing, with `o`'s plan, batch and predictions
+/// set.
 template <typename T>
 std::optional<int> plan_first(crown::runtime& rt, app_options& o) {
   const bool times = o.auto_plan || o.calibrate || !o.cluster_file.empty();
@@ -457,7 +489,7 @@ std::optional<int> plan_first(crown::runtime& rt, app_options& o) {
     const int global = o.global_batch > 0
                            ? o.global_batch
                            : o.train.batch * (o.auto_plan ? workers : o.train.plan.dp);
-    plan::model m = train::planner_model(config, element);
+    plan::model m = train::planner_model(config, element); // no layer times: memory only
     plan::cluster c; // the job's shape; links and rates only matter to step times
     c.hosts = hosts;
     c.devices_per_host = per_host;
@@ -465,17 +497,33 @@ std::optional<int> plan_first(crown::runtime& rt, app_options& o) {
     c.peak_flops = 1;
     c.memory_bytes = std::numeric_limits<double>::infinity();
     c.intra_host = c.inter_host = {1, 0};
-    if (o.calibrate || (times && (o.cluster_file.empty() || o.model_file.empty()))) {
+    bool have_cluster = false, have_model = false;
+    if (!o.calibrate && !o.cluster_file.empty()) {
+      const std::string what = "cluster file '" + o.cluster_file + "'";
+      c = plan::parse_cluster(read_on_rank0(rt.world(), o.cluster_file), what);
+      train::check_cluster(c, what, hosts, per_host, element);
+      have_cluster = true;
+    }
+    if (!o.calibrate && !o.model_file.empty()) {
+      const std::string what = "model file '" + o.model_file + "'";
+      m = plan::parse_model(read_on_rank0(rt.world(), o.model_file), what);
+      train::check_model(m, what, config, element, o.train.optimizer);
+      have_model = true;
+    }
+    if (times && (!have_cluster || !have_model)) {
       const int micro = std::max(1, global / workers);
       if (show)
-        std::printf("crown-train: calibrating %s on %d ranks (%d host(s)), %d samples per "
-                    "layer...\n",
-                    config.to_string().c_str(), workers, hosts, micro);
-      const train::calibration cal =
-          train::calibrate<T>(rt.world(), rt.topology(), config, o.train.optimizer, micro);
-      m = cal.model;
-      c = cal.cluster;
-      if (show) std::fputs(cal.summary.c_str(), stdout);
+        std::printf("crown-train: calibrating %s%s%s of %s on %d ranks (%d host(s)), %d samples "
+                    "per layer...\n",
+                    have_cluster ? "" : "the cluster", have_cluster || have_model ? "" : " and ",
+                    have_model ? "" : "the layers", config.to_string().c_str(), workers, hosts,
+                    micro);
+      std::string summary;
+      if (!have_cluster)
+        c = train::calibrate_cluster<T>(rt.world(), rt.topology(), config, micro, summary);
+      if (!have_model)
+        m = train::calibrate_layers<T>(rt.world(), config, o.train.optimizer, micro, summary);
+      if (show) std::fputs(summary.c_str(), stdout);
     }
     if (o.calibrate) {
       const std::string cluster = o.cluster_file.empty() ? "crown-cluster.json" : o.cluster_file;
@@ -487,17 +535,10 @@ std::optional<int> plan_first(crown::runtime& rt, app_options& o) {
       }
       return 0;
     }
-    if (!o.cluster_file.empty()) {
-      const std::string what = "cluster file '" + o.cluster_file + "'";
-      c = plan::parse_cluster(plan::read_file(o.cluster_file), what);
-      train::check_cluster(c, what, hosts, per_host, element);
-    }
-    if (!o.model_file.empty()) {
-      const std::string what = "model file '" + o.model_file + "'";
-      m = plan::parse_model(plan::read_file(o.model_file), what);
-      train::check_model(m, what, config, element);
-    }
-    const double budget = o.memory_budget > 0 ? o.memory_budget : c.memory_bytes;
+    // The cluster's memory per rank less this rank's symmetric heap, which the accounting
+    // allocator does not see.
+    const double budget =
+        o.memory_budget > 0 ? o.memory_budget : c.memory_bytes - double(rt.config().heap_size);
     const plan::training t = train::planner_training(global, element, o.train.optimizer, budget);
     plan::estimate e;
     if (o.auto_plan) {
@@ -529,22 +570,16 @@ std::optional<int> plan_first(crown::runtime& rt, app_options& o) {
     if (o.memory_budget > 0 && e.memory.total() > o.memory_budget)
       throw crown::argument_error("--memory-budget",
                                   "plan " + o.train.plan.to_string() + " needs " +
-                                      train::size_text(e.memory.total()) +
-                                      " per rank by the planner's memory model (model state " +
-                                      train::size_text(e.memory.model_state) + ", gathered " +
-                                      train::size_text(e.memory.gathered) + ", activations " +
-                                      train::size_text(e.memory.activations) +
-                                      "), over the budget of " + train::size_text(o.memory_budget));
+                                      train::memory_text(e.memory) +
+                                      " per rank by the planner's memory model, over the budget "
+                                      "of " +
+                                      train::size_text(o.memory_budget));
     o.predicted_memory = e.memory.total();
     o.predicted_step = times ? e.step_seconds : 0;
     if (show) {
       std::printf("crown-train: planned %s: ", o.train.plan.to_string().c_str());
       if (times) std::printf("predicted %.4g s per step, ", e.step_seconds);
-      std::printf("%s per rank at most (model state %s, gathered %s, activations %s)\n",
-                  train::size_text(e.memory.total()).c_str(),
-                  train::size_text(e.memory.model_state).c_str(),
-                  train::size_text(e.memory.gathered).c_str(),
-                  train::size_text(e.memory.activations).c_str());
+      std::printf("%s per rank at most\n", train::memory_text(e.memory).c_str());
     }
   } catch (const crown::error& e) {
     std::fprintf(stderr, "crown-train: %s\n", e.what()); // names the rank
@@ -562,6 +597,9 @@ int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::co
   } catch (const crown::argument_error& e) {
     std::fprintf(stderr, "crown-train: %s%s\n", chosen(o).c_str(), e.what());
     return 2;
+  } catch (const std::exception& e) { // on this rank alone (out of memory): end the job
+    if (!o.auto_plan) throw;
+    abort_naming(rt, o, e);
   }
   par::trainer<T>& t = *made;
   const bool show = rt.rank() == 0;
@@ -585,12 +623,9 @@ int spmd(crown::runtime& rt, const app_options& o, std::shared_ptr<const par::co
   std::optional<train::report> done;
   try {
     done.emplace(run_steps(o, t.tokens_per_step(), d, show, stopped));
-  } catch (const crown::error& e) {
+  } catch (const std::exception& e) {
     if (!o.auto_plan) throw;
-    // The other ranks may wait for this one in a collective: end the job, naming the cause.
-    std::fprintf(stderr, "crown-train: rank %d: %s%s\n", rt.rank(), chosen(o).c_str(), e.what());
-    std::fflush(stderr);
-    MPI_Abort(rt.world().comm(), 1);
+    abort_naming(rt, o, e);
   }
   auto& rep = *done;
   if (stopped > 0) return crown::stop_exit_status; // every rank: they agreed
@@ -667,19 +702,25 @@ int main(int argc, char** argv) {
   const crown::stop_signals* stopping = stop ? &*stop : nullptr;
   crown::runtime rt(argc, argv);
   par::nn::set_blas_threads(o.threads);
-  if (!o.controller) // --plan auto chooses o's plan here
+  std::shared_ptr<const par::corpus> data;
+  auto checked = [&] { // every rank checks everything before any work starts, and fails alike
+    try {
+      const int workers = rt.size() - (o.controller ? 1 : 0);
+      par::check_options(o.train, workers);
+      data = std::make_shared<const par::corpus>(o.data, o.train.model.context);
+      return true;
+    } catch (const crown::error& e) {
+      std::fprintf(stderr, "crown-train: %s\n", e.what());
+      return false;
+    }
+  };
+  // A plan given is checked before planning; the one --plan auto chooses, after.
+  if (!o.auto_plan && !o.calibrate && !checked()) return 2;
+  if (!o.controller)
     if (const auto done =
             o.dtype == "double" ? plan_first<double>(rt, o) : plan_first<float>(rt, o))
       return *done;
-  std::shared_ptr<const par::corpus> data;
-  try { // every rank checks everything before any work starts, and fails alike
-    const int workers = rt.size() - (o.controller ? 1 : 0);
-    par::check_options(o.train, workers);
-    data = std::make_shared<const par::corpus>(o.data, o.train.model.context);
-  } catch (const crown::error& e) {
-    std::fprintf(stderr, "crown-train: %s\n", e.what());
-    return 2;
-  }
+  if (o.auto_plan && !checked()) return 2;
   if (o.controller) {
     if (rt.rank() != 0) data.reset(); // actors read their own copy
     return o.dtype == "double" ? controlled<double>(rt, o, stopping)

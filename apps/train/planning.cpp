@@ -24,7 +24,9 @@ plan::model planner_model(const par::gpt_config& c, int element_bytes) {
   m.hidden = c.channels;
   m.vocabulary = c.vocabulary;
   m.tokens_per_sample = T;
-  m.workspace_bytes = 14 * T * C * e; // gpt's scratch: the gradients backward passes along
+  // gpt's scratch: 14 rows of C per token (gradients backward passes along); its 2·T·T
+  // elements for attention's backward, a constant, are left out.
+  m.workspace_bytes = 14 * T * C * e;
   for (int b = 0; b < c.blocks; ++b) {
     plan::layer l;
     l.name = b == 0 ? "embeddings+h0" : std::string("h").append(std::to_string(b));
@@ -95,8 +97,6 @@ par::plan to_plan(const plan::plan_choice& c) {
 plan::estimate predict(const plan::model& m, const plan::cluster& c, const plan::training& t,
                        const par::plan& p, int blocks) {
   const plan::plan_choice choice = to_choice(p, blocks);
-  if (std::string why = plan::kind_problem(m, c, t, choice.kind); !why.empty())
-    throw crown::argument_error("the planner", "plan " + p.to_string() + ": " + why);
   return plan::cost_model(m, c, t, choice.kind).evaluate(choice.stages);
 }
 
@@ -108,6 +108,11 @@ std::string size_text(double bytes) {
   while (v >= 1024 && u < 4) v /= 1024, ++u;
   std::snprintf(text, sizeof text, u == 0 ? "%.0f %s" : "%.2f %s", v, units[u]);
   return text;
+}
+
+std::string memory_text(const plan::memory_use& m) {
+  return size_text(m.total()) + " (model state " + size_text(m.model_state) + ", gathered " +
+         size_text(m.gathered) + ", activations " + size_text(m.activations) + ")";
 }
 
 void check_cluster(const plan::cluster& c, const std::string& what, int hosts, int per_host,
@@ -125,7 +130,7 @@ void check_cluster(const plan::cluster& c, const std::string& what, int hosts, i
 }
 
 void check_model(const plan::model& m, const std::string& what, const par::gpt_config& config,
-                 int element_bytes) {
+                 int element_bytes, const std::string& optimizer) {
   const plan::model mine = planner_model(config, element_bytes);
   auto fail = [&](const std::string& rule) {
     throw crown::argument_error(what, rule + " (calibrate this model: crown-train --calibrate " +
@@ -138,6 +143,11 @@ void check_model(const plan::model& m, const std::string& what, const par::gpt_c
       m.tokens_per_sample != mine.tokens_per_sample)
     fail("is a model of hidden " + std::to_string(m.hidden) + ", " + std::to_string(m.heads) +
          " heads, vocabulary " + std::to_string(m.vocabulary) + ", not this " + config.to_string());
+  if (!m.optimizer.empty() && m.optimizer != optimizer)
+    fail("timed the " + m.optimizer + " optimizer's step, this run uses " + optimizer);
+  if (m.workspace_bytes != mine.workspace_bytes)
+    fail("has a workspace of " + std::to_string(m.workspace_bytes) + " bytes per sample, this " +
+         "model at " + precision_of(element_bytes) + " " + std::to_string(mine.workspace_bytes));
   for (std::size_t l = 0; l < m.layers.size(); ++l)
     if (m.layers[l].activation_bytes != mine.layers[l].activation_bytes)
       fail("layer " + std::to_string(l) + " keeps " + std::to_string(m.layers[l].activation_bytes) +
@@ -205,28 +215,13 @@ std::pair<int, int> job_hosts(const crown::mesh& workers, const crown::topology&
 }
 
 template <typename T>
-calibration calibrate(const crown::mesh& workers, const crown::topology& where,
-                      const par::gpt_config& config, const std::string& optimizer,
-                      int micro_batch) {
-  calibration cal;
-  const auto [hosts, per_host] = job_hosts(workers, where);
+plan::model calibrate_layers(const crown::mesh& workers, const par::gpt_config& config,
+                             const std::string& optimizer, int micro_batch, std::string& summary) {
+  plan::model model = planner_model(config, sizeof(T));
+  model.optimizer = optimizer;
   const int L = config.blocks, B = micro_batch;
   const std::size_t N = std::size_t(B) * config.context, C = std::size_t(config.channels);
-  cal.model = planner_model(config, sizeof(T));
   char line[256];
-
-  // The GEMM rate at the model's largest shape: the MLP's first layer.
-  {
-    std::vector<T> out(N * 4 * C), in(N * C, T(0.5)), w(4 * C * C, T(0.01));
-    const double s = timed(workers, 7, [&] {
-      par::nn::linear_forward<T>(out, in, w, {}, int(N), int(C), int(4 * C));
-    });
-    cal.gemm_flops = 2.0 * double(N) * double(C) * 4.0 * double(C) / s;
-    std::snprintf(line, sizeof line, "GEMM %zux%zux%zu: %.2f GFLOP/s per rank\n", N, C, 4 * C,
-                  cal.gemm_flops / 1e9);
-    cal.summary += line;
-  }
-
   // Each kind of layer on its own (first, middle, last block), as a one-block pipeline stage.
   std::mt19937 random(1234);
   std::normal_distribution<double> normal(0, 1);
@@ -265,7 +260,7 @@ calibration calibrate(const crown::mesh& workers, const crown::topology& where,
       else
         adam->step(g.params(), grads);
     });
-    plan::layer& l = cal.model.layers[std::size_t(block)];
+    plan::layer& l = model.layers[std::size_t(block)];
     l.forward_seconds = fwd / B;
     l.backward_seconds = std::max(both - fwd, 1e-9) / B;
     l.optimizer_seconds = opt;
@@ -273,29 +268,47 @@ calibration calibrate(const crown::mesh& workers, const crown::topology& where,
                   "layer %-22s forward %8.3f ms, backward %8.3f ms at %d samples; %s step "
                   "%7.3f ms\n",
                   l.name.c_str(), fwd * 1e3, (both - fwd) * 1e3, B, optimizer.c_str(), opt * 1e3);
-    cal.summary += line;
+    summary += line;
   };
   measure(0);
   if (L > 2) measure(1);
   if (L > 1) measure(L - 1);
   for (int b = 2; b < L - 1; ++b) { // the middle blocks are alike
-    plan::layer& l = cal.model.layers[std::size_t(b)];
-    const plan::layer& one = cal.model.layers[1];
+    plan::layer& l = model.layers[std::size_t(b)];
+    const plan::layer& one = model.layers[1];
     l.forward_seconds = one.forward_seconds;
     l.backward_seconds = one.backward_seconds;
     l.optimizer_seconds = one.optimizer_seconds;
   }
+  return model;
+}
 
-  // Links: an all-reduce within a host (all its ranks) and across hosts (one rank per host).
-  plan::cluster& c = cal.cluster;
+template <typename T>
+plan::cluster calibrate_cluster(const crown::mesh& workers, const crown::topology& where,
+                                const par::gpt_config& config, int micro_batch,
+                                std::string& summary) {
+  const auto [hosts, per_host] = job_hosts(workers, where);
+  const std::size_t N = std::size_t(micro_batch) * config.context, C = std::size_t(config.channels);
+  char line[256];
+  plan::cluster c;
   c.hosts = hosts;
   c.devices_per_host = per_host;
   c.precision = precision_of(sizeof(T));
-  c.peak_flops = cal.gemm_flops;
   c.achievable_fraction = 1;
+  { // The GEMM rate at the model's largest shape: the MLP's first layer.
+    std::vector<T> out(N * 4 * C), in(N * C, T(0.5)), w(4 * C * C, T(0.01));
+    const double s = timed(workers, 7, [&] {
+      par::nn::linear_forward<T>(out, in, w, {}, int(N), int(C), int(4 * C));
+    });
+    c.peak_flops = 2.0 * double(N) * double(C) * 4.0 * double(C) / s;
+    std::snprintf(line, sizeof line, "GEMM %zux%zux%zu: %.2f GFLOP/s per rank\n", N, C, 4 * C,
+                  c.peak_flops / 1e9);
+    summary += line;
+  }
   c.memory_bytes =
       double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / where.host().ranks;
   crown::co_min(workers, c.memory_bytes); // the same on every rank: the smallest host's share
+  // Links: an all-reduce within a host (all its ranks) and across hosts (one rank per host).
   const crown::mesh grid = workers.reshape({{"host", hosts}, {"local", per_host}});
   if (per_host > 1) c.intra_host = fit_link<T>(workers, grid.sub({"local"}));
   if (hosts > 1) c.inter_host = fit_link<T>(workers, grid.sub({"host"}));
@@ -307,14 +320,18 @@ calibration calibrate(const crown::mesh& workers, const crown::topology& where,
     if (real) {
       std::snprintf(line, sizeof line, "all-reduce %s: latency %.2f us, bandwidth %.2f GB/s\n",
                     name, l.latency * 1e6, l.bandwidth / 1e9);
-      cal.summary += line;
+      summary += line;
     }
-  return cal;
+  return c;
 }
 
-template calibration calibrate<float>(const crown::mesh&, const crown::topology&,
-                                      const par::gpt_config&, const std::string&, int);
-template calibration calibrate<double>(const crown::mesh&, const crown::topology&,
-                                       const par::gpt_config&, const std::string&, int);
+template plan::model calibrate_layers<float>(const crown::mesh&, const par::gpt_config&,
+                                             const std::string&, int, std::string&);
+template plan::model calibrate_layers<double>(const crown::mesh&, const par::gpt_config&,
+                                              const std::string&, int, std::string&);
+template plan::cluster calibrate_cluster<float>(const crown::mesh&, const crown::topology&,
+                                                const par::gpt_config&, int, std::string&);
+template plan::cluster calibrate_cluster<double>(const crown::mesh&, const crown::topology&,
+                                                 const par::gpt_config&, int, std::string&);
 
 } // namespace train

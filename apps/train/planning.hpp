@@ -35,24 +35,21 @@ namespace train {
 /// "fp32" or "fp64": the precision names the planner's files use for float and double.
 [[nodiscard]] std::string precision_of(int element_bytes);
 
-/// What calibrate() measured: the job's cluster (its hosts and ranks per host, the GEMM rate
-/// at the model's shapes, each level's all-reduce fitted to latency and bandwidth) and the
-/// model with each layer's forward, backward and optimizer times.
-struct calibration {
-  crown::plan::cluster cluster;
-  crown::plan::model model;
-  double gemm_flops = 0; ///< per rank, all ranks multiplying at once
-  std::string summary;   ///< what was measured, for a person
-};
-
-/// Measures on `workers`, the ranks `where` describes (collective; every rank gets the same
-/// result: the slowest rank's time of each measurement). Layers run at `micro_batch` samples
-/// on every rank at once, as in training. Ranks must be placed host by host (CROWN_FAKE_HOSTS
-/// places them so), as many on every host; argument_error otherwise. T is float or double.
+/// Measurements on `workers`, the ranks `where` describes (collective; every rank gets the
+/// same result: the slowest rank's median of each timing), every rank at once, as in
+/// training; `summary` gets a line per figure. calibrate_layers(): each kind of layer's
+/// forward, backward and optimizer-step time at `micro_batch` samples, into
+/// planner_model(). calibrate_cluster(): the job's hosts and ranks per host (job_hosts()),
+/// the GEMM rate at the model's largest shape, an all-reduce within a host and across hosts
+/// fitted to latency and bandwidth, and the memory per rank. T is float or double.
 template <typename T>
-[[nodiscard]] calibration calibrate(const crown::mesh& workers, const crown::topology& where,
-                                    const crown::parallel::gpt_config& config,
-                                    const std::string& optimizer, int micro_batch);
+[[nodiscard]] crown::plan::model
+calibrate_layers(const crown::mesh& workers, const crown::parallel::gpt_config& config,
+                 const std::string& optimizer, int micro_batch, std::string& summary);
+template <typename T>
+[[nodiscard]] crown::plan::cluster
+calibrate_cluster(const crown::mesh& workers, const crown::topology& where,
+                  const crown::parallel::gpt_config& config, int micro_batch, std::string& summary);
 
 /// The hosts of `workers` (the ranks `where` describes) and the ranks on each; argument_error
 /// unless ranks are placed host by host, as many on each (as the planner's cluster assumes).
@@ -65,9 +62,11 @@ template <typename T>
 void check_cluster(const crown::plan::cluster& c, const std::string& what, int hosts, int per_host,
                    int element_bytes);
 void check_model(const crown::plan::model& m, const std::string& what,
-                 const crown::parallel::gpt_config& config, int element_bytes);
+                 const crown::parallel::gpt_config& config, int element_bytes,
+                 const std::string& optimizer);
 
-/// The cost model's estimate of `p` (its stages as the trainer splits them).
+/// The cost model's estimate of `p` (its stages as the trainer splits them), a plan the
+/// trainer accepts (check_options()).
 [[nodiscard]] crown::plan::estimate predict(const crown::plan::model& m,
                                             const crown::plan::cluster& c,
                                             const crown::plan::training& t,
@@ -75,5 +74,7 @@ void check_model(const crown::plan::model& m, const std::string& what,
 
 /// "1.23 GiB", "17.50 MiB", "512 bytes"
 [[nodiscard]] std::string size_text(double bytes);
+/// "1.23 GiB (model state 0.50 GiB, gathered 0 bytes, activations 0.73 GiB)"
+[[nodiscard]] std::string memory_text(const crown::plan::memory_use& m);
 
 } // namespace train

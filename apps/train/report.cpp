@@ -35,12 +35,12 @@ void report::add(const step_record& r) {
   if (csv_) {
     char eval[32] = "";
     if (r.eval_loss >= 0) std::snprintf(eval, sizeof eval, "%.17g", r.eval_loss);
-    char predicted[64] = ",";
-    if (predicted_step_ > 0 || predicted_memory_ > 0)
-      std::snprintf(predicted, sizeof predicted, "%.6g,%.0f", predicted_step_, predicted_memory_);
-    std::fprintf(csv_.get(), "%ld,%.17g,%s,%.6f,%.1f,%.3f,%.6f,\"%s\",%s\n", r.step, r.loss, eval,
-                 r.seconds, r.tokens_per_second, r.hidden_fraction, r.step_seconds, plan_.c_str(),
-                 predicted);
+    char step[32] = "", memory[32] = ""; // empty: not predicted
+    if (predicted_step_ > 0) std::snprintf(step, sizeof step, "%.6g", predicted_step_);
+    if (predicted_memory_ > 0) std::snprintf(memory, sizeof memory, "%.0f", predicted_memory_);
+    std::fprintf(csv_.get(), "%ld,%.17g,%s,%.6f,%.1f,%.3f,%.6f,\"%s\",%s,%s\n", r.step, r.loss,
+                 eval, r.seconds, r.tokens_per_second, r.hidden_fraction, r.step_seconds,
+                 plan_.c_str(), step, memory);
     std::fflush(csv_.get());
   }
   if (quiet_) return;

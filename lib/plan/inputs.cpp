@@ -243,6 +243,7 @@ std::string to_json(const model& m) {
     if (v > 0) o.integer(key, v);
   if (m.tokens_per_sample > 0) o.number("tokens_per_sample", m.tokens_per_sample);
   if (m.workspace_bytes > 0) o.number("workspace_bytes", m.workspace_bytes);
+  if (!m.optimizer.empty()) o.text("optimizer", m.optimizer);
   w.Key("layers");
   w.StartArray();
   for (const layer& l : m.layers) {
@@ -320,13 +321,19 @@ model parse_model(std::string_view json, std::string_view what) {
     return gpt_model(g, e);
   }
   r.keys(d, "",
-         {"layers", "heads", "hidden", "vocabulary", "tokens_per_sample", "workspace_bytes"});
+         {"layers", "heads", "hidden", "vocabulary", "tokens_per_sample", "workspace_bytes",
+          "optimizer"});
   model m;
   m.heads = r.count(d, "", "heads", false, 0);
   m.hidden = r.count(d, "", "hidden", false, 0);
   m.vocabulary = r.count(d, "", "vocabulary", false, 0);
   m.tokens_per_sample = r.number(d, "", "tokens_per_sample", false, true, 0);
   m.workspace_bytes = r.number(d, "", "workspace_bytes", false, false, 0);
+  if (r.find(d, "optimizer")) {
+    m.optimizer = r.text(d, "", "optimizer");
+    if (m.optimizer != "adam" && m.optimizer != "sgd")
+      r.fail("optimizer", "must be \"adam\" or \"sgd\"", d["optimizer"]);
+  }
   const value& layers = r.need(d, "", "layers");
   if (!layers.IsArray() || layers.Empty())
     r.fail("layers", "must be a non-empty array of layers (or give \"gpt\" instead)", layers);

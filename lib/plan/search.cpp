@@ -47,8 +47,9 @@ public:
     return sec_[j] - sec_[i] + cm_.boundary_seconds(j);
   }
   [[nodiscard]] double bottleneck(int i, int j, double t) const {
+    // The optimizer's difference first: never below (m-1)t, which the search prunes on.
     return (cm_.kind().micro - 1) * t + cm_.sync_seconds(grad_[j] - grad_[i], back_[j] - back_[i]) +
-           optimizer_[j] - optimizer_[i];
+           (optimizer_[j] - optimizer_[i]);
   }
   [[nodiscard]] double memory(int s, int i, int j, const cost_model::layer_maxima& max) const {
     return cm_.stage_memory(s, par_[j] - par_[i], stored_[j] - stored_[i], max).total();
@@ -190,6 +191,7 @@ split best_split(const cost_model& cm, double cutoff, double& objective) {
     const double W = bounds[at];
     if (least_sum + W >= std::min(objective, cutoff)) break;
     split s = dp.best(W);
+    if (s.sum == inf) continue; // (not expected: W is at least the smallest feasible bound)
     const double value = s.sum + dp.worst(s.stages);
     if (value < objective) {
       objective = value;

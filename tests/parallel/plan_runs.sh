@@ -4,11 +4,12 @@
 # - --calibrate on 2 ranks writes a cluster file (1 host x 2 devices, fp64) and a model file
 #   (one layer per block, each with measured forward, backward and optimizer seconds);
 # - --plan auto on those files runs the plan it prints first: its float64 loss curve equals,
-#   bitwise, that of the same plan given by hand; the CSV names the plan and the prediction;
+#   bitwise, that of the same plan given by hand; the CSV names the plan and the predictions;
+#   a plan given with --cluster gets a predicted step in its CSV too;
 # - the planner's memory per rank is within 10% of the accounting allocator's peak (the
 #   largest rank) under dp=2, tp=2, pp=2 with 2 micro-batches and FULL_SHARD;
 # - bad input, each a clear error and no step run: a cluster file of 2 devices on 1 rank, one
-#   measured in fp64 for a float run, a model file of another model, a plan over
+#   measured in fp64 for a float run, a model file of another model or optimizer, a plan over
 #   --memory-budget, --plan auto with nothing that fits, --plan auto in controller mode; a
 #   rank killed during calibration (the job fails naming it, no file is left), and a plan
 #   --plan auto chose that fails while training (named, with its prediction).
@@ -58,6 +59,9 @@ first=$(awk '$1 == "1" { print $2 }' auto.txt)
 grep -q ",\"$chosen\",[0-9.e-]*,[0-9]*$" auto.csv || fail "CSV: $(tail -n 1 auto.csv)"
 run 2 --dtype double --steps 4 --global-batch 8 --plan "$chosen" --csv hand.csv > /dev/null
 cmp <(cut -d, -f1,2 auto.csv) <(cut -d, -f1,2 hand.csv) || fail "auto's losses differ from $chosen's"
+run 2 --dtype double --steps 2 --global-batch 8 --plan tp=2 --cluster c2.json --model-file m2.json \
+  --csv tp.csv > /dev/null
+grep -q ',"dp=1,tp=2",[0-9.e-]*[1-9][0-9.e-]*,[0-9]*$' tp.csv || fail "tp=2 CSV: $(tail -n 1 tp.csv)"
 echo "ok: --plan auto ran $chosen (its losses equal the hand-given plan's, bitwise)"
 
 # Memory: the planner's model against the accounting allocator.
@@ -77,13 +81,15 @@ expect_error "cluster of another precision" "was measured in fp64, this run trai
   2 --plan dp=2 --cluster c2.json --model-file m2.json
 expect_error "model file of another model" "has 4 layers, this model 3 blocks" \
   2 --dtype double --blocks 3 --plan dp=2 --cluster c2.json --model-file m2.json
+expect_error "model file of another optimizer" "timed the adam optimizer's step, this run uses sgd" \
+  2 --dtype double --optimizer sgd --plan dp=2 --cluster c2.json --model-file m2.json
 expect_error "over the memory budget" "over the budget of" 2 --plan dp=2 --memory-budget 64K
 expect_error "nothing fits" "no plan of 2 ranks runs this model within" \
   2 --dtype double --plan auto --cluster c2.json --model-file m2.json --memory-budget 64K
 expect_error "auto in controller mode" "controller mode takes an explicit --plan" \
   3 --plan auto --controller
 status=0
-"$mpiexec" -np 2 --oversubscribe -x OPENBLAS_NUM_THREADS -x CROWN_FAULT=kill:rank=1:at=co_sum:count=1 \
+"$mpiexec" -np 2 --oversubscribe -x OPENBLAS_NUM_THREADS -x CROWN_FAULT=kill:rank=1:at=co_sum:count=6 \
   "$train" "${model[@]}" --calibrate --cluster k.json --model-file k2.json > out.txt 2> err.txt ||
   status=$?
 [ "$status" -ne 0 ] || fail "a calibration with a dead rank exited 0"

@@ -39,8 +39,10 @@ random_case make_random(std::mt19937& g) {
       x.backward_seconds = 2 * x.forward_seconds;
     }
     x.tp_allreduce_bytes = uniform(0, 1e7);
+    if (pick(0, 1) == 0) x.optimizer_seconds = uniform(0, 1e-2);
     r.m.layers.push_back(x);
   }
+  if (pick(0, 1) == 0) r.m.workspace_bytes = uniform(0, 1e8);
   r.m.heads = std::array{0, 4, 6, 8}[pick(0, 3)];
   const int hosts = pick(1, 2);
   r.c.hosts = hosts;
@@ -224,6 +226,7 @@ BOOST_AUTO_TEST_CASE(json_round_trip) {
   m.hidden = 64;
   m.vocabulary = 256;
   m.workspace_bytes = 1.0 / 3;
+  m.optimizer = "sgd";
   m.layers[0].forward_seconds = 1e-3 / 7;
   m.layers[0].backward_seconds = 2e-3 / 7;
   m.layers[0].optimizer_seconds = 1e-5 / 3;
@@ -232,6 +235,7 @@ BOOST_AUTO_TEST_CASE(json_round_trip) {
   BOOST_TEST(back.hidden == 64);
   BOOST_TEST(back.vocabulary == 256);
   BOOST_TEST(back.workspace_bytes == m.workspace_bytes);
+  BOOST_TEST(back.optimizer == "sgd");
   BOOST_TEST(back.layers[0].parameters == 1000.0);
   BOOST_TEST(back.layers[0].forward_flops == 1e6);
   BOOST_TEST(back.layers[0].forward_seconds == m.layers[0].forward_seconds);

@@ -31,6 +31,7 @@ struct model {
   int heads = 0, hidden = 0, vocabulary = 0;
   double tokens_per_sample = 0;
   double workspace_bytes = 0;
+  std::string optimizer; ///< the optimizer its layers' optimizer_seconds were measured with
 };
 
 /// A GPT-style transformer, described by its shape (Megatron-LM's layout: embeddings in the
@@ -83,7 +84,7 @@ struct training {
 [[nodiscard]] cluster parse_cluster(std::string_view json, std::string_view what);
 [[nodiscard]] training parse_training(std::string_view json, std::string_view what);
 /// Writers: the per-layer form of parse_model() and the form of parse_cluster(), which read
-/// them back unchanged.
+/// them back equal (to rounding where the file's units differ: GB/s, us, TFLOP/s, GiB).
 [[nodiscard]] std::string to_json(const model& m);
 [[nodiscard]] std::string to_json(const cluster& c);
 /// Reads a whole file (argument_error naming it if it cannot).
