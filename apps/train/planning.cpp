@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <optional>
 #include <random>
+#include <thread>
 #include <unistd.h>
 
 namespace train {
@@ -197,6 +198,39 @@ plan::link fit_link(const crown::mesh& world, const crown::mesh& group) {
   return l;
 }
 
+/// What a co_sum over `group` issued from a second thread (as FSDP issues its gathers) costs
+/// `compute` running meanwhile on this one, per call, at a small and a large size, fitted to
+/// the ring's formula like a link: nothing where a spare core runs it.
+template <typename T, class F>
+plan::link fit_beside_compute(const crown::mesh& world, const crown::mesh& group, F&& compute) {
+  constexpr int calls = 16;
+  constexpr std::size_t small = 512, large = std::size_t{1} << 18; // elements
+  std::vector<T> x(large, T(1));
+  const double alone = timed(world, 5, compute);
+  auto cost = [&](std::size_t count) {
+    const double with = timed(world, 5, [&] {
+      std::exception_ptr failed;
+      std::thread beside([&] {
+        try {
+          for (int k = 0; k < calls; ++k) crown::co_sum(group, std::span<T>(x.data(), count));
+        } catch (...) {
+          failed = std::current_exception();
+        }
+      });
+      compute();
+      beside.join();
+      if (failed) std::rethrow_exception(failed);
+    });
+    return std::max(0.0, with - alone) / calls;
+  };
+  const double t_small = cost(small), t_large = cost(large), n = group.size();
+  const double b_small = double(small * sizeof(T)), b_large = double(large * sizeof(T));
+  plan::link l;
+  l.bandwidth = 2 * (n - 1) / (n * std::max(t_large - t_small, 1e-12) / (b_large - b_small));
+  l.latency = std::max(0.0, (t_small - 2 * (n - 1) * b_small / (n * l.bandwidth)) / (2 * (n - 1)));
+  return l;
+}
+
 } // namespace
 
 std::pair<int, int> job_hosts(const crown::mesh& workers, const crown::topology& where) {
@@ -295,16 +329,14 @@ plan::cluster calibrate_cluster(const crown::mesh& workers, const crown::topolog
   c.devices_per_host = per_host;
   c.precision = precision_of(sizeof(T));
   c.achievable_fraction = 1;
-  { // The GEMM rate at the model's largest shape: the MLP's first layer.
-    std::vector<T> out(N * 4 * C), in(N * C, T(0.5)), w(4 * C * C, T(0.01));
-    const double s = timed(workers, 7, [&] {
-      par::nn::linear_forward<T>(out, in, w, {}, int(N), int(C), int(4 * C));
-    });
-    c.peak_flops = 2.0 * double(N) * double(C) * 4.0 * double(C) / s;
-    std::snprintf(line, sizeof line, "GEMM %zux%zux%zu: %.2f GFLOP/s per rank\n", N, C, 4 * C,
-                  c.peak_flops / 1e9);
-    summary += line;
-  }
+  // The GEMM rate at the model's largest shape: the MLP's first layer.
+  std::vector<T> out(N * 4 * C), in(N * C, T(0.5)), w(4 * C * C, T(0.01));
+  auto gemm = [&] { par::nn::linear_forward<T>(out, in, w, {}, int(N), int(C), int(4 * C)); };
+  const double gemm_seconds = timed(workers, 7, gemm);
+  c.peak_flops = 2.0 * double(N) * double(C) * 4.0 * double(C) / gemm_seconds;
+  std::snprintf(line, sizeof line, "GEMM %zux%zux%zu: %.2f GFLOP/s per rank\n", N, C, 4 * C,
+                c.peak_flops / 1e9);
+  summary += line;
   c.memory_bytes =
       double(sysconf(_SC_PHYS_PAGES)) * double(sysconf(_SC_PAGESIZE)) / where.host().ranks;
   crown::co_min(workers, c.memory_bytes); // the same on every rank: the smallest host's share
@@ -315,6 +347,17 @@ plan::cluster calibrate_cluster(const crown::mesh& workers, const crown::topolog
   if (per_host == 1) c.intra_host = c.inter_host; // no such link: never used
   if (hosts == 1) c.inter_host = c.intra_host;
   if (workers.size() == 1) c.intra_host = c.inter_host = {1e12, 0}; // nothing to measure
+  if (workers.size() > 1) { // about 40 ms of GEMMs under 16 collectives
+    const int reps = std::max(1, int(0.04 / gemm_seconds));
+    c.beside_compute = fit_beside_compute<T>(
+        workers, per_host > 1 ? grid.sub({"local"}) : grid.sub({"host"}), [&] {
+          for (int r = 0; r < reps; ++r) gemm();
+        });
+    std::snprintf(line, sizeof line,
+                  "a collective beside compute costs it: latency %.2f us, bandwidth %.2f GB/s\n",
+                  c.beside_compute.latency * 1e6, c.beside_compute.bandwidth / 1e9);
+    summary += line;
+  }
   for (auto [name, l, real] : {std::tuple{"within a host", c.intra_host, per_host > 1},
                                {"across hosts", c.inter_host, hosts > 1}})
     if (real) {

@@ -148,7 +148,13 @@ cost_model::cost_model(const model& m, const cluster& c, const training& t, cons
     else if (k.shard == sharding::shard_grad_op)
       fsdp = gather(shard_ranks, x.params * pb, shard_link) +
              gather(shard_ranks, x.grad_bytes, shard_link);
-    x.seconds = std::max(x.compute + tp_comm, fsdp); // FSDP's traffic runs beside compute
+    // FSDP's traffic runs beside compute, costing it what the cluster says such traffic does.
+    double exposed = 0;
+    if (c.beside_compute.bandwidth > 0 && k.shard != sharding::no_shard)
+      exposed = (k.shard == sharding::shard_grad_op ? 1 : 2) *
+                    gather(shard_ranks, x.params * pb, c.beside_compute) +
+                gather(shard_ranks, x.grad_bytes, c.beside_compute);
+    x.seconds = std::max(x.compute + tp_comm + exposed, fsdp);
     x.full = (l.activation_bytes / tp + l.replicated_activation_bytes) * b;
     x.stored = t.recompute ? l.input_bytes * b : x.full;
     x.input_bytes = l.input_bytes * b;

@@ -278,7 +278,10 @@ std::string to_json(const cluster& c) {
   o.text("precision", c.precision);
   o.number("peak_tflops", c.peak_flops / 1e12);
   o.number("achievable_fraction", c.achievable_fraction);
-  for (auto [key, l] : {std::pair{"intra_host", &c.intra_host}, {"inter_host", &c.inter_host}}) {
+  for (auto [key, l] : {std::pair{"intra_host", &c.intra_host},
+                        {"inter_host", &c.inter_host},
+                        {"beside_compute", &c.beside_compute}}) {
+    if (l == &c.beside_compute && l->bandwidth <= 0) continue; // none: hidden
     w.Key(key);
     w.StartObject();
     o.number("bandwidth_gbs", l->bandwidth / 1e9);
@@ -361,7 +364,7 @@ cluster parse_cluster(std::string_view json, std::string_view what) {
   r.parse(d, json);
   r.keys(d, "",
          {"hosts", "devices_per_host", "memory_gib", "precision", "peak_tflops",
-          "achievable_fraction", "intra_host", "inter_host"});
+          "achievable_fraction", "intra_host", "inter_host", "beside_compute"});
   cluster c;
   c.hosts = r.count(d, "", "hosts", true);
   c.devices_per_host = r.count(d, "", "devices_per_host", true);
@@ -376,6 +379,11 @@ cluster parse_cluster(std::string_view json, std::string_view what) {
     r.keys(v, key, {"bandwidth_gbs", "latency_us"});
     l->bandwidth = r.number(v, key, "bandwidth_gbs", true, true) * 1e9;
     l->latency = r.number(v, key, "latency_us", true, false) * 1e-6;
+  }
+  if (const value* v = r.find(d, "beside_compute")) { // optional
+    r.keys(*v, "beside_compute", {"bandwidth_gbs", "latency_us"});
+    c.beside_compute.bandwidth = r.number(*v, "beside_compute", "bandwidth_gbs", true, true) * 1e9;
+    c.beside_compute.latency = r.number(*v, "beside_compute", "latency_us", true, false) * 1e-6;
   }
   if (std::int64_t{c.hosts} * c.devices_per_host > 1 << 20) // before devices() can overflow
     r.fail("hosts", "hosts x devices_per_host exceeds 2^20", d["hosts"]);

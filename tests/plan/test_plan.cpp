@@ -220,6 +220,28 @@ BOOST_AUTO_TEST_CASE(optimizer_time_and_workspace) {
   BOOST_TEST(close(pipe.step_seconds, first + 48 + first + 0.5));
 }
 
+// FSDP's gathers and reduce-scatters beside compute cost it what the cluster's beside_compute
+// link says (nothing when absent): per layer and micro-batch, FULL_SHARD 2 all-gathers of the
+// parameters and a reduce-scatter of the gradients, over the shard group.
+BOOST_AUTO_TEST_CASE(fsdp_beside_compute) {
+  const plan::model m = plan::parse_model(
+      R"({"layers": [{"parameters": 1000000, "activation_bytes": 0, "input_bytes": 0,
+          "forward_seconds": 1, "backward_seconds": 2}]})",
+      "m");
+  plan::cluster c = plan::parse_cluster(good_cluster, "c");
+  c.hosts = 1;
+  c.devices_per_host = 2;
+  const plan::training t = plan::parse_training(good_training, "t"); // bf16: 2 + 2 bytes
+  const plan::plan_kind full{2, 1, 1, plan::sharding::full_shard, 1};
+  const double hidden = plan::cost_model(m, c, t, full).evaluate({}).step_seconds;
+  BOOST_TEST(close(hidden, 3.0 * 16));        // b = 16; the traffic hides behind compute
+  c.beside_compute = {1e9, 1e-3};             // 1 GB/s, 1 ms
+  const double each = 1e-3 + 2e6 / (2 * 1e9); // (n-1)(latency + bytes/(n bandwidth)), n = 2
+  BOOST_TEST(close(plan::cost_model(m, c, t, full).evaluate({}).step_seconds, 48 + 3 * each));
+  const plan::plan_kind ddp{2, 1, 1, plan::sharding::no_shard, 1};
+  BOOST_TEST(plan::cost_model(m, c, t, ddp).evaluate({}).step_seconds < 48.01); // DDP: none
+}
+
 // Files written by to_json() read back equal.
 BOOST_AUTO_TEST_CASE(json_round_trip) {
   plan::model m = plan::parse_model(good_model, "m");
@@ -244,7 +266,11 @@ BOOST_AUTO_TEST_CASE(json_round_trip) {
   plan::cluster c = plan::parse_cluster(good_cluster, "c");
   c.intra_host.latency = 1.7e-6 / 3;
   c.peak_flops = 1e11 / 3;
+  c.beside_compute = {2.5e9, 1e-5};
   const plan::cluster cb = plan::parse_cluster(plan::to_json(c), "again");
+  BOOST_TEST(close(cb.beside_compute.bandwidth, 2.5e9));
+  BOOST_TEST(close(cb.beside_compute.latency, 1e-5));
+  BOOST_TEST(plan::parse_cluster(good_cluster, "c").beside_compute.bandwidth == 0.0); // hidden
   BOOST_TEST(cb.hosts == 2);
   BOOST_TEST(cb.devices_per_host == 4);
   BOOST_TEST(cb.precision == "bf16");

@@ -57,6 +57,10 @@ struct cluster {
   double peak_flops = 0;   ///< per device at `precision`
   double achievable_fraction = 1;
   link intra_host, inter_host;
+  /// What a collective run beside compute (FSDP's gathers and reduce-scatters on their own
+  /// thread) costs the compute, as a link: where a spare core or a copy engine runs it, nothing
+  /// (bandwidth 0, the default); on a machine whose cores all compute, its latency and copies.
+  link beside_compute;
   [[nodiscard]] int devices() const noexcept { return hosts * devices_per_host; } ///< <= 2^20
 };
 
