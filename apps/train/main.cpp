@@ -513,11 +513,11 @@ std::optional<int> plan_first(crown::runtime& rt, app_options& o) {
     if (times && (!have_cluster || !have_model)) {
       const int micro = std::max(1, global / workers);
       if (show)
-        std::printf("crown-train: calibrating %s%s%s of %s on %d ranks (%d host(s)), %d samples "
-                    "per layer...\n",
-                    have_cluster ? "" : "the cluster", have_cluster || have_model ? "" : " and ",
-                    have_model ? "" : "the layers", config.to_string().c_str(), workers, hosts,
-                    micro);
+        std::printf(
+            "crown-train: calibrating %s%s%s of %s on %d ranks (%d host(s)) around %d samples "
+            "per layer...\n",
+            have_cluster ? "" : "the cluster", have_cluster || have_model ? "" : " and ",
+            have_model ? "" : "the layers", config.to_string().c_str(), workers, hosts, micro);
       std::string summary;
       if (!have_cluster)
         c = train::calibrate_cluster<T>(rt.world(), rt.topology(), config, micro, summary);

@@ -199,18 +199,25 @@ plan::link fit_link(const crown::mesh& world, const crown::mesh& group) {
 }
 
 /// What a co_sum over `group` issued from a second thread (as FSDP issues its gathers) costs
-/// `compute` running meanwhile on this one, per call, at a small and a large size, fitted to
-/// the ring's formula like a link: nothing where a spare core runs it.
+/// `compute` running meanwhile on this one, per call, at `large` elements (a block's
+/// parameters: what FSDP gathers) and an eighth of it, fitted to the ring's formula like a
+/// link: nothing where a spare core runs it.
 template <typename T, class F>
-plan::link fit_beside_compute(const crown::mesh& world, const crown::mesh& group, F&& compute) {
-  constexpr int calls = 16;
-  constexpr std::size_t small = 512, large = std::size_t{1} << 18; // elements
+plan::link fit_beside_compute(const crown::mesh& world, const crown::mesh& group, std::size_t large,
+                              F&& compute) {
+  constexpr int calls = 32;
+  const std::size_t small = std::max<std::size_t>(large / 8, 1); // elements
   std::vector<T> x(large, T(1));
-  const double alone = timed(world, 5, compute);
+  auto once = [&](auto&& f) { // one timing, every rank starting together
+    MPI_Barrier(world.comm());
+    const auto start = clock_type::now();
+    f();
+    return std::chrono::duration<double>(clock_type::now() - start).count();
+  };
   auto cost = [&](std::size_t count) {
-    const double with = timed(world, 5, [&] {
+    auto beside = [&] {
       std::exception_ptr failed;
-      std::thread beside([&] {
+      std::thread comm([&] {
         try {
           for (int k = 0; k < calls; ++k) crown::co_sum(group, std::span<T>(x.data(), count));
         } catch (...) {
@@ -218,10 +225,19 @@ plan::link fit_beside_compute(const crown::mesh& world, const crown::mesh& group
         }
       });
       compute();
-      beside.join();
+      comm.join();
       if (failed) std::rethrow_exception(failed);
-    });
-    return std::max(0.0, with - alone) / calls;
+    };
+    beside();                  // warm
+    std::vector<double> extra; // alone and beside alternate: slow drifts cancel
+    for (int r = 0; r < 9; ++r) {
+      const double alone = once(compute);
+      extra.push_back(once(beside) - alone);
+    }
+    std::nth_element(extra.begin(), extra.begin() + 4, extra.end());
+    double per_call = std::max(0.0, extra[4]) / calls;
+    crown::co_max(world, per_call);
+    return per_call;
   };
   const double t_small = cost(small), t_large = cost(large), n = group.size();
   const double b_small = double(small * sizeof(T)), b_large = double(large * sizeof(T));
@@ -253,8 +269,10 @@ plan::model calibrate_layers(const crown::mesh& workers, const par::gpt_config& 
                              const std::string& optimizer, int micro_batch, std::string& summary) {
   plan::model model = planner_model(config, sizeof(T));
   model.optimizer = optimizer;
-  const int L = config.blocks, B = micro_batch;
-  const std::size_t N = std::size_t(B) * config.context, C = std::size_t(config.channels);
+  // Two micro-batch sizes around the one given, for each layer's time per micro-batch and
+  // per sample: fixed + b x per-sample.
+  const int L = config.blocks, lo = std::max(1, micro_batch / 2), hi = 2 * micro_batch;
+  const std::size_t N = std::size_t(hi) * config.context, C = std::size_t(config.channels);
   char line[256];
   // Each kind of layer on its own (first, middle, last block), as a one-block pipeline stage.
   std::mt19937 random(1234);
@@ -265,23 +283,38 @@ plan::model calibrate_layers(const crown::mesh& workers, const par::gpt_config& 
   std::vector<T> input(N * C), dout(N * C), dinput(N * C);
   for (auto* v : {&input, &dout})
     std::generate(v->begin(), v->end(), [&] { return T(normal(random)); });
+  /// fixed + b x per-sample through (lo, t_lo) and (hi, t_hi); a fixed part below 0 (noise) is 0.
+  auto fit = [&](double t_lo, double t_hi, double& per_sample, double& fixed) {
+    per_sample = (t_hi - t_lo) / (hi - lo);
+    fixed = t_lo - per_sample * lo;
+    if (fixed < 0 || per_sample <= 0) per_sample = t_hi / hi, fixed = 0;
+  };
   auto measure = [&](int block) {
     const par::model_part part{0, 1, block, block + 1};
-    par::gpt<T> g(config, B, true, part, std::nullopt, 1);
+    par::gpt<T> g(config, hi, true, part, std::nullopt, 1);
     g.initialise(1234);
     std::vector<T> grads(g.params().size());
     const bool first = block == 0, last = block == L - 1;
-    const std::span<const int> in_tokens =
-        first ? std::span<const int>(tokens) : std::span<const int>();
-    const std::span<const T> in = first ? std::span<const T>() : std::span<const T>(input);
-    const std::span<const int> tgt = last ? std::span<const int>(targets) : std::span<const int>();
     const auto none = [](std::size_t) {};
-    const double fwd = timed(workers, 7, [&] { (void)g.forward_part(0, in_tokens, in, tgt, B); });
-    const double both = timed(workers, 7, [&] {
-      (void)g.forward_part(0, in_tokens, in, tgt, B);
-      g.backward_part(0, T(1), last ? std::span<const T>() : std::span<const T>(dout),
-                      first ? std::span<T>() : std::span<T>(dinput), grads, none);
-    });
+    auto forward = [&](int B) {
+      const std::size_t n = std::size_t(B) * config.context;
+      (void)g.forward_part(
+          0, first ? std::span<const int>(tokens).first(n) : std::span<const int>(),
+          first ? std::span<const T>() : std::span<const T>(input).first(n * C),
+          last ? std::span<const int>(targets).first(n) : std::span<const int>(), B);
+    };
+    auto step = [&](int B) {
+      const std::size_t n = std::size_t(B) * config.context;
+      forward(B);
+      g.backward_part(0, T(1), last ? std::span<const T>() : std::span<const T>(dout).first(n * C),
+                      first ? std::span<T>() : std::span<T>(dinput).first(n * C), grads, none);
+    };
+    double fwd[2], both[2];
+    for (int k = 0; k < 2; ++k) {
+      const int B = k == 0 ? lo : hi;
+      fwd[k] = timed(workers, 7, [&] { forward(B); });
+      both[k] = timed(workers, 7, [&] { step(B); });
+    }
     std::optional<par::adam<T>> adam;
     std::optional<par::sgd<T>> sgd;
     if (optimizer == "sgd")
@@ -295,13 +328,16 @@ plan::model calibrate_layers(const crown::mesh& workers, const par::gpt_config& 
         adam->step(g.params(), grads);
     });
     plan::layer& l = model.layers[std::size_t(block)];
-    l.forward_seconds = fwd / B;
-    l.backward_seconds = std::max(both - fwd, 1e-9) / B;
+    fit(fwd[0], fwd[1], l.forward_seconds, l.forward_fixed_seconds);
+    fit(std::max(both[0] - fwd[0], 1e-9), std::max(both[1] - fwd[1], 1e-9), l.backward_seconds,
+        l.backward_fixed_seconds);
     l.optimizer_seconds = opt;
     std::snprintf(line, sizeof line,
-                  "layer %-22s forward %8.3f ms, backward %8.3f ms at %d samples; %s step "
-                  "%7.3f ms\n",
-                  l.name.c_str(), fwd * 1e3, (both - fwd) * 1e3, B, optimizer.c_str(), opt * 1e3);
+                  "layer %-22s forward %7.3f + %7.3f ms/sample, backward %7.3f + %7.3f "
+                  "ms/sample (%d-%d samples); %s step %6.3f ms\n",
+                  l.name.c_str(), l.forward_fixed_seconds * 1e3, l.forward_seconds * 1e3,
+                  l.backward_fixed_seconds * 1e3, l.backward_seconds * 1e3, lo, hi,
+                  optimizer.c_str(), opt * 1e3);
     summary += line;
   };
   measure(0);
@@ -312,6 +348,8 @@ plan::model calibrate_layers(const crown::mesh& workers, const par::gpt_config& 
     const plan::layer& one = model.layers[1];
     l.forward_seconds = one.forward_seconds;
     l.backward_seconds = one.backward_seconds;
+    l.forward_fixed_seconds = one.forward_fixed_seconds;
+    l.backward_fixed_seconds = one.backward_fixed_seconds;
     l.optimizer_seconds = one.optimizer_seconds;
   }
   return model;
@@ -347,10 +385,11 @@ plan::cluster calibrate_cluster(const crown::mesh& workers, const crown::topolog
   if (per_host == 1) c.intra_host = c.inter_host; // no such link: never used
   if (hosts == 1) c.inter_host = c.intra_host;
   if (workers.size() == 1) c.intra_host = c.inter_host = {1e12, 0}; // nothing to measure
-  if (workers.size() > 1) { // about 40 ms of GEMMs under 16 collectives
-    const int reps = std::max(1, int(0.04 / gemm_seconds));
+  if (workers.size() > 1) { // about 80 ms of GEMMs under 32 collectives
+    const int reps = std::max(1, int(0.08 / gemm_seconds));
+    const std::size_t block = 12 * C * C + 13 * C;
     c.beside_compute = fit_beside_compute<T>(
-        workers, per_host > 1 ? grid.sub({"local"}) : grid.sub({"host"}), [&] {
+        workers, per_host > 1 ? grid.sub({"local"}) : grid.sub({"host"}), block, [&] {
           for (int r = 0; r < reps; ++r) gemm();
         });
     std::snprintf(line, sizeof line,

@@ -132,10 +132,12 @@ cost_model::cost_model(const model& m, const cluster& c, const training& t, cons
   const double passes = t.recompute ? 3 : 2; // forward, backward, recomputed forward
   for (const layer& l : m.layers) {
     per_layer x;
-    const double fwd =
-        l.forward_seconds > 0 ? l.forward_seconds * b / tp : l.forward_flops * b / (tp * rate);
-    const double bwd =
-        l.backward_seconds > 0 ? l.backward_seconds * b / tp : l.backward_flops * b / (tp * rate);
+    const double fwd = l.forward_seconds > 0
+                           ? (l.forward_fixed_seconds + l.forward_seconds * b) / tp
+                           : l.forward_flops * b / (tp * rate);
+    const double bwd = l.backward_seconds > 0
+                           ? (l.backward_fixed_seconds + l.backward_seconds * b) / tp
+                           : l.backward_flops * b / (tp * rate);
     x.compute = fwd * (t.recompute ? 2 : 1) + bwd;
     x.backward = bwd;
     const double tp_comm = passes * all_reduce(tp, l.tp_allreduce_bytes * b, tp_link);

@@ -133,7 +133,8 @@ layer read_layer(const reader& r, const value& v, const std::string& path) {
   r.keys(v, path,
          {"name", "repeat", "parameters", "activation_bytes", "replicated_activation_bytes",
           "input_bytes", "forward_flops", "backward_flops", "forward_seconds", "backward_seconds",
-          "tp_allreduce_bytes", "optimizer_seconds"});
+          "tp_allreduce_bytes", "optimizer_seconds", "forward_fixed_seconds",
+          "backward_fixed_seconds"});
   layer l;
   if (const value* n = r.find(v, "name")) {
     if (!n->IsString()) r.fail(path + ".name", "must be a string", *n);
@@ -157,6 +158,11 @@ layer read_layer(const reader& r, const value& v, const std::string& path) {
   if (seconds) {
     l.forward_seconds = r.number(v, path, "forward_seconds", true, true);
     l.backward_seconds = r.number(v, path, "backward_seconds", true, true);
+    l.forward_fixed_seconds = r.number(v, path, "forward_fixed_seconds", false, false);
+    l.backward_fixed_seconds = r.number(v, path, "backward_fixed_seconds", false, false);
+  } else if (r.find(v, "forward_fixed_seconds") || r.find(v, "backward_fixed_seconds")) {
+    r.fail(path, "forward_fixed_seconds and backward_fixed_seconds go with forward_seconds and "
+                 "backward_seconds");
   }
   return l;
 }
@@ -259,6 +265,8 @@ std::string to_json(const model& m) {
     if (l.forward_seconds > 0 || l.backward_seconds > 0) {
       o.number("forward_seconds", l.forward_seconds);
       o.number("backward_seconds", l.backward_seconds);
+      o.number("forward_fixed_seconds", l.forward_fixed_seconds);
+      o.number("backward_fixed_seconds", l.backward_fixed_seconds);
     }
     if (l.optimizer_seconds > 0) o.number("optimizer_seconds", l.optimizer_seconds);
     w.EndObject();

@@ -18,6 +18,9 @@ struct layer {
   double backward_flops = 0;
   double forward_seconds = 0; ///< measured on one device at tp=1 (0: use FLOPs)
   double backward_seconds = 0;
+  /// With measured times: per micro-batch on top of the per-sample ones (small kernels run
+  /// below their rate: a micro-batch of b samples takes fixed + b x per-sample).
+  double forward_fixed_seconds = 0, backward_fixed_seconds = 0;
   double tp_allreduce_bytes = 0; ///< all-reduced across tp in one forward (as much in backward)
   double optimizer_seconds = 0;  ///< one optimizer step over its parameters on one device (0: none)
 };
