@@ -274,7 +274,7 @@ plan::model calibrate_layers(const crown::mesh& workers, const par::gpt_config& 
   const int L = config.blocks, lo = std::max(1, micro_batch / 2), hi = 2 * micro_batch;
   const std::size_t N = std::size_t(hi) * config.context, C = std::size_t(config.channels);
   char line[256];
-  // Each kind of layer on its own (first, middle, last block), as a one-block pipeline stage.
+  // Each kind of layer (the first block, the middle ones, the last) as a pipeline stage.
   std::mt19937 random(1234);
   std::normal_distribution<double> normal(0, 1);
   std::vector<int> tokens(N), targets(N);
@@ -289,12 +289,15 @@ plan::model calibrate_layers(const crown::mesh& workers, const par::gpt_config& 
     fixed = t_lo - per_sample * lo;
     if (fixed < 0 || per_sample <= 0) per_sample = t_hi / hi, fixed = 0;
   };
-  auto measure = [&](int block) {
-    const par::model_part part{0, 1, block, block + 1};
+  // The middle blocks run together, as a stage holds them: their activations, not one
+  // block's, compete for the caches, as in a training step. Times are per block.
+  auto measure = [&](int block, int end) {
+    const double blocks = end - block;
+    const par::model_part part{0, 1, block, end};
     par::gpt<T> g(config, hi, true, part, std::nullopt, 1);
     g.initialise(1234);
     std::vector<T> grads(g.params().size());
-    const bool first = block == 0, last = block == L - 1;
+    const bool first = block == 0, last = end == L;
     const auto none = [](std::size_t) {};
     auto forward = [&](int B) {
       const std::size_t n = std::size_t(B) * config.context;
@@ -328,10 +331,10 @@ plan::model calibrate_layers(const crown::mesh& workers, const par::gpt_config& 
         adam->step(g.params(), grads);
     });
     plan::layer& l = model.layers[std::size_t(block)];
-    fit(fwd[0], fwd[1], l.forward_seconds, l.forward_fixed_seconds);
-    fit(std::max(both[0] - fwd[0], 1e-9), std::max(both[1] - fwd[1], 1e-9), l.backward_seconds,
-        l.backward_fixed_seconds);
-    l.optimizer_seconds = opt;
+    fit(fwd[0] / blocks, fwd[1] / blocks, l.forward_seconds, l.forward_fixed_seconds);
+    fit(std::max(both[0] - fwd[0], 1e-9) / blocks, std::max(both[1] - fwd[1], 1e-9) / blocks,
+        l.backward_seconds, l.backward_fixed_seconds);
+    l.optimizer_seconds = opt / blocks;
     std::snprintf(line, sizeof line,
                   "layer %-22s forward %7.3f + %7.3f ms/sample, backward %7.3f + %7.3f "
                   "ms/sample (%d-%d samples); %s step %6.3f ms\n",
@@ -340,9 +343,9 @@ plan::model calibrate_layers(const crown::mesh& workers, const par::gpt_config& 
                   optimizer.c_str(), opt * 1e3);
     summary += line;
   };
-  measure(0);
-  if (L > 2) measure(1);
-  if (L > 1) measure(L - 1);
+  measure(0, 1);
+  if (L > 2) measure(1, L - 1);
+  if (L > 1) measure(L - 1, L);
   for (int b = 2; b < L - 1; ++b) { // the middle blocks are alike
     plan::layer& l = model.layers[std::size_t(b)];
     const plan::layer& one = model.layers[1];
