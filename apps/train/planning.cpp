@@ -160,23 +160,41 @@ namespace {
 
 using clock_type = std::chrono::steady_clock;
 
-/// The median of `reps` timings of f() after one untimed run, every rank of `m` starting
-/// together, then the largest median of the ranks (the same on every rank). Each rank's
-/// median keeps a burst of other load on the machine from one sample out of the figure.
+/// One timing of f(), every rank of `m` starting together.
+template <class F>
+double once(const crown::mesh& m, F&& f) {
+  MPI_Barrier(m.comm());
+  const auto start = clock_type::now();
+  f();
+  return std::chrono::duration<double>(clock_type::now() - start).count();
+}
+
+/// The median of this rank's timings, then the largest of the ranks' (the same on every
+/// rank). Each rank's median keeps a burst of other load on the machine out of the figure.
+double slowest_median(const crown::mesh& m, std::vector<double> t) {
+  const auto middle = t.begin() + std::ptrdiff_t(t.size() / 2);
+  std::nth_element(t.begin(), middle, t.end());
+  double median = *middle;
+  crown::co_max(m, median);
+  return median;
+}
+
+/// slowest_median() of `reps` timings of f() after one untimed run.
 template <class F>
 double timed(const crown::mesh& m, int reps, F&& f) {
   f();
   std::vector<double> t;
-  for (int r = 0; r < reps; ++r) {
-    MPI_Barrier(m.comm());
-    const auto start = clock_type::now();
-    f();
-    t.push_back(std::chrono::duration<double>(clock_type::now() - start).count());
-  }
-  std::nth_element(t.begin(), t.begin() + reps / 2, t.end());
-  double median = t[std::size_t(reps / 2)];
-  crown::co_max(m, median);
-  return median;
+  for (int r = 0; r < reps; ++r) t.push_back(once(m, f));
+  return slowest_median(m, std::move(t));
+}
+
+/// The link whose ring all-reduce over n ranks, 2(n-1)(α + B/(nβ)), takes `t_small` at
+/// `b_small` bytes and `t_large` at `b_large`.
+plan::link ring_fit(double n, double b_small, double t_small, double b_large, double t_large) {
+  plan::link l;
+  l.bandwidth = 2 * (n - 1) / (n * std::max(t_large - t_small, 1e-12) / (b_large - b_small));
+  l.latency = std::max(0.0, (t_small - 2 * (n - 1) * b_small / (n * l.bandwidth)) / (2 * (n - 1)));
+  return l;
 }
 
 /// Latency and bandwidth of an all-reduce (co_sum, as tensor parallelism uses) over `group`,
@@ -189,13 +207,8 @@ plan::link fit_link(const crown::mesh& world, const crown::mesh& group) {
   auto time_of = [&](std::size_t count) {
     return timed(world, 9, [&] { crown::co_sum(group, std::span<T>(x.data(), count)); });
   };
-  const double t_small = time_of(small), t_large = time_of(large);
-  const double b_small = double(small * sizeof(T)), b_large = double(large * sizeof(T));
-  const double per_byte = std::max(t_large - t_small, 1e-12) / (b_large - b_small);
-  plan::link l;
-  l.bandwidth = 2 * (n - 1) / (n * per_byte);
-  l.latency = std::max(0.0, (t_small - 2 * (n - 1) * b_small / (n * l.bandwidth)) / (2 * (n - 1)));
-  return l;
+  return ring_fit(n, double(small * sizeof(T)), time_of(small), double(large * sizeof(T)),
+                  time_of(large));
 }
 
 /// What a co_sum over `group` issued from a second thread (as FSDP issues its gathers) costs
@@ -208,12 +221,6 @@ plan::link fit_beside_compute(const crown::mesh& world, const crown::mesh& group
   constexpr int calls = 32;
   const std::size_t small = std::max<std::size_t>(large / 8, 1); // elements
   std::vector<T> x(large, T(1));
-  auto once = [&](auto&& f) { // one timing, every rank starting together
-    MPI_Barrier(world.comm());
-    const auto start = clock_type::now();
-    f();
-    return std::chrono::duration<double>(clock_type::now() - start).count();
-  };
   auto cost = [&](std::size_t count) {
     auto beside = [&] {
       std::exception_ptr failed;
@@ -231,20 +238,13 @@ plan::link fit_beside_compute(const crown::mesh& world, const crown::mesh& group
     beside();                  // warm
     std::vector<double> extra; // alone and beside alternate: slow drifts cancel
     for (int r = 0; r < 9; ++r) {
-      const double alone = once(compute);
-      extra.push_back(once(beside) - alone);
+      const double alone = once(world, compute);
+      extra.push_back(once(world, beside) - alone);
     }
-    std::nth_element(extra.begin(), extra.begin() + 4, extra.end());
-    double per_call = std::max(0.0, extra[4]) / calls;
-    crown::co_max(world, per_call);
-    return per_call;
+    return std::max(0.0, slowest_median(world, std::move(extra))) / calls;
   };
-  const double t_small = cost(small), t_large = cost(large), n = group.size();
-  const double b_small = double(small * sizeof(T)), b_large = double(large * sizeof(T));
-  plan::link l;
-  l.bandwidth = 2 * (n - 1) / (n * std::max(t_large - t_small, 1e-12) / (b_large - b_small));
-  l.latency = std::max(0.0, (t_small - 2 * (n - 1) * b_small / (n * l.bandwidth)) / (2 * (n - 1)));
-  return l;
+  return ring_fit(group.size(), double(small * sizeof(T)), cost(small), double(large * sizeof(T)),
+                  cost(large));
 }
 
 } // namespace

@@ -143,19 +143,17 @@ cost_model::cost_model(const model& m, const cluster& c, const training& t, cons
     const double tp_comm = passes * all_reduce(tp, l.tp_allreduce_bytes * b, tp_link);
     x.params = l.parameters / tp;
     x.grad_bytes = x.params * gb;
-    double fsdp = 0;
-    if (k.shard == sharding::full_shard || k.shard == sharding::hybrid_shard)
-      fsdp = 2 * gather(shard_ranks, x.params * pb, shard_link) +
-             gather(shard_ranks, x.grad_bytes, shard_link);
-    else if (k.shard == sharding::shard_grad_op)
-      fsdp = gather(shard_ranks, x.params * pb, shard_link) +
-             gather(shard_ranks, x.grad_bytes, shard_link);
-    // FSDP's traffic runs beside compute, costing it what the cluster says such traffic does.
-    double exposed = 0;
-    if (c.beside_compute.bandwidth > 0 && k.shard != sharding::no_shard)
-      exposed = (k.shard == sharding::shard_grad_op ? 1 : 2) *
-                    gather(shard_ranks, x.params * pb, c.beside_compute) +
-                gather(shard_ranks, x.grad_bytes, c.beside_compute);
+    // FSDP per micro-batch: FULL_SHARD and HYBRID_SHARD gather the parameters twice (forward,
+    // backward), SHARD_GRAD_OP once; every strategy reduce-scatters the gradient.
+    auto fsdp_traffic = [&](const link& over) {
+      if (k.shard == sharding::no_shard) return 0.0;
+      return (k.shard == sharding::shard_grad_op ? 1 : 2) *
+                 gather(shard_ranks, x.params * pb, over) +
+             gather(shard_ranks, x.grad_bytes, over);
+    };
+    const double fsdp = fsdp_traffic(shard_link);
+    // It runs beside compute, costing it what the cluster says such traffic does.
+    const double exposed = c.beside_compute.bandwidth > 0 ? fsdp_traffic(c.beside_compute) : 0;
     x.seconds = std::max(x.compute + tp_comm + exposed, fsdp);
     x.full = (l.activation_bytes / tp + l.replicated_activation_bytes) * b;
     x.stored = t.recompute ? l.input_bytes * b : x.full;
