@@ -36,21 +36,38 @@ cluster_down() {
     sleep 1
   fi
   for pid in "$cluster_dir"/slurmd*.pid "$cluster_dir"/slurmctld.pid; do
-    [ -f "$pid" ] && kill "$(cat "$pid")" 2> /dev/null
+    cluster_stop "$pid"
   done
-  sleep 1
   # Tasks a killed slurmstepd left behind in our namespaces.
   for h in "${cluster_hosts[@]}"; do
-    ip netns pids "$cluster_tag-$h" 2> /dev/null | xargs -r kill -9 2> /dev/null
-    ip netns del "$cluster_tag-$h" 2> /dev/null
+    ip netns pids "$cluster_tag-$h" 2> /dev/null | xargs -r kill -9 2> /dev/null || true
+    ip netns del "$cluster_tag-$h" 2> /dev/null || true
   done
-  [ -f "$cluster_dir/munged.pid" ] && kill "$(cat "$cluster_dir/munged.pid")" 2> /dev/null
+  cluster_stop "$cluster_dir/munged.pid"
   if [ ${#cluster_hosts[@]} -gt 0 ]; then
-    ip link del "${cluster_tag}br" 2> /dev/null
+    ip link del "${cluster_tag}br" 2> /dev/null || true
     sed -i "/# $cluster_tag\$/d" /etc/hosts
   fi
-  [ "${CLUSTER_KEEP:-0}" = 1 ] && echo "slurm test: kept $cluster_dir" || rm -rf "$cluster_dir"
+  if [ "${CLUSTER_KEEP:-0}" = 1 ]; then
+    echo "slurm test: kept $cluster_dir"
+  else
+    rm -rf "$cluster_dir" 2> /dev/null || { sleep 1 && rm -rf "$cluster_dir"; } || true
+  fi
   return 0
+}
+# cluster_stop PIDFILE: SIGTERM, then waits (up to 10 s) for the daemon to be gone: munged
+# writes its seed file and slurmctld its state as they exit, and a directory removed
+# meanwhile is "not empty" (the clean-clone CI once failed a passed test on that).
+cluster_stop() {
+  local pid i
+  [ -f "$1" ] || return 0
+  pid=$(cat "$1")
+  kill "$pid" 2> /dev/null || return 0
+  for ((i = 0; i < 100; i++)); do
+    kill -0 "$pid" 2> /dev/null || return 0
+    sleep 0.1
+  done
+  kill -9 "$pid" 2> /dev/null || true
 }
 trap cluster_down EXIT
 trap 'exit 143' INT TERM # CTest's timeout: still tear down
