@@ -175,6 +175,16 @@ void channel::send(const message_buffer& data, int dest) {
   isend(data, large_tag);
 }
 
+void channel::send_copy(std::span<const std::byte> bytes, int dest) {
+  if (dest >= 0 && dest < static_cast<int>(local_.size()) && bytes.size() <= slot_bytes) {
+    local_peer& peer = local_[static_cast<std::size_t>(dest)];
+    if (peer.box && !peer.listed && peer.box->try_send(rank_, bytes)) return;
+  }
+  message_buffer b = acquire(bytes.size());
+  b->assign(bytes.begin(), bytes.end());
+  send(b, dest);
+}
+
 void channel::send_local(const message_buffer& data, int dest) {
   local_peer& peer = local_[static_cast<std::size_t>(dest)];
   local_sent_.push_back(data); // copied in either way: to the pool once the caller lets go

@@ -80,6 +80,10 @@ public:
   void recycle(message_buffer b);
   /// Sends `data` to `dest` without copying; the buffer may go to several ranks.
   void send(const message_buffer& data, int dest);
+  /// Sends a copy of `bytes` to `dest`: straight into its mailbox when it has one with
+  /// room and nothing waits before it (no buffer to take and recycle: a small port
+  /// message's cost), else as send() of a buffer.
+  void send_copy(std::span<const std::byte> bytes, int dest);
   /// The tag for the next command this rank sends or forwards with attachments.
   int next_bulk_tag() noexcept;
   /// Sends `parts` to `dest` on `tag`, in pieces of `piece_bytes`, without copying: they

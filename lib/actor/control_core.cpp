@@ -554,7 +554,7 @@ void control_core::close_port(std::uint64_t id) noexcept { ports_.erase(id); }
 
 void control_core::port_send(int rank, std::uint64_t id, std::uint64_t type,
                              std::span<const std::byte> bytes) {
-  progress(); // a notice that the receiver is gone may have come
+  if (++port_calls_ % port_poll_every == 0) progress(); // a receiver may have gone
   // Named only when it fails: built on every send it was a heap allocation per message.
   const auto where = [&] {
     return "crown::port::send to port #" + std::to_string(local_part(id)) + " on rank " +
@@ -575,15 +575,16 @@ void control_core::post_port_message(int rank, std::uint64_t id, std::uint64_t t
   h.target = id;
   h.seq = port_sent_[{rank, id}]++;
   h.type = type;
-  message_buffer b = channel_.acquire(sizeof h + bytes.size());
-  begin_note(h, *b);
-  b->insert(b->end(), bytes.begin(), bytes.end());
   if (rank == rank_) { // no need for MPI: the same order, delivered now
-    deliver(rank_, note{h, std::span<const std::byte>(*b).subspan(sizeof h)});
-    channel_.recycle(std::move(b));
+    deliver(rank_, note{h, bytes});
     return;
   }
-  channel_.send(b, rank);
+  std::vector<std::byte> out = std::move(port_out_); // reentrant: a nested send has its own
+  begin_note(h, out);
+  out.insert(out.end(), bytes.begin(), bytes.end());
+  channel_.send_copy(out, rank);
+  out.clear();
+  if (out.capacity() <= channel::slot_bytes) port_out_ = std::move(out);
 }
 
 void control_core::reply_via_port(std::uint64_t request, int rank, std::uint64_t id,
@@ -649,8 +650,11 @@ void control_core::deliver(int from, const note& n) {
 }
 
 bool control_core::port_take(std::uint64_t id, std::vector<std::byte>& bytes) {
-  progress();
-  const auto it = ports_.find(id);
+  auto it = ports_.find(id);
+  if (it == ports_.end() || it->second.ready.empty() || ++port_calls_ % port_poll_every == 0) {
+    progress();
+    it = ports_.find(id); // progress may have opened ports (the table rehashed)
+  }
   if (it == ports_.end() || it->second.ready.empty()) return false;
   port_state::message msg = std::move(it->second.ready.front());
   it->second.ready.pop_front();

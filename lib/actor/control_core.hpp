@@ -88,6 +88,11 @@ public:
   /// The values of `request` go to a port as they arrive, its failures to supervision.
   void reply_via_port(std::uint64_t request, int rank, std::uint64_t id, std::uint64_t type);
   bool port_take(std::uint64_t id, std::vector<std::byte>& bytes);
+  /// Sends and takes poll on every port_poll_every-th call, not on each: a poll was a
+  /// third of a small message's send. A sender still learns that a receiver is gone
+  /// within that many sends (or at once after anything else that polls), and a take
+  /// that finds nothing waiting always polls.
+  static constexpr std::uint64_t port_poll_every = 16;
 
   /// Polls sends and handles every message that has arrived (reentrant: an endpoint
   /// that a command runs may call it again); true when one had.
@@ -168,7 +173,7 @@ private:
   int rank_, size_, fanout_;
   double call_timeout_; ///< seconds, scaled; 0 = none
   command_sink* sink_ = nullptr;
-  std::uint64_t seq_ = 0, next_request_ = 0, ticks_ = 0, next_port_ = 0;
+  std::uint64_t seq_ = 0, next_request_ = 0, ticks_ = 0, next_port_ = 0, port_calls_ = 0;
   std::size_t last_bytes_ = 0; ///< of the last command
   std::uint32_t next_mesh_ = 0;
   std::size_t unfinished_ = 0; ///< requests still waiting for replies
@@ -194,6 +199,7 @@ private:
   std::unordered_map<std::uint64_t, port_state> ports_;
   std::map<std::pair<int, std::uint64_t>, std::uint64_t> port_sent_; ///< next seq per port
   std::set<std::pair<int, std::uint64_t>> closed_ports_;             ///< known gone
+  std::vector<std::byte> port_out_; ///< a port message being written (kept for the next)
 };
 
 } // namespace crown::detail

@@ -40,8 +40,9 @@ void give_back_send_buffer(std::vector<std::byte>&& bytes) noexcept;
 /// port's receiver is known to be gone).
 void port_send(control_core& core, int rank, std::uint64_t id, std::uint64_t type,
                std::span<const std::byte> bytes);
-/// Drives progress once and takes the port's next message, if any, into `bytes`
-/// (throws argument_error for one of another type, naming its sender's rank).
+/// Takes the port's next message, if any, into `bytes`, driving progress first when none
+/// is waiting and on every 16th take (throws argument_error for one of another type,
+/// naming its sender's rank).
 bool port_take(control_core& core, std::uint64_t id, std::vector<std::byte>& bytes);
 /// The rank whose receiver port `id` belongs to (ids carry it).
 int port_rank(std::uint64_t id) noexcept;
@@ -96,7 +97,7 @@ public:
     if (core_ && session_ == detail::control_session()) detail::close_port(*core_, id_);
   }
 
-  /// The next message, if one has arrived (drives progress once).
+  /// The next message, if one has arrived (drives progress when none is waiting).
   std::optional<T> try_recv() {
     std::vector<std::byte> bytes;
     if (!detail::port_take(live(), id_, bytes)) return std::nullopt;
