@@ -3,7 +3,8 @@
 // to any other rank it goes over MPI, where receives are posted ahead into a ring of
 // fixed slots (an arriving message is matched at once, with no probe, and copied out
 // into a pooled buffer so that its slot is posted again soon). Sends reuse pooled
-// buffers, and a message larger than a slot goes as a notice (through the mailbox where
+// buffers. A mailbox takes messages up to half its ring; a larger one, or one larger
+// than a slot to a rank without a mailbox, goes as a notice (through the mailbox where
 // there is one) followed by its body over MPI. Messages from one rank to another arrive
 // in the order they were sent.
 #pragma once
