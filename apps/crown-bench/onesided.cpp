@@ -4,9 +4,11 @@
 // target (one direction). The group column names the path to rank 1: "onesided"
 // (load/store) or "onesided-<transport>".
 #include "bench.hpp"
+#include <atomic>
 #include <crown/crown.hpp>
 #include <crown/trace.hpp>
 #include <map>
+#include <unistd.h>
 
 namespace crown_bench {
 namespace {
@@ -38,6 +40,44 @@ void line(const char* op, std::size_t bytes, const char* unit, double crown, con
   const double value =
       latency ? shmem->second * 1e6 : static_cast<double>(bytes) / shmem->second / 1e9;
   print_line(g_group, op, bytes, unit, crown, "openshmem", value);
+}
+
+/// The two ranks' cache-line round trip through rank 1's segment of `shared` (a word
+/// written by one, answered in another line by the other), the median of 21 batches as
+/// rank 0 times them: the floor under every small one-sided and co_* figure. On this
+/// project's 2-vCPU VM it read 110-120 ns or 490-530 ns, switching between runs as the
+/// host moved the vCPUs, and the small figures moved with it. Collective.
+double line_round_trip(MPI_Win shared, MPI_Comm comm, int me, bool smoke) {
+  MPI_Aint size = 0;
+  int disp = 0;
+  char* base = nullptr;
+  MPI_Win_shared_query(shared, 1, &size, &disp, &base);
+  const auto at = (reinterpret_cast<std::uintptr_t>(base) + 63) / 64 * 64;
+  std::atomic_ref<long> ping(*reinterpret_cast<long*>(at));
+  std::atomic_ref<long> pong(*reinterpret_cast<long*>(at + 64));
+  if (me == 1) {
+    ping.store(0);
+    pong.store(0);
+  }
+  MPI_Barrier(comm);
+  const int batches = 21, trips = smoke ? 100 : 2000;
+  std::vector<double> ns;
+  for (long i = 0, b = 0; b < batches; ++b) {
+    const double start = MPI_Wtime();
+    for (int k = 0; k < trips; ++k) {
+      ++i;
+      if (me == 0) {
+        ping.store(i, std::memory_order_release);
+        while (pong.load(std::memory_order_acquire) != i) {}
+      } else {
+        while (ping.load(std::memory_order_acquire) != i) {}
+        pong.store(i, std::memory_order_release);
+      }
+    }
+    ns.push_back((MPI_Wtime() - start) / trips * 1e9);
+  }
+  std::sort(ns.begin(), ns.end());
+  return ns[batches / 2];
 }
 
 } // namespace
@@ -88,6 +128,15 @@ void onesided(const options& o) {
 
   if (const char* t = crown::detail::transport_name(1)) g_group = std::string("onesided-") + t;
   if (me == 0) print_header();
+  // Where both ranks have a CPU of their own (a spinning rank would wait for the other's
+  // time slice): the round trip now and at the end (docs/benchmarks.md).
+  const bool own_cpus = one_host && sysconf(_SC_NPROCESSORS_ONLN) >= 2;
+  const auto round_trip = [&](const char* when) {
+    if (!own_cpus) return;
+    const double ns = line_round_trip(shared_win, comm, me, o.smoke);
+    if (me == 0) std::printf("# cache-line round trip between the ranks %s: %.0f ns\n", when, ns);
+  };
+  round_trip("at the start");
   const auto run = [&](const std::function<void()>& body) {
     if (me == 0) body();
     w.barrier(); // the target progresses here while rank 0 measures
@@ -302,6 +351,7 @@ void onesided(const options& o) {
     }
   }
 
+  round_trip("at the end");
   MPI_Win_unlock_all(raw_win);
   MPI_Win_free(&raw_win);
   if (shared_win != MPI_WIN_NULL) MPI_Win_free(&shared_win);
