@@ -93,11 +93,12 @@ void onesided(const options& o) {
 
   crown::coarray<char> a(w, max_bytes);
   // Partial-block transfers go through the same calls coarray::put/get make.
-  // Each way gets into a destination of its own. Sharing one with the baselines, Crown's
-  // 4 KiB get read 141-145 ns in three runs, 62-119 ns with its own, and MPI's 4 KiB
-  // get_bw rose from 43 to 67 GB/s with its own: whatever state one copy leaves in the
-  // lines or pages (not found), no figure inherits another's.
-  std::vector<char> src(max_bytes, 1), dst(max_bytes), mpi_dst(max_bytes), memcpy_dst(max_bytes);
+  // Each way puts from and gets into buffers of its own. Sharing a destination with the
+  // baselines, Crown's 4 KiB get read 141-145 ns in three runs, 62-119 ns with its own,
+  // and MPI's 4 KiB get_bw rose from 43 to 67 GB/s with its own: whatever state one copy
+  // leaves in the lines or pages (not found), no figure inherits another's.
+  std::vector<char> src(max_bytes, 1), dst(max_bytes), mpi_src(src), mpi_dst(max_bytes),
+      memcpy_src(src), memcpy_dst(max_bytes);
 
   // Baselines: raw MPI RMA on an MPI_Win_allocate window; memcpy into a shared mapping
   // the other process owns (MPI_Win_allocate_shared), the physical limit on one host.
@@ -156,14 +157,14 @@ void onesided(const options& o) {
   const auto mpi_op = [&](bool put, std::size_t b) {
     const int n = static_cast<int>(b);
     if (put)
-      MPI_Put(src.data(), n, MPI_BYTE, 1, 0, n, MPI_BYTE, raw_win);
+      MPI_Put(mpi_src.data(), n, MPI_BYTE, 1, 0, n, MPI_BYTE, raw_win);
     else
       MPI_Get(mpi_dst.data(), n, MPI_BYTE, 1, 0, n, MPI_BYTE, raw_win);
     MPI_Win_flush(1, raw_win);
   };
   const auto memcpy_op = [&](bool put, std::size_t b) {
     if (put)
-      std::memcpy(shared_peer, src.data(), b);
+      std::memcpy(shared_peer, memcpy_src.data(), b);
     else
       std::memcpy(memcpy_dst.data(), shared_peer, b);
   };
