@@ -94,7 +94,7 @@ void onesided(const options& o) {
   crown::coarray<char> a(w, max_bytes);
   // Partial-block transfers go through the same calls coarray::put/get make.
   // Each way puts from and gets into buffers of its own. Sharing a destination with the
-  // baselines, Crown's 4 KiB get read 141-145 ns in three runs, 62-119 ns with its own,
+  // baselines, Crown's 4 KiB get read 141-145 ns in two runs, 62-119 ns with its own,
   // and MPI's 4 KiB get_bw rose from 43 to 67 GB/s with its own: whatever state one copy
   // leaves in the lines or pages (not found), no figure inherits another's.
   std::vector<char> src(max_bytes, 1), dst(max_bytes), mpi_src(src), mpi_dst(max_bytes),
