@@ -44,6 +44,12 @@ struct team {
   crown::caf_api::heap_block flags;
   std::vector<std::uint64_t*> partner_flags;
   std::uint64_t syncs = 0;
+  /// SYNC IMAGES when every image is mapped here: word j of this image's block holds
+  /// syncs_with[me] of image j (the SYNC IMAGES it made with this one), and
+  /// `pair_words[j]` is where this image writes it in image j's block. Empty when some
+  /// image is not mapped (messages over `control` instead).
+  crown::caf_api::heap_block pairs;
+  std::vector<std::uint64_t*> pair_words;
   /// Collectives (co_*, FORM TEAM, coarray allocation) this image entered in the team.
   std::uint64_t collectives = 0;
   /// What this image publishes when it ends (caf_status.hpp): collectives, SYNC ALLs,
