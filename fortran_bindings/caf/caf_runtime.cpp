@@ -122,29 +122,28 @@ void prepare_team(team& t, const team* parent, int key) {
       t.images, static_cast<std::size_t>(std::max(rounds, 1)) * 8, 0x63616604u, "sync all flags");
   std::memset(crown::caf_api::heap_address(t.flags.offset), 0,
               static_cast<std::size_t>(std::max(rounds, 1)) * 8);
-  t.pairs = crown::caf_api::heap_allocate(t.images, static_cast<std::size_t>(n) * 8, 0x63616606u,
-                                          "sync images flags");
-  std::memset(crown::caf_api::heap_address(t.pairs.offset), 0, static_cast<std::size_t>(n) * 8);
   const auto word_of = [](int rank, std::uint64_t offset) {
     return reinterpret_cast<std::uint64_t*>(crown::caf_api::heap_peer_address(rank, offset));
   };
-  int mapped[2] = {1, 1}; // SYNC ALL's partners, every image (SYNC IMAGES)
+  int mapped[2] = {1, 1}; // SYNC ALL's partners, every image's heap (SYNC IMAGES)
   for (int r = 0; r < rounds && mapped[0]; ++r) {
     const int partner = t.images.ranks()[static_cast<std::size_t>((me + (1 << r)) % n)];
     t.partner_flags.push_back(word_of(partner, t.flags.offset + static_cast<std::uint64_t>(r) * 8));
     mapped[0] = t.partner_flags.back() != nullptr;
   }
-  for (int j = 0; j < n && mapped[1]; ++j) {
-    t.pair_words.push_back(word_of(t.images.ranks()[static_cast<std::size_t>(j)],
-                                   t.pairs.offset + static_cast<std::uint64_t>(me) * 8));
-    mapped[1] = t.pair_words.back() != nullptr;
-  }
+  for (const int rank : t.images) mapped[1] = mapped[1] && word_of(rank, 0) != nullptr;
   // Every image must choose the same way: flags only if all partners of all images are
   // mapped (hosts of unequal size map some and not others).
   crown::check_mpi(MPI_Allreduce(MPI_IN_PLACE, mapped, 2, MPI_INT, MPI_LAND, t.control),
                    "caf: MPI_Allreduce");
   if (!mapped[0]) t.partner_flags.clear();
-  if (!mapped[1]) t.pair_words.clear();
+  if (mapped[1]) { // collective: every image has the same answer
+    t.pairs = crown::caf_api::heap_allocate(t.images, static_cast<std::size_t>(n) * 8, 0x63616606u,
+                                            "sync images flags");
+    std::memset(crown::caf_api::heap_address(t.pairs.offset), 0, static_cast<std::size_t>(n) * 8);
+    for (const int rank : t.images)
+      t.pair_words.push_back(word_of(rank, t.pairs.offset + static_cast<std::uint64_t>(me) * 8));
+  }
   t.syncs_with.assign(static_cast<std::size_t>(n), 0);
   const std::size_t words = 2 + static_cast<std::size_t>(n);
   t.progress = crown::caf_api::heap_allocate(t.images, words * 8, 0x63616605u, "team progress");

@@ -121,7 +121,11 @@ void sync_by_flags(team& t, std::span<const int> partners) {
   }
   await_partners(t, partners, [&](std::size_t i) {
     const auto p = static_cast<std::size_t>(partners[i]);
-    return std::atomic_ref<std::uint64_t>(mine[p]).load(std::memory_order_acquire) >= expect[i];
+    // Counts are 32-bit and wrap: the partner's is at or past ours when the difference,
+    // taken modulo 2^32, is not negative (two counts are never 2^31 apart).
+    const auto theirs = static_cast<std::uint32_t>(
+        std::atomic_ref<std::uint64_t>(mine[p]).load(std::memory_order_acquire));
+    return static_cast<std::int32_t>(theirs - expect[i]) >= 0;
   });
 }
 

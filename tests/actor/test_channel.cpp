@@ -182,8 +182,8 @@ BOOST_AUTO_TEST_CASE(attachments_too_large_for_memory_are_received_and_dropped) 
   s.wait_sends();
 }
 
-// Through a mailbox: small messages and notices go through the ring, bodies over MPI;
-// a ring that fills keeps the rest queued, and nothing overtakes anything.
+// Through a mailbox: messages up to half the ring and notices go through it, larger
+// bodies over MPI; a ring that fills keeps the rest queued, and nothing overtakes anything.
 namespace {
 
 crown::detail::message_buffer filled(crown::detail::channel& ch, std::size_t bytes, int seed) {
@@ -206,12 +206,19 @@ bool receive_polling(self_channel& c, crown::detail::channel::incoming& m) {
 
 BOOST_AUTO_TEST_CASE(through_a_mailbox_nothing_overtakes_and_a_full_ring_loses_nothing) {
   self_channel c(true);
-  // a large one (notice through the ring, body over MPI), a small one, then 200 of 1000
-  // bytes: three times what the 64 KiB ring holds, so most wait in the channel's queue
-  std::vector<std::size_t> sizes{100000, 8};
-  for (int i = 0; i < 200; ++i) sizes.push_back(1000);
-  for (std::size_t k = 0; k < sizes.size(); ++k)
-    c.ch->send(filled(*c.ch, sizes[k], static_cast<int>(k)), 0);
+  // a large one (notice through the ring, body over MPI), one over an MPI slot but within
+  // half the ring (whole through it), a small one, then 200 of 1000 bytes and a few of
+  // 20,000: over three times what the 64 KiB ring holds, so most wait in the channel's
+  // queue; every third sent as a copy (send_copy, as ports do), which must not overtake
+  std::vector<std::size_t> sizes{100000, 20000, 8};
+  for (int i = 0; i < 200; ++i) sizes.push_back(i % 50 == 7 ? 20000 : 1000);
+  for (std::size_t k = 0; k < sizes.size(); ++k) {
+    const auto b = filled(*c.ch, sizes[k], static_cast<int>(k));
+    if (k % 3 == 2)
+      c.ch->send_copy(*b, 0);
+    else
+      c.ch->send(b, 0);
+  }
   for (std::size_t k = 0; k < sizes.size(); ++k) {
     crown::detail::channel::incoming m;
     BOOST_TEST_REQUIRE(receive_polling(c, m), "message " << k << " never came");
