@@ -160,33 +160,35 @@ void channel::send(const message_buffer& data, int dest) {
   auto isend = [&](const message_buffer& b, int tag) {
     enqueue({b->data(), b->size(), dest, tag, b, {}});
   };
-  const bool local = dest >= 0 && dest < static_cast<int>(local_.size()) &&
-                     local_[static_cast<std::size_t>(dest)].box;
+  const local_peer* const peer = mailbox_peer(dest);
   // A mailbox takes what fits half its ring (114 KiB of the default 256 KiB): a message
   // of 16-64 KiB (arguments below the attachment threshold) over MPI went as a
   // rendezvous with a kernel copy, 19 us at 16 KiB where 64 KiB attached took 13.
-  if (local && data->size() <= local_[static_cast<std::size_t>(dest)].box->max_message())
-    return send_local(data, dest);
+  if (peer && data->size() <= peer->box->max_message()) return send_local(data, dest);
   if (data->size() <= slot_bytes) return isend(data, small_tag);
   // The notice announces a body on large_tag from this rank: MPI keeps one sender's
   // messages on one tag in order, and the mailbox its notices, so the n-th notice goes
   // with the n-th body.
   message_buffer n = acquire();
   encode_notice(data->size(), *n);
-  if (local)
+  if (peer)
     send_local(n, dest);
   else
     isend(n, small_tag);
   isend(data, large_tag);
 }
 
+channel::local_peer* channel::mailbox_peer(int dest) noexcept {
+  if (dest < 0 || dest >= static_cast<int>(local_.size())) return nullptr;
+  local_peer& peer = local_[static_cast<std::size_t>(dest)];
+  return peer.box ? &peer : nullptr;
+}
+
 void channel::send_copy(std::span<const std::byte> bytes, int dest) {
-  if (dest >= 0 && dest < static_cast<int>(local_.size())) {
-    local_peer& peer = local_[static_cast<std::size_t>(dest)];
-    if (peer.box && !peer.listed && bytes.size() <= peer.box->max_message() &&
-        peer.box->try_send(rank_, bytes))
-      return;
-  }
+  if (local_peer* peer = mailbox_peer(dest); peer && !peer->listed &&
+                                             bytes.size() <= peer->box->max_message() &&
+                                             peer->box->try_send(rank_, bytes))
+    return;
   message_buffer b = acquire(bytes.size());
   b->assign(bytes.begin(), bytes.end());
   send(b, dest);

@@ -175,6 +175,8 @@ private:
     std::size_t first = 0;
     bool listed = false; ///< in full_
   };
+  /// Rank `dest` when it is reached through its mailbox, else null.
+  local_peer* mailbox_peer(int dest) noexcept;
   std::vector<local_peer> local_;          ///< by rank; empty without mailboxes
   std::vector<int> full_;                  ///< the ranks with messages waiting
   bool mpi_peers_ = true;                  ///< some rank is reached over MPI: the slots are posted

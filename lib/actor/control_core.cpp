@@ -623,7 +623,8 @@ void control_core::deliver(int from, const note& n) {
     log(log_level::warn, "rank ", rank_, ": a message from rank ", from, " for port #",
         local_part(n.head.target),
         ", whose receiver is gone, was dropped; that rank's sends to it throw once it has "
-        "polled (within 16 sends)");
+        "polled (within ",
+        port_poll_every, " sends)");
     if (from == rank_) return;
     note_header h;
     h.kind = message_kind::port_closed;
