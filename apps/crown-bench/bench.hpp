@@ -44,11 +44,14 @@ inline double median_seconds(const options& o, int ops, const std::function<void
 /// their batches taken in turn, one of each, `batches` times: load that comes and goes
 /// reaches every figure alike. Timed one after the other, a figure and its baseline
 /// moved apart by 2x on a 2-core VM whenever other work started between them.
+/// `before_batch(b)`, where given, runs before each round (say, to move to fresh buffers).
 inline std::vector<double> medians_alternating(const options& o, int ops,
-                                               std::initializer_list<std::function<void()>> fs) {
+                                               std::initializer_list<std::function<void()>> fs,
+                                               const std::function<void(int)>& before_batch = {}) {
   std::vector<std::vector<double>> t(fs.size());
   for (const auto& f : fs) f(); // warm-up
   for (int b = 0; b < o.batches; ++b) {
+    if (before_batch) before_batch(b);
     std::size_t i = 0;
     for (const auto& f : fs) {
       const double start = MPI_Wtime();

@@ -2,6 +2,7 @@
 #include "channel.hpp"
 #include "protocol.hpp"
 #include <algorithm>
+#include <crown/actor/arguments.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
@@ -9,7 +10,9 @@
 #include <cstring>
 #include <mutex>
 #include <new>
+#include <numeric>
 #include <string>
+#include <tuple>
 
 namespace crown::detail {
 namespace {
@@ -65,6 +68,70 @@ struct bulk_pool {
   }
 };
 
+/// The std::vectors attachments arrive in (bulk_element_types, by code), kept for the
+/// next attachment of their type: at most two, the largest, as bulk_pool keeps blocks.
+struct vector_pool {
+  std::mutex lock;
+  struct kept {
+    std::any vector;
+    std::size_t bytes; ///< its capacity
+  };
+  std::vector<kept> free;
+  static vector_pool& get() {
+    static vector_pool pool;
+    return pool;
+  }
+  /// Calls f(T{}) for the element type of `code`; nothing for 0 or a code it does not
+  /// know (from a newer sender: the bytes then go to plain storage).
+  template <std::size_t I = 0, typename F>
+  static void with_element(std::uint8_t code, F&& f) {
+    if constexpr (I < std::tuple_size_v<bulk_element_types>) {
+      if (code == I + 1) return f(std::tuple_element_t<I, bulk_element_types>{});
+      with_element<I + 1>(code, f);
+    }
+  }
+  template <std::size_t I = 0>
+  static std::size_t capacity_bytes(const std::any& a) {
+    if constexpr (I == std::tuple_size_v<bulk_element_types>) {
+      return 0;
+    } else {
+      using T = std::tuple_element_t<I, bulk_element_types>;
+      if (const auto* v = std::any_cast<std::vector<T>>(&a)) return v->capacity() * sizeof(T);
+      return capacity_bytes<I + 1>(a);
+    }
+  }
+  /// A std::vector<T> of `count` elements in `into` (the smallest kept one with room, else
+  /// a new one: only what it grows by is zero-filled); its data. Throws std::bad_alloc.
+  template <typename T>
+  std::byte* take(std::any& into, std::size_t count) {
+    {
+      const std::lock_guard hold(lock);
+      auto best = free.end();
+      for (auto it = free.begin(); it != free.end(); ++it)
+        if (it->bytes >= count * sizeof(T) && std::any_cast<std::vector<T>>(&it->vector) &&
+            (best == free.end() || it->bytes < best->bytes))
+          best = it;
+      if (best != free.end()) {
+        into = std::move(best->vector);
+        free.erase(best);
+      }
+    }
+    if (!into.has_value()) into = std::vector<T>();
+    auto& v = *std::any_cast<std::vector<T>>(&into);
+    v.resize(count);
+    return reinterpret_cast<std::byte*>(v.data());
+  }
+  void give(std::any v) {
+    const std::size_t bytes = capacity_bytes(v);
+    if (bytes < attach_threshold) return;
+    const std::lock_guard hold(lock);
+    free.push_back({std::move(v), bytes});
+    std::sort(free.begin(), free.end(),
+              [](const kept& x, const kept& y) { return x.bytes > y.bytes; });
+    if (free.size() > 2) free.pop_back();
+  }
+};
+
 /// Attachments start at multiples of this (aligned for any arithmetic type).
 constexpr std::size_t bulk_alignment = 64;
 std::size_t aligned(std::size_t n) {
@@ -80,7 +147,17 @@ bulk_in::~bulk_in() {
     MPI_Wait(&p.request, MPI_STATUS_IGNORE);
   }
   if (storage_) bulk_pool::get().give({storage_, capacity_});
+  for (std::any& v : vectors_)
+    if (v.has_value()) vector_pool::get().give(std::move(v));
 }
+
+arrived_attachments bulk_in::arrived() noexcept {
+  const bool forwarded =
+      next_forward_ == pieces_.size() && (forward_.empty() || via_->sent(forwarded_));
+  return {parts_, complete() && forwarded ? std::span<std::any>(vectors_) : std::span<std::any>()};
+}
+
+void keep_arrived_vector(std::any vector) { vector_pool::get().give(std::move(vector)); }
 
 channel::channel(MPI_Comm comm, const mailbox_map& boxes) : comm_(comm) {
   MPI_Comm_rank(comm, &rank_);
@@ -275,30 +352,57 @@ std::uint64_t channel::send_bulk(std::span<const std::span<const std::byte>> par
 std::shared_ptr<bulk_in> channel::receive_bulk(int source, int tag,
                                                std::span<const std::uint64_t> sizes,
                                                std::size_t piece_bytes, std::vector<int> forward,
-                                               int forward_tag) {
+                                               int forward_tag,
+                                               std::span<const std::uint8_t> elements) {
   auto b = std::make_shared<bulk_in>();
   b->source_ = source;
   b->tag_ = tag;
   b->forward_ = std::move(forward);
   b->forward_tag_ = forward_tag;
+  b->via_ = this;
+  // Each part into a vector of its element type, else into one pooled block.
+  b->vectors_.resize(sizes.size());
+  std::vector<std::byte*> at(sizes.size());
   std::size_t total = 0;
-  for (const std::uint64_t bytes : sizes) total += aligned(bytes);
-  const auto block = bulk_pool::get().take(total);
-  b->storage_ = block.data;
-  b->capacity_ = block.capacity;
-  if (!b->storage_) {
+  b->stored_ = true;
+  for (std::size_t part = 0; part < sizes.size(); ++part) {
+    const std::uint8_t code = part < elements.size() ? elements[part] : 0;
+    const auto land = [&](auto element) {
+      using T = decltype(element);
+      if (sizes[part] % sizeof(T) == 0) // else not its type's: bytes alone
+        at[part] = vector_pool::get().take<T>(b->vectors_[part], sizes[part] / sizeof(T));
+    };
+    try {
+      vector_pool::with_element(code, land);
+    } catch (const std::exception&) { // std::bad_alloc, std::length_error
+      b->stored_ = false;
+    }
+    if (!at[part]) total += aligned(sizes[part]);
+  }
+  if (b->stored_ && total > 0) {
+    const auto block = bulk_pool::get().take(total);
+    b->storage_ = block.data;
+    b->capacity_ = block.capacity;
+    b->stored_ = b->storage_ != nullptr;
+  }
+  if (!b->stored_) {
     int me = -1;
     MPI_Comm_rank(comm_, &me);
-    b->failure_ = "rank " + std::to_string(me) + " has no memory for " + std::to_string(total) +
+    b->failure_ = "rank " + std::to_string(me) + " has no memory for " +
+                  std::to_string(std::accumulate(sizes.begin(), sizes.end(), std::uint64_t{0})) +
                   " bytes of arguments";
   }
-  std::size_t at = 0;
+  std::size_t offset = 0;
   for (std::size_t part = 0; part < sizes.size(); ++part) {
     const std::size_t bytes = sizes[part];
-    if (b->storage_) b->parts_.emplace_back(b->storage_ + at, bytes);
-    for (std::size_t offset = 0; offset < bytes; offset += piece_bytes)
-      b->pieces_.push_back({part, at + offset, std::min(piece_bytes, bytes - offset)});
-    at += aligned(bytes);
+    if (!at[part] && b->storage_) {
+      at[part] = b->storage_ + offset;
+      offset += aligned(bytes);
+    }
+    if (b->stored_) b->parts_.emplace_back(at[part], bytes);
+    for (std::size_t from = 0; from < bytes; from += piece_bytes)
+      b->pieces_.push_back(
+          {b->stored_ ? at[part] + from : nullptr, std::min(piece_bytes, bytes - from)});
   }
   b->outstanding_ = b->pieces_.size();
   arriving_.push_back(b);
@@ -323,7 +427,7 @@ void channel::test_bulk(const std::shared_ptr<bulk_in>& held) {
   // MPI_ERR_TRUNCATE, and Open MPI was seen to write past its end). Without storage,
   // pieces are received that way one at a time, so the sender is not left waiting and
   // no more than a piece of memory is used.
-  while (b.next_post_ < b.pieces_.size() && (b.storage_ || b.spilling_ == 0)) {
+  while (b.next_post_ < b.pieces_.size() && (b.stored_ || b.spilling_ == 0)) {
     int arrived = 0;
     MPI_Message message = MPI_MESSAGE_NULL;
     MPI_Status status{};
@@ -334,8 +438,8 @@ void channel::test_bulk(const std::shared_ptr<bulk_in>& held) {
     MPI_Get_count(&status, MPI_BYTE, &count);
     const std::size_t i = b.next_post_++;
     bulk_in::piece& p = b.pieces_[i];
-    p.whole = b.storage_ && static_cast<std::size_t>(count) == p.bytes;
-    std::byte* to = b.storage_ ? b.storage_ + p.offset : nullptr;
+    p.whole = p.at && static_cast<std::size_t>(count) == p.bytes;
+    std::byte* to = p.at;
     if (!p.whole) {
       if (b.failure_.empty())
         b.failure_ = "piece " + std::to_string(i) + " of its arguments from rank " +
@@ -365,13 +469,10 @@ void channel::test_bulk(const std::shared_ptr<bulk_in>& held) {
   for (; b.next_forward_ < b.next_post_; ++b.next_forward_) {
     const bulk_in::piece& p = b.pieces_[b.next_forward_];
     if (p.request != MPI_REQUEST_NULL) break;
-    for (const int dest : b.forward_)
-      enqueue({p.whole ? b.storage_ + p.offset : nullptr,
-               p.whole ? p.bytes : 0,
-               dest,
-               b.forward_tag_,
-               {},
-               held});
+    for (const int dest : b.forward_) {
+      enqueue({p.whole ? p.at : nullptr, p.whole ? p.bytes : 0, dest, b.forward_tag_, {}, held});
+      b.forwarded_ = queued_total_;
+    }
   }
 }
 

@@ -9,8 +9,10 @@
 // in the order they were sent.
 #pragma once
 #include "mailbox.hpp"
+#include <any>
 #include <array>
 #include <chrono>
+#include <crown/detail/archive.hpp>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -24,21 +26,24 @@
 namespace crown::detail {
 
 using message_buffer = std::shared_ptr<std::vector<std::byte>>;
+class channel;
 
 /// The attachments of one command (large arguments) as they arrive from its sender:
-/// uninitialised, pooled storage (no zero fill, no new pages for a repeated size), each
-/// attachment aligned for any arithmetic type. Pieces are forwarded down the tree as
+/// each straight into a std::vector of its element type where the sender named one
+/// (the parameter that reads it takes it: no copy), else into uninitialised pooled
+/// storage (no zero fill, no new pages for a repeated size); both kept for the next
+/// command and aligned for any arithmetic type. Pieces are forwarded down the tree as
 /// they arrive (channel::receive_bulk).
 class bulk_in {
 public:
   bulk_in() = default;
   bulk_in(const bulk_in&) = delete;
   bulk_in& operator=(const bulk_in&) = delete;
-  ~bulk_in(); ///< the storage goes back to the pool
+  ~bulk_in(); ///< the storage, and the vectors no parameter took, go back to the pools
   [[nodiscard]] bool complete() const noexcept { return outstanding_ == 0; }
-  [[nodiscard]] std::span<const std::span<const std::byte>> parts() const noexcept {
-    return parts_;
-  }
+  /// What arrived, for the endpoint; its vectors only once the pieces went on to every
+  /// rank below (sends read them until then).
+  [[nodiscard]] arrived_attachments arrived() noexcept;
   /// Why the bytes do not match the command ("" when they do): a piece of another size
   /// than announced, or no memory for them (the pieces were received and dropped).
   [[nodiscard]] const std::string& failure() const noexcept { return failure_; }
@@ -46,7 +51,8 @@ public:
 private:
   friend class channel;
   struct piece {
-    std::size_t part, offset, bytes;
+    std::byte* at; ///< where it goes (null: no storage, see failure())
+    std::size_t bytes;
     MPI_Request request = MPI_REQUEST_NULL;
     bool whole = false;             ///< matched as announced, into the storage
     std::vector<std::byte> spill{}; ///< where a piece unlike its announcement goes
@@ -54,6 +60,10 @@ private:
   std::byte* storage_ = nullptr;
   std::size_t capacity_ = 0;
   std::vector<std::span<const std::byte>> parts_;
+  std::vector<std::any> vectors_; ///< per part: the std::vector it arrives in, or empty
+  bool stored_ = false;           ///< storage for every part was had
+  const channel* via_ = nullptr;
+  std::uint64_t forwarded_ = 0; ///< the serial of its last forwarded piece
   std::vector<piece> pieces_;
   std::size_t outstanding_ = 0, next_post_ = 0, next_forward_ = 0, spilling_ = 0;
   int source_ = -1, tag_ = 0, forward_tag_ = 0;
@@ -95,11 +105,13 @@ public:
                           const std::shared_ptr<const void>& keep);
   /// True once every send up to `serial` has completed (sends retire in order).
   [[nodiscard]] bool sent(std::uint64_t serial) const noexcept { return retired_ >= serial; }
-  /// Receives attachments of `sizes` from `source` on `tag`, and sends each piece on to
-  /// `forward` (on `forward_tag`) as soon as it is here. Progressed by progress_bulk().
+  /// Receives attachments of `sizes` from `source` on `tag` (each into a std::vector of
+  /// the type its code in `elements` names, where it names one), and sends each piece on
+  /// to `forward` (on `forward_tag`) as soon as it is here. Progressed by progress_bulk().
   std::shared_ptr<bulk_in> receive_bulk(int source, int tag, std::span<const std::uint64_t> sizes,
                                         std::size_t piece_bytes, std::vector<int> forward,
-                                        int forward_tag);
+                                        int forward_tag,
+                                        std::span<const std::uint8_t> elements = {});
   /// Tests the pieces of every bulk receive under way and forwards those that arrived.
   void progress_bulk();
   /// Retires completed sends (one MPI call when any are pending, none otherwise). Only
@@ -121,7 +133,7 @@ public:
     int source = -1;
     message_buffer owned; ///< its buffer (recycle() it when done)
     /// A command's attachments, all arrived (the command was forwarded on arrival).
-    std::shared_ptr<const bulk_in> bulk;
+    std::shared_ptr<bulk_in> bulk;
   };
   /// The next message that has arrived, if any.
   bool receive(incoming& m);

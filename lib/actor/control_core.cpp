@@ -104,7 +104,7 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
   const int fanout = bulk ? std::min(fanout_, 2) : fanout_;
   bulk_sizes_.clear();
   std::uint64_t total = 0;
-  for (const auto a : attachments_) {
+  for (const auto a : attachments_.parts) {
     bulk_sizes_.push_back(a.size());
     total += a.size();
   }
@@ -115,7 +115,7 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
   if (piece > max_piece_bytes)
     throw argument_error("a call", "its large arguments, " + std::to_string(total) +
                                        " bytes, exceed what one call carries");
-  const bulk_layout layout{bulk_sizes_, bulk ? channel_.next_bulk_tag() : 0,
+  const bulk_layout layout{bulk_sizes_, attachments_.elements, bulk ? channel_.next_bulk_tag() : 0,
                            static_cast<std::uint32_t>(piece)};
   command_header h;
   h.kind = kind;
@@ -143,7 +143,7 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
   const auto send_to = [&](int dest) {
     channel_.send(message, dest);
     if (bulk)
-      last_send = channel_.send_bulk(attachments_, layout.piece_bytes, dest, layout.tag, {});
+      last_send = channel_.send_bulk(attachments_.parts, layout.piece_bytes, dest, layout.tag, {});
   };
   if (relayed)
     send_to(0);
@@ -185,8 +185,13 @@ std::shared_ptr<bulk_in> control_core::receive_bulk(const command& c, int source
   set_bulk_tag(*message, tag);
   for (const int child : children) channel_.send(message, child);
   std::vector<std::uint64_t> sizes(c.attachment_bytes.size());
-  for (std::size_t i = 0; i < sizes.size(); ++i) sizes[i] = c.attachment_bytes[i];
-  return channel_.receive_bulk(source, c.bulk_tag, sizes, c.piece_bytes, std::move(children), tag);
+  std::vector<std::uint8_t> elements(sizes.size());
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    sizes[i] = c.attachment_bytes[i];
+    elements[i] = c.attachment_elements[i];
+  }
+  return channel_.receive_bulk(source, c.bulk_tag, sizes, c.piece_bytes, std::move(children), tag,
+                               elements);
 }
 
 void control_core::begin_arrival(channel::incoming& m, message_kind kind) {

@@ -70,6 +70,7 @@ void finish_command(command_header head, std::span<const std::int32_t> ranks,
   put(out, positions.data(), positions.size());
   if (bulk.sizes.empty()) return;
   put(out, bulk.sizes.data(), bulk.sizes.size());
+  put(out, bulk.elements.data(), bulk.elements.size());
   const std::uint32_t tail[2] = {static_cast<std::uint32_t>(bulk.tag), bulk.piece_bytes};
   put(out, tail, 2);
 }
@@ -97,7 +98,7 @@ std::optional<command> decode_command(std::span<const std::byte> message, int wo
   c.payload = in.take(h.payload_bytes);
   const std::size_t each = per_target + (c.relayed() ? sizeof(std::uint64_t) : 0);
   const std::size_t trailer =
-      h.attachments ? h.attachments * sizeof(std::uint64_t) + 2 * sizeof(std::uint32_t) : 0;
+      h.attachments ? h.attachments * (sizeof(std::uint64_t) + 1) + 2 * sizeof(std::uint32_t) : 0;
   if (h.targets == 0 || in.left() != std::size_t{h.targets} * each + trailer) return std::nullopt;
   c.order = packed<std::uint64_t>(in.take(h.targets * sizeof(std::uint64_t)));
   if (c.relayed())
@@ -106,6 +107,7 @@ std::optional<command> decode_command(std::span<const std::byte> message, int wo
   c.positions = packed<std::uint32_t>(in.take(h.targets * sizeof(std::uint32_t)));
   if (h.attachments) {
     c.attachment_bytes = packed<std::uint64_t>(in.take(h.attachments * sizeof(std::uint64_t)));
+    c.attachment_elements = packed<std::uint8_t>(in.take(h.attachments));
     std::uint32_t tag = 0;
     in.read(tag);
     in.read(c.piece_bytes);

@@ -16,13 +16,14 @@
 namespace crown::detail {
 
 inline constexpr std::uint32_t protocol_magic = 0x4e575243; // "CRWN"
-inline constexpr std::uint16_t protocol_version = 5;
+inline constexpr std::uint16_t protocol_version = 6;
 
 /// A command is this header, the payload, then per target its order (u64), for a relayed
 /// command its order in the origin's stream (u64), its world rank (i32) and point index
 /// (u32). The payload comes first so that the front end can serialise straight into the
 /// message. A command with attachments (large arguments, which travel beside it from
-/// the caller's memory) ends with their sizes (u64 each), the tag its sender sends them
+/// the caller's memory) ends with their sizes (u64 each), their element types (u8 each,
+/// bulk_element_code: what a receiver lands them in), the tag its sender sends them
 /// on (u32: every hop down the tree picks its own) and their piece size (u32): each
 /// attachment goes in pieces, so that a rank forwards a piece while the next arrives.
 ///
@@ -74,12 +75,13 @@ private:
 struct command {
   command_header head;
   std::span<const std::byte> payload;
-  packed<std::uint64_t> order;            ///< each target's count of earlier commands to it
-  packed<std::uint64_t> origin_order;     ///< the same in the origin's stream (relayed only)
-  packed<std::int32_t> ranks;             ///< world rank of each target
-  packed<std::uint32_t> positions;        ///< each target's point index in the actor mesh
-  packed<std::uint64_t> attachment_bytes; ///< each attachment's size
-  int bulk_tag = 0;                       ///< the sender's tag for the pieces
+  packed<std::uint64_t> order;              ///< each target's count of earlier commands to it
+  packed<std::uint64_t> origin_order;       ///< the same in the origin's stream (relayed only)
+  packed<std::int32_t> ranks;               ///< world rank of each target
+  packed<std::uint32_t> positions;          ///< each target's point index in the actor mesh
+  packed<std::uint64_t> attachment_bytes;   ///< each attachment's size
+  packed<std::uint8_t> attachment_elements; ///< and its element type (0, or unknown: bytes)
+  int bulk_tag = 0;                         ///< the sender's tag for the pieces
   std::uint32_t piece_bytes = 0;
   /// The index of `rank` among the targets, or -1.
   [[nodiscard]] std::int64_t index_of(int rank) const noexcept;
@@ -93,6 +95,7 @@ struct command {
 /// Attachments: their sizes, the sender's tag and the piece size (see command_header).
 struct bulk_layout {
   std::span<const std::uint64_t> sizes;
+  std::span<const std::uint8_t> elements; ///< one per size
   int tag = 0;
   std::uint32_t piece_bytes = 0;
 };

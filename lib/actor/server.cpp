@@ -183,7 +183,7 @@ private:
   /// A command waiting for its turn, with its attachments (if any).
   struct held_command {
     message_buffer bytes;
-    std::shared_ptr<const bulk_in> bulk;
+    std::shared_ptr<bulk_in> bulk;
   };
   using command_queue = in_order_queue<held_command>;
 
@@ -243,7 +243,7 @@ private:
     begin_reply(c.head.request, to_caller ? reply_leg::to_caller : reply_leg::to_parent, *o.reply);
   }
 
-  void execute(const command& c, std::size_t index, const bulk_in* bulk) {
+  void execute(const command& c, std::size_t index, bulk_in* bulk) {
     const std::uint32_t position = c.positions[index];
     const std::uint64_t request = c.head.request;
     std::vector<std::byte> value;
@@ -266,7 +266,7 @@ private:
                         {"callee", rank_});
         if (span.recording()) span.text("actor", label_of(c.head.mesh_id, position));
         call(c.head.mesh_id, c.head.endpoint, c.payload,
-             bulk ? bulk->parts() : std::span<const std::span<const std::byte>>{}, value);
+             bulk ? bulk->arrived() : arrived_attachments{}, value);
         break;
       }
       case message_kind::stop_mesh:
@@ -414,8 +414,7 @@ private:
   }
 
   void call(std::uint64_t mesh_id, std::uint32_t endpoint, std::span<const std::byte> payload,
-            std::span<const std::span<const std::byte>> attachments,
-            std::vector<std::byte>& value) {
+            const arrived_attachments& attachments, std::vector<std::byte>& value) {
     hosted& h = find_actor(mesh_id, "call");
     if (endpoint >= h.type->endpoints.size())
       throw argument_error("call on " + h.label,

@@ -418,9 +418,11 @@ BOOST_AUTO_TEST_CASE(draining_calls_in_flight_costs_linear_time) {
       for (auto& f : pending) (void)f.get();
       return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     };
-    double few = 1e9;
-    for (int round = 0; round < 3; ++round) few = std::min(few, drain(5000));
-    const double many = std::min(drain(40000), drain(40000));
+    // The best of several rounds each: another suite's ranks on the same cores (ctest -j)
+    // stretch single rounds by 2-3x.
+    double few = 1e9, many = 1e9;
+    for (int round = 0; round < 5; ++round) few = std::min(few, drain(5000));
+    for (int round = 0; round < 4; ++round) many = std::min(many, drain(40000));
     BOOST_TEST(many / few <= 20.0, "5,000 calls in " << few << " s, 40,000 in " << many << " s");
     BOOST_TEST_MESSAGE("drain 5,000: " << few << " s, 40,000: " << many << " s");
   });

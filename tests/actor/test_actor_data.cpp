@@ -49,6 +49,13 @@ public:
     return fingerprint(big) + fingerprint<int>(small) + fingerprint<double>(large);
   }
   void keep(std::span<const double> a) { kept_.push_back(fingerprint(a)); }
+  /// Keeps the vector itself: it is this actor's, never the next call's storage.
+  void keep_vector(std::vector<double> a) { kept_vectors_.push_back(std::move(a)); }
+  std::vector<double> kept_vectors() const {
+    std::vector<double> out;
+    for (const auto& v : kept_vectors_) out.push_back(fingerprint<double>(v));
+    return out;
+  }
   /// Limits this rank's address space to what it maps now plus `mib` MiB (0: no limit).
   void limit_memory(int mib) {
     rlimit l{RLIM_INFINITY, RLIM_INFINITY};
@@ -70,12 +77,13 @@ public:
       out.push_back(v);
     return out;
   }
-  static constexpr auto endpoints =
-      crown::endpoints(&holder::by_vector, &holder::by_span, &holder::mixed, &holder::keep,
-                       &holder::kept, &holder::pass_on, &holder::limit_memory);
+  static constexpr auto endpoints = crown::endpoints(
+      &holder::by_vector, &holder::by_span, &holder::mixed, &holder::keep, &holder::kept,
+      &holder::pass_on, &holder::limit_memory, &holder::keep_vector, &holder::kept_vectors);
 
 private:
   std::vector<double> kept_;
+  std::vector<std::vector<double>> kept_vectors_;
 };
 
 /// Exposes its own memory as a remote_buffer (issue 19, remote buffers).
@@ -121,6 +129,22 @@ BOOST_AUTO_TEST_CASE(arrays_reach_every_actor_whole) {
                  expected);
       BOOST_TEST(m.reduce(crown::reduce_op::max, &holder::by_vector, a).get() == expected);
     }
+  });
+}
+
+// A large array lands in the std::vector a vector parameter takes, kept for the next
+// one: one call after another with new values, and vectors an actor keeps, stay right.
+BOOST_AUTO_TEST_CASE(vector_parameters_see_each_call_s_values_and_keep_their_own) {
+  control([](crown::controller& c) {
+    auto m = c.workers().spawn<holder>("holders");
+    std::vector<double> expected;
+    for (int call = 0; call < 4; ++call) {
+      const auto a = ramp((300 << 10) / 8 + static_cast<std::size_t>(call % 2), 10.0 * call);
+      for (double v : m.call(&holder::by_vector, a).get()) BOOST_TEST(v == fingerprint<double>(a));
+      m.call(&holder::keep_vector, a).get();
+      expected.push_back(fingerprint<double>(a));
+    }
+    for (const auto& kept : m.call(&holder::kept_vectors).get()) BOOST_TEST(kept == expected);
   });
 }
 

@@ -4,9 +4,12 @@
 // the receiver allocate and zero 2 GiB before anything was checked.
 #include "actor/channel.hpp"
 #include "actor/protocol.hpp"
+#include <any>
 #include <boost/test/unit_test.hpp>
+#include <crown/actor/arguments.hpp>
 #include <cstring>
 #include <mpi.h>
+#include <numeric>
 #include <optional>
 #include <sys/resource.h>
 #include <vector>
@@ -138,12 +141,76 @@ BOOST_AUTO_TEST_CASE(attachments_arrive_whole_and_aligned) {
   const auto b = receive_all(s, tag, {first.size(), second.size()});
   BOOST_TEST(b->complete());
   BOOST_TEST(b->failure() == "");
-  BOOST_TEST_REQUIRE(b->parts().size() == 2u);
-  BOOST_TEST(std::memcmp(b->parts()[0].data(), first.data(), first.size()) == 0);
-  BOOST_TEST(std::memcmp(b->parts()[1].data(), second.data(), second.size()) == 0);
-  BOOST_TEST(reinterpret_cast<std::uintptr_t>(b->parts()[1].data()) % 64 == 0u);
+  const auto parts_in = b->arrived().parts;
+  BOOST_TEST_REQUIRE(parts_in.size() == 2u);
+  BOOST_TEST(std::memcmp(parts_in[0].data(), first.data(), first.size()) == 0);
+  BOOST_TEST(std::memcmp(parts_in[1].data(), second.data(), second.size()) == 0);
+  BOOST_TEST(reinterpret_cast<std::uintptr_t>(parts_in[1].data()) % 64 == 0u);
   for (int i = 0; i < 1000 && !s.ch->sent(last); ++i) s.ch->poll_sends();
   BOOST_TEST(s.ch->sent(last));
+}
+
+// An attachment whose sender names its element type lands in a std::vector of it, which
+// the vector parameter reading it takes (no copy) and gives back for the next one.
+BOOST_AUTO_TEST_CASE(typed_attachments_land_in_the_vector_a_parameter_takes) {
+  using namespace crown::detail;
+  self_channel s;
+  std::vector<double> values((100 << 10) / 8);
+  std::vector<std::byte> raw(5000, std::byte{9});
+  const auto send_and_receive = [&](double first) {
+    std::iota(values.begin(), values.end(), first);
+    const int tag = s.ch->next_bulk_tag();
+    const std::span<const std::byte> parts[] = {std::as_bytes(std::span(values)), raw};
+    const auto last = s.ch->send_bulk(parts, 4096, 0, tag, {});
+    const std::uint8_t elements[] = {bulk_element_code<double>(), 0};
+    auto b = s.ch->receive_bulk(0, tag, std::vector<std::uint64_t>{values.size() * 8, raw.size()},
+                                4096, {}, 0, elements);
+    for (int i = 0; i < 100000 && !b->complete(); ++i) s.ch->progress_bulk();
+    for (int i = 0; i < 1000 && !s.ch->sent(last); ++i) s.ch->poll_sends();
+    BOOST_TEST_REQUIRE(b->complete());
+    return b;
+  };
+  auto b = send_and_receive(1.0);
+  const auto arrived = b->arrived();
+  BOOST_TEST_REQUIRE(arrived.vectors.size() == 2u);
+  BOOST_TEST(!arrived.vectors[1].has_value()); // bytes alone
+  BOOST_TEST(std::memcmp(arrived.parts[1].data(), raw.data(), raw.size()) == 0);
+  const auto* landed = std::any_cast<std::vector<double>>(&arrived.vectors[0]);
+  BOOST_TEST_REQUIRE(landed);
+  BOOST_TEST(*landed == values);
+  const double* at = landed->data();
+  BOOST_TEST(static_cast<const void*>(arrived.parts[0].data()) == static_cast<const void*>(at));
+  // Two parameters naming attachment 0: the first takes the vector, the second is refused.
+  std::vector<std::byte> args;
+  byte_writer w(args);
+  for (int twice = 0; twice < 2; ++twice)
+    w(std::uint8_t{1}, std::uint64_t{values.size()}, std::uint32_t{0});
+  byte_reader r(args, arrived);
+  auto taken = load_param<std::vector<double>>(r);
+  BOOST_TEST(taken.data() == at);
+  BOOST_TEST(taken == values);
+  BOOST_CHECK_THROW((void)load_param<std::span<const double>>(r), malformed_message);
+  // Given back, it is where the next attachment of its type lands.
+  keep_arrived_vector(std::any(std::move(taken)));
+  b = send_and_receive(-5.0);
+  landed = std::any_cast<std::vector<double>>(&b->arrived().vectors[0]);
+  BOOST_TEST_REQUIRE(landed);
+  BOOST_TEST(landed->data() == at);
+  BOOST_TEST(*landed == values);
+  // A vector not taken goes back when its command is done; a size that is not a whole
+  // number of elements arrives as bytes.
+  b.reset();
+  values.resize(values.size() - 1);
+  const int tag = s.ch->next_bulk_tag();
+  std::vector<std::byte> odd(values.size() * 8 + 3, std::byte{4});
+  const std::span<const std::byte> parts[] = {odd};
+  const auto last = s.ch->send_bulk(parts, 4096, 0, tag, {});
+  const std::uint8_t elements[] = {bulk_element_code<double>()};
+  b = s.ch->receive_bulk(0, tag, std::vector<std::uint64_t>{odd.size()}, 4096, {}, 0, elements);
+  for (int i = 0; i < 100000 && !b->complete(); ++i) s.ch->progress_bulk();
+  for (int i = 0; i < 1000 && !s.ch->sent(last); ++i) s.ch->poll_sends();
+  BOOST_TEST(!b->arrived().vectors[0].has_value());
+  BOOST_TEST(std::memcmp(b->arrived().parts[0].data(), odd.data(), odd.size()) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(a_piece_of_another_size_is_named) {

@@ -60,9 +60,11 @@ void check_command(std::span<const std::byte> message) {
   require(children == targets);
   // Attachments (large arguments beside the command): within the limits, calls only.
   std::vector<std::uint64_t> sizes;
+  std::vector<std::uint8_t> elements;
   for (std::size_t i = 0; i < c->attachment_bytes.size(); ++i) {
     require(c->attachment_bytes[i] >= 1 && c->attachment_bytes[i] <= max_attachment_bytes);
     sizes.push_back(c->attachment_bytes[i]);
+    elements.push_back(c->attachment_elements[i]);
   }
   require(
       sizes.size() == c->head.attachments &&
@@ -72,7 +74,7 @@ void check_command(std::span<const std::byte> message) {
   std::vector<std::byte> again(header_space());
   again.insert(again.end(), c->payload.begin(), c->payload.end());
   finish_command(c->head, ranks, positions, order, origin_order, again,
-                 bulk_layout{sizes, c->bulk_tag, c->piece_bytes});
+                 bulk_layout{sizes, elements, c->bulk_tag, c->piece_bytes});
   require(again.size() == message.size() &&
           std::memcmp(again.data(), message.data(), again.size()) == 0);
   // Payloads are cereal data from another rank: the reader must refuse, not overrun.

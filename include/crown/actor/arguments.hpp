@@ -2,6 +2,7 @@
 // arguments beyond what cereal knows: meshes (actor-mesh handles and global_ptr carry
 // their own serialisation), and reading types that have no default constructor.
 #pragma once
+#include <any>
 #include <cereal/types/memory.hpp>
 #include <crown/detail/archive.hpp>
 #include <crown/mesh.hpp>
@@ -10,6 +11,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace crown {
@@ -90,6 +92,27 @@ T load_value(Ar& ar) {
 inline constexpr std::size_t attach_threshold = 64 << 10;
 template <typename T>
 inline constexpr bool bulk_element = std::is_arithmetic_v<T> && !std::is_same_v<T, bool>;
+/// The element types an attachment may arrive as (a std::vector of it, no copy), by
+/// code: index + 1 here (0: bytes alone). The sender writes the code, the receiver
+/// (lib/actor/channel.cpp) makes the vector.
+using bulk_element_types =
+    std::tuple<char, signed char, unsigned char, wchar_t, char8_t, char16_t, char32_t, short,
+               unsigned short, int, unsigned int, long, unsigned long, long long,
+               unsigned long long, float, double, long double>;
+template <typename T, std::size_t I = 0>
+constexpr std::uint8_t bulk_element_code() {
+  if constexpr (I == std::tuple_size_v<bulk_element_types>)
+    return 0;
+  else if constexpr (std::is_same_v<T, std::tuple_element_t<I, bulk_element_types>>)
+    return static_cast<std::uint8_t>(I + 1);
+  else
+    return bulk_element_code<T, I + 1>();
+}
+/// Keeps a vector an attachment arrived in (or one an endpoint was done with) for the
+/// next attachment of its type (lib/actor/channel.cpp): a payload sent each step then
+/// lands in the same pages, with no zero fill.
+void keep_arrived_vector(std::any vector);
+
 template <typename P>
 struct bulk_param {
   static constexpr bool bulk = false, view = false;
@@ -120,7 +143,7 @@ void save_param(byte_writer& ar, const P& value, bool may_attach = true) {
     ar(std::uint8_t{attach}, static_cast<std::uint64_t>(value.size()));
     if (!attach) return ar.saveBinary(bytes.data(), bytes.size());
     ar(static_cast<std::uint32_t>(beside->size()));
-    beside->push_back(bytes);
+    beside->add(bytes, bulk_element_code<T>());
   } else {
     save_value(ar, value);
   }
@@ -138,11 +161,9 @@ P load_param(byte_reader& ar) {
     if (attached == 1) {
       std::uint32_t index = 0;
       ar(index);
-      const auto list = ar.attachments();
-      if (index >= list.size())
-        throw malformed_message("an argument in attachment #" + std::to_string(index) + " of " +
-                                std::to_string(list.size()));
-      bytes = list[index];
+      bytes = ar.attachment(index);
+      if constexpr (!bulk_param<P>::view) // arrived as the vector itself: no copy
+        if (auto arrived = ar.take_vector<P>(index, count)) return std::move(*arrived);
       if (bytes.size() % sizeof(T) != 0 || bytes.size() / sizeof(T) != count ||
           reinterpret_cast<std::uintptr_t>(bytes.data()) % alignof(T) != 0)
         throw malformed_message("attachment #" + std::to_string(index) + " of " +

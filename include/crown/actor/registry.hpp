@@ -40,8 +40,7 @@ struct actor_type {
   /// Calls endpoint i with the arguments in `args` (beside it: `attachments`), appends
   /// the serialised result to `out`; returns the argument bytes it left unread.
   std::vector<std::size_t (*)(void* actor, std::span<const std::byte> args,
-                              std::span<const std::span<const std::byte>> attachments,
-                              std::vector<std::byte>& out)>
+                              const arrived_attachments& attachments, std::vector<std::byte>& out)>
       endpoints;
   /// Combines two serialised results of endpoint i (null when not arithmetic).
   std::vector<void (*)(reduce_op op, std::span<const std::byte> a, std::span<const std::byte> b,
@@ -163,6 +162,15 @@ std::tuple<P...> load_params(std::type_identity<std::tuple<P...>>, raw_reader& i
   return std::tuple<P...>{in.read<P>()...};
 }
 
+/// A large array an endpoint took by reference goes back for the next one to arrive in
+/// (one taken by value is the endpoint's).
+template <typename Declared, typename P>
+void keep_vector_param(P& value) {
+  if constexpr (bulk_param<P>::bulk && !bulk_param<P>::view && std::is_lvalue_reference_v<Declared>)
+    if (value.capacity() * sizeof(typename P::value_type) >= attach_threshold)
+      keep_arrived_vector(std::any(std::move(value)));
+}
+
 /// Calls `m` with the arguments read from `in` (a byte_reader, or a raw_reader for
 /// numbers): each parameter gets its value as it asks for it (moved into a by-value or
 /// && parameter, so move-only types work).
@@ -177,6 +185,7 @@ void invoke_endpoint(M m, void* actor, Reader& in, std::vector<std::byte>& out,
     (a->*m)(std::forward<std::tuple_element_t<I, declared>>(std::get<I>(args))...);
   else
     to_bytes((a->*m)(std::forward<std::tuple_element_t<I, declared>>(std::get<I>(args))...), out);
+  (keep_vector_param<std::tuple_element_t<I, declared>>(std::get<I>(args)), ...);
 }
 
 template <typename R>
@@ -204,8 +213,7 @@ using endpoint_at = std::tuple_element_t<I, endpoint_list<A>>;
 
 template <typename A, std::size_t I>
 std::size_t call_endpoint(void* actor, std::span<const std::byte> args,
-                          std::span<const std::span<const std::byte>> attachments,
-                          std::vector<std::byte>& out) {
+                          const arrived_attachments& attachments, std::vector<std::byte>& out) {
   constexpr auto m = std::get<I>(A::endpoints);
   constexpr std::size_t params =
       std::tuple_size_v<typename endpoint_traits<std::remove_cv_t<decltype(m)>>::params>;

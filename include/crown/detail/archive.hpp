@@ -3,6 +3,7 @@
 // length prefix larger than the bytes that remain (so a hostile size cannot make it
 // allocate more than a small multiple of the message).
 #pragma once
+#include <any>
 #include <cereal/cereal.hpp>
 #include <cereal/types/array.hpp>
 #include <cereal/types/map.hpp>
@@ -12,8 +13,10 @@
 #include <cereal/types/utility.hpp>
 #include <cereal/types/vector.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -35,8 +38,32 @@ public:
 }
 
 /// Bytes that travel beside a message instead of inside it (a large argument, sent
-/// from the caller's own memory: see save_param in crown/actor/arguments.hpp).
-using attachment_list = std::vector<std::span<const std::byte>>;
+/// from the caller's own memory: see save_param in crown/actor/arguments.hpp), each with
+/// the code of its element type (bulk_element_code; 0: bytes alone), so that a receiver
+/// can land it straight in a std::vector of that type.
+struct attachment_list {
+  std::vector<std::span<const std::byte>> parts;
+  std::vector<std::uint8_t> elements;
+  void add(std::span<const std::byte> bytes, std::uint8_t element) {
+    parts.push_back(bytes);
+    elements.push_back(element);
+  }
+  [[nodiscard]] std::size_t size() const noexcept { return parts.size(); }
+  [[nodiscard]] bool empty() const noexcept { return parts.empty(); }
+  void clear() noexcept {
+    parts.clear();
+    elements.clear();
+  }
+};
+
+/// Attachments as they arrived: their bytes and, where one arrived straight into a
+/// std::vector of its element type, that vector (in a std::any; one per part, empty
+/// where not), which the one parameter that reads it takes instead of a copy. `vectors`
+/// is empty while the bytes are still being forwarded to other ranks.
+struct arrived_attachments {
+  std::span<const std::span<const std::byte>> parts;
+  std::span<std::any> vectors;
+};
 
 class byte_writer : public cereal::OutputArchive<byte_writer, cereal::AllowEmptyClassElision> {
 public:
@@ -61,10 +88,12 @@ class byte_reader : public cereal::InputArchive<byte_reader, cereal::AllowEmptyC
 public:
   /// Reads `in`; arguments that travelled beside it are `attachments` (aligned for any
   /// arithmetic type, alive as long as this reader).
-  explicit byte_reader(std::span<const std::byte> in,
-                       std::span<const std::span<const std::byte>> attachments = {})
+  explicit byte_reader(std::span<const std::byte> in, arrived_attachments attachments = {})
       : cereal::InputArchive<byte_reader, cereal::AllowEmptyClassElision>(this), in_(in),
-        attachments_(attachments) {}
+        attachments_(attachments.parts), vectors_(attachments.vectors) {}
+  byte_reader(std::span<const std::byte> in,
+              std::span<const std::span<const std::byte>> attachments)
+      : byte_reader(in, arrived_attachments{attachments, {}}) {}
   void loadBinary(void* data, std::size_t bytes) {
     const auto from = take(bytes);
     if (bytes) std::memcpy(data, from.data(), bytes);
@@ -76,8 +105,25 @@ public:
     at_ += bytes;
     return in_.subspan(at_ - bytes, bytes);
   }
-  [[nodiscard]] std::span<const std::span<const std::byte>> attachments() const noexcept {
-    return attachments_;
+  /// Attachment `index`, once: a parameter of a hostile message that names one another
+  /// parameter read is refused (that one may own its bytes by now).
+  std::span<const std::byte> attachment(std::size_t index) {
+    if (index >= attachments_.size())
+      throw malformed_message("an argument in attachment #" + std::to_string(index) + " of " +
+                              std::to_string(attachments_.size()));
+    read_.resize(attachments_.size());
+    if (read_[index])
+      throw malformed_message("two parameters name attachment #" + std::to_string(index));
+    read_[index] = true;
+    return attachments_[index];
+  }
+  /// Attachment `index` as the V of `size` elements it arrived in, moved out (no copy),
+  /// or nullopt where it did not arrive as one.
+  template <typename V>
+  std::optional<V> take_vector(std::size_t index, std::size_t size) {
+    V* vector = index < vectors_.size() ? std::any_cast<V>(&vectors_[index]) : nullptr;
+    if (!vector || vector->size() != size) return std::nullopt;
+    return std::optional<V>(std::move(*vector));
   }
   /// Storage that lives as long as this reader (an aligned copy of a small array that a
   /// std::span parameter views).
@@ -91,6 +137,8 @@ private:
   std::span<const std::byte> in_;
   std::size_t at_ = 0;
   std::span<const std::span<const std::byte>> attachments_;
+  std::span<std::any> vectors_;
+  std::vector<bool> read_; ///< by attachment
   std::vector<std::unique_ptr<std::max_align_t[]>> kept_;
 };
 
