@@ -1,7 +1,10 @@
 // include/crown/detail/copy.hpp — memcpy, minus one pathology of glibc's memcpy.
 #pragma once
+#include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -23,28 +26,9 @@ inline bool cpu_has_erms() noexcept {
 #endif
 }
 
-/// std::memcpy of `bytes` from `src` to `dst` (not overlapping). On CPUs with fast
-/// `rep movsb` glibc copies blocks from a few KiB to about the L2 size with it, and on
-/// AMD Zen that runs at 1.5 GB/s instead of 40 when the destination lies 1-31 bytes
-/// past the source modulo 4096 (measured here for 4 KiB..256 KiB, glibc 2.36). A heap
-/// block starts on a page and a malloc'd buffer 16 bytes past one, so a get into a
-/// std::vector hit it every time. Copied in 2 KiB pieces, below every rep movsb
-/// threshold, glibc stays on its vector loop (52-55 GB/s at 4-8 KiB, 25-39 above).
-/// Intel's is slow there too, depending on where the source lines are: on Sapphire
-/// Rapids a 4 KiB get at skew 16 from a peer's block just written by puts took 136 ns
-/// with memcpy, 32 ns in pieces (a private source: 40 ns either way). Where the CPU
-/// does not report ERMS, glibc never uses rep movsb and the pieces only cost: on a Zen 2
-/// VM without it, 16 KiB at skew 16 ran at 79 GB/s in pieces, 89 GB/s whole.
-inline void copy_bytes(void* dst, const void* src, std::size_t bytes) noexcept {
+/// memcpy in 2 KiB pieces, each below every rep movsb threshold of glibc.
+inline void copy_in_pieces(void* dst, const void* src, std::size_t bytes) noexcept {
   constexpr std::size_t piece = 2048;
-  const std::uintptr_t skew =
-      (reinterpret_cast<std::uintptr_t>(dst) - reinterpret_cast<std::uintptr_t>(src)) & 4095;
-  // From 2 MiB up glibc streams with non-temporal stores, which the skew does not slow.
-  if (bytes <= piece || skew == 0 || skew >= 64 || bytes >= (std::size_t{2} << 20) ||
-      !cpu_has_erms()) {
-    std::memcpy(dst, src, bytes);
-    return;
-  }
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
   while (bytes > 0) {
@@ -57,6 +41,80 @@ inline void copy_bytes(void* dst, const void* src, std::size_t bytes) noexcept {
     s += n;
     bytes -= n;
   }
+}
+
+/// Below which size copy_bytes copies a skewed block in pieces on this CPU: 0 without
+/// ERMS; else 2 MiB, lowered to the size from which a whole memcpy at skew 16 clearly
+/// beat the pieces (< 0.8x their time) in a probe of 4 KiB..64 KiB in this process's
+/// own buffers, best of 3 (0.3-0.5 ms, once, at the first skewed copy). On a
+/// Zen 5 EPYC (family 26) rep movsb has no skew pathology and the pieces halve the
+/// speed from 64 KiB up (65 GB/s against 98-128 whole) while beating it below (155
+/// against 99 at 4 KiB): the probe finds 64 KiB. On the CPUs of copy_bytes' comment the
+/// whole copy never wins and nothing changes.
+inline std::size_t pieces_below() noexcept {
+  static const std::size_t below = []() -> std::size_t {
+    if (!cpu_has_erms()) return 0;
+    constexpr std::size_t all = std::size_t{2} << 20, largest = std::size_t{64} << 10;
+    auto* buffer = static_cast<std::byte*>(std::aligned_alloc(4096, 2 * largest + 8192));
+    if (!buffer) return all;
+    std::memset(buffer, 1, 2 * largest + 8192);
+    const std::byte* src = buffer;
+    std::byte* dst = buffer + largest + 4096 + 16;
+    const auto seconds = [&](bool whole, std::size_t bytes) {
+      double best = 1e30;
+      const std::size_t times = largest / bytes;
+      for (int round = 0; round < 3; ++round) {
+        const auto start = std::chrono::steady_clock::now();
+        for (std::size_t i = 0; i < times; ++i) {
+          if (whole)
+            std::memcpy(dst, src, bytes);
+          else
+            copy_in_pieces(dst, src, bytes);
+          asm volatile("" ::: "memory"); // every copy happens
+        }
+        best = std::min(
+            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+      }
+      return best;
+    };
+    // From the largest size down: the whole copy from where it wins on, up through ties,
+    // until the pieces clearly win.
+    std::size_t from = all;
+    for (std::size_t bytes = largest; bytes >= 4096; bytes /= 4) {
+      const double ratio = seconds(true, bytes) / seconds(false, bytes);
+      if (ratio < 0.8)
+        from = bytes;
+      else if (ratio > 1.1)
+        break;
+    }
+    std::free(buffer);
+    return from;
+  }();
+  return below;
+}
+
+/// std::memcpy of `bytes` from `src` to `dst` (not overlapping). On CPUs with fast
+/// `rep movsb` glibc copies blocks from a few KiB to about the L2 size with it, and on
+/// AMD Zen 2-4 that runs at 1.5 GB/s instead of 40 when the destination lies 1-31 bytes
+/// past the source modulo 4096 (measured here for 4 KiB..256 KiB, glibc 2.36). A heap
+/// block starts on a page and a malloc'd buffer 16 bytes past one, so a get into a
+/// std::vector hit it every time. Copied in 2 KiB pieces, below every rep movsb
+/// threshold, glibc stays on its vector loop (52-55 GB/s at 4-8 KiB, 25-39 above).
+/// Intel's is slow there too, depending on where the source lines are: on Sapphire
+/// Rapids a 4 KiB get at skew 16 from a peer's block just written by puts took 136 ns
+/// with memcpy, 32 ns in pieces (a private source: 40 ns either way). Where the CPU
+/// does not report ERMS, glibc never uses rep movsb and the pieces only cost: on a Zen 2
+/// VM without it, 16 KiB at skew 16 ran at 79 GB/s in pieces, 89 GB/s whole. Where a
+/// whole copy is faster after all, pieces_below() says from which size.
+inline void copy_bytes(void* dst, const void* src, std::size_t bytes) noexcept {
+  const std::uintptr_t skew =
+      (reinterpret_cast<std::uintptr_t>(dst) - reinterpret_cast<std::uintptr_t>(src)) & 4095;
+  // From 2 MiB up glibc streams with non-temporal stores, which the skew does not slow.
+  if (bytes <= 2048 || skew == 0 || skew >= 64 || bytes >= pieces_below()) {
+    std::memcpy(dst, src, bytes);
+    return;
+  }
+  copy_in_pieces(dst, src, bytes);
 }
 
 } // namespace crown::detail
