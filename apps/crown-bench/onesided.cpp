@@ -6,6 +6,7 @@
 #include "bench.hpp"
 #include <atomic>
 #include <crown/crown.hpp>
+#include <crown/detail/copy.hpp>
 #include <crown/trace.hpp>
 #include <map>
 #include <sched.h>
@@ -156,6 +157,9 @@ void onesided(const options& o) {
     if (me == 0) std::printf("# cache-line round trip between the ranks %s: %.0f ns\n", when, ns);
   };
   round_trip("at the start");
+  if (me == 0)
+    std::printf("# copy_bytes: skewed copies go in 2 KiB pieces below %zu bytes (probed)\n",
+                crown::detail::pieces_below());
   const auto run = [&](const std::function<void()>& body) {
     if (me == 0) body();
     w.barrier(); // the target progresses here while rank 0 measures

@@ -1,10 +1,7 @@
 // include/crown/detail/copy.hpp — memcpy, minus one pathology of glibc's memcpy.
 #pragma once
-#include <algorithm>
-#include <chrono>
 #include <cstddef>
 #include <cstdint>
-#include <cstdlib>
 #include <cstring>
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -50,48 +47,8 @@ inline void copy_in_pieces(void* dst, const void* src, std::size_t bytes) noexce
 /// Zen 5 EPYC (family 26) rep movsb has no skew pathology and the pieces halve the
 /// speed from 64 KiB up (65 GB/s against 98-128 whole) while beating it below (155
 /// against 99 at 4 KiB): the probe finds 64 KiB. On the CPUs of copy_bytes' comment the
-/// whole copy never wins and nothing changes.
-inline std::size_t pieces_below() noexcept {
-  static const std::size_t below = []() -> std::size_t {
-    if (!cpu_has_erms()) return 0;
-    constexpr std::size_t all = std::size_t{2} << 20, largest = std::size_t{64} << 10;
-    auto* buffer = static_cast<std::byte*>(std::aligned_alloc(4096, 2 * largest + 8192));
-    if (!buffer) return all;
-    std::memset(buffer, 1, 2 * largest + 8192);
-    const std::byte* src = buffer;
-    std::byte* dst = buffer + largest + 4096 + 16;
-    const auto seconds = [&](bool whole, std::size_t bytes) {
-      double best = 1e30;
-      const std::size_t times = largest / bytes;
-      for (int round = 0; round < 3; ++round) {
-        const auto start = std::chrono::steady_clock::now();
-        for (std::size_t i = 0; i < times; ++i) {
-          if (whole)
-            std::memcpy(dst, src, bytes);
-          else
-            copy_in_pieces(dst, src, bytes);
-          asm volatile("" ::: "memory"); // every copy happens
-        }
-        best = std::min(
-            best, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
-      }
-      return best;
-    };
-    // From the largest size down: the whole copy from where it wins on, up through ties,
-    // until the pieces clearly win.
-    std::size_t from = all;
-    for (std::size_t bytes = largest; bytes >= 4096; bytes /= 4) {
-      const double ratio = seconds(true, bytes) / seconds(false, bytes);
-      if (ratio < 0.8)
-        from = bytes;
-      else if (ratio > 1.1)
-        break;
-    }
-    std::free(buffer);
-    return from;
-  }();
-  return below;
-}
+/// whole copy never wins and nothing changes. One probe per process (lib/runtime/copy.cpp).
+std::size_t pieces_below() noexcept;
 
 /// std::memcpy of `bytes` from `src` to `dst` (not overlapping). On CPUs with fast
 /// `rep movsb` glibc copies blocks from a few KiB to about the L2 size with it, and on
