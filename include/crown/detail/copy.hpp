@@ -23,9 +23,12 @@ inline bool cpu_has_erms() noexcept {
 #endif
 }
 
-/// memcpy in 2 KiB pieces, each below every rep movsb threshold of glibc.
+/// copy_in_pieces' piece: below every rep movsb threshold of glibc.
+inline constexpr std::size_t copy_piece_bytes = 2048;
+
+/// memcpy in pieces of copy_piece_bytes.
 inline void copy_in_pieces(void* dst, const void* src, std::size_t bytes) noexcept {
-  constexpr std::size_t piece = 2048;
+  constexpr std::size_t piece = copy_piece_bytes;
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
   while (bytes > 0) {
@@ -67,7 +70,7 @@ inline void copy_bytes(void* dst, const void* src, std::size_t bytes) noexcept {
   const std::uintptr_t skew =
       (reinterpret_cast<std::uintptr_t>(dst) - reinterpret_cast<std::uintptr_t>(src)) & 4095;
   // From 2 MiB up glibc streams with non-temporal stores, which the skew does not slow.
-  if (bytes <= 2048 || skew == 0 || skew >= 64 || bytes >= pieces_below()) {
+  if (bytes <= copy_piece_bytes || skew == 0 || skew >= 64 || bytes >= pieces_below()) {
     std::memcpy(dst, src, bytes);
     return;
   }
