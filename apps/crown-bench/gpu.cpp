@@ -6,6 +6,9 @@
 //   put_latency/get_latency 8 B..4 KiB  host-initiated, vs cudaMemcpyAsync + stream sync
 //   kernel_store_latency 8 B        a kernel's store into the peer + sync vs a local store
 //   kernel_put_bw (one block)      one block copying into the peer vs one block locally
+//   co_sum_device 8 B..64 MiB      co_sum of a device coarray of doubles on the mesh's
+//                                  path (printed first) vs the same bytes staged by hand:
+//                                  cudaMemcpy to host, the host co_sum, cudaMemcpy back
 // Written without a GPU: compiled in CI, first run by scripts/gpu-check.
 #include "bench.hpp"
 #include "gpu_kernels.hpp"
@@ -103,6 +106,27 @@ void gpu(const options& o) {
         line(put ? "put_latency" : "get_latency", b, "us", c * 1e6, "cudaMemcpyAsync_sync",
              m * 1e6);
       });
+
+  {
+    std::string why;
+    const crown::device_path path = crown::device_collectives_path(w, &why);
+    if (me == 0)
+      std::printf("# device collectives: %s (%s)\n", std::string(crown::to_string(path)).c_str(),
+                  why.c_str());
+    const std::size_t top = o.smoke ? (std::size_t{1} << 20) : (std::size_t{64} << 20);
+    std::vector<double> staged(top / sizeof(double));
+    for (std::size_t b = 8; b <= top; b *= (o.smoke ? 64 : 8)) {
+      crown::coarray<double, 1, crown::memory_kind::cuda> x(w, b / sizeof(double));
+      const int ops = std::max(4, ops_for(b, o.smoke) / 8);
+      const double c = median_seconds(o, ops, [&] { crown::co_sum(x); });
+      const double h = median_seconds(o, ops, [&] {
+        gpu_side::memcpy_async_sync(staged.data(), x.data(), b, stream);
+        crown::co_sum(w, std::span<double>(staged.data(), x.size()));
+        gpu_side::memcpy_async_sync(x.data(), staged.data(), b, stream);
+      });
+      if (me == 0) line("co_sum_device", b, "us", c * 1e6, "staged_host_co_sum", h * 1e6);
+    }
+  }
 
   {
     const std::size_t n = max_bytes / sizeof(double);

@@ -81,7 +81,8 @@ void all_gather(const mesh& m, std::span<const T> mine, std::span<T> all) {
 /// the call (it synchronises before and after, like sync_all, so puts completed before it
 /// are seen). Without `first`, the whole block (c = a.size()).
 template <typename T, std::size_t N, memory_kind K>
-void all_gather(const coarray<T, N, K>& a, std::size_t first, std::span<T> all) {
+requires(K != memory_kind::cuda) // device coarrays: crown/device_collectives.hpp
+    void all_gather(const coarray<T, N, K>& a, std::size_t first, std::span<T> all) {
   const mesh& m = a.team();
   const std::size_t c = all.size() / static_cast<std::size_t>(m.size());
   detail::check_coarray_range(m, first, c, a.size(), "all_gather of a coarray");
@@ -103,7 +104,7 @@ void all_gather(const coarray<T, N, K>& a, std::size_t first, std::span<T> all) 
       &t);
 }
 template <typename T, std::size_t N, memory_kind K>
-void all_gather(const coarray<T, N, K>& a, std::span<T> all) {
+requires(K != memory_kind::cuda) void all_gather(const coarray<T, N, K>& a, std::span<T> all) {
   detail::check_block_collective(
       a.team(), a.size(), all.size(), a.size() * static_cast<std::size_t>(a.team().size()),
       detail::type_tag<T, N>(), a.data(), a.size() * sizeof(T), all.data(), all.size_bytes(),
@@ -141,7 +142,8 @@ void reduce_scatter(const mesh& m, std::span<const T> in, std::span<T> out, Op o
 /// from same-host images). Synchronises before and after, like all_gather of a coarray.
 /// Without `first`, the whole block (a.size() == n * c).
 template <typename T, std::size_t N, memory_kind K, typename Op = std::plus<>>
-void reduce_scatter(const coarray<T, N, K>& a, std::size_t first, std::span<T> out, Op op = {}) {
+requires(K != memory_kind::cuda) void reduce_scatter(const coarray<T, N, K>& a, std::size_t first,
+                                                     std::span<T> out, Op op = {}) {
   const mesh& m = a.team();
   const std::size_t c = out.size(), span = c * static_cast<std::size_t>(m.size());
   detail::check_coarray_range(m, first, span, a.size(), "reduce_scatter of a coarray");
@@ -170,7 +172,8 @@ void reduce_scatter(const coarray<T, N, K>& a, std::size_t first, std::span<T> o
   if (c > 0) std::memcpy(out.data(), f.acc.data(), c * sizeof(T));
 }
 template <typename T, std::size_t N, memory_kind K, typename Op = std::plus<>>
-void reduce_scatter(const coarray<T, N, K>& a, std::span<T> out, Op op = {}) {
+requires(K != memory_kind::cuda) void reduce_scatter(const coarray<T, N, K>& a, std::span<T> out,
+                                                     Op op = {}) {
   detail::check_block_collective(
       a.team(), out.size(), a.size(), out.size() * static_cast<std::size_t>(a.team().size()),
       detail::type_tag<T, N>(), a.data(), a.size() * sizeof(T), out.data(), out.size_bytes(),

@@ -16,6 +16,8 @@ enum class bind_policy { keep, core, numa, none };
 enum class transport_choice { automatic, mpi, am, ucx };
 /// How ranks of one host map each other's device heap (CROWN_GPU_MAPPING).
 enum class gpu_mapping_choice { automatic, vmm, ipc };
+/// How co_* and the block collectives of device coarrays move data (CROWN_GPU_COLLECTIVES).
+enum class gpu_collectives_choice { automatic, peer, nccl, host };
 
 /// CROWN_FAULT: a fault injected on purpose, for tests of how jobs end.
 enum class fault_action { none, kill, stop, raise };
@@ -98,6 +100,8 @@ struct config {
   /// CROWN_GPU_HEAP_SIZE: device symmetric heap per rank (0: none)
   std::size_t gpu_heap_size = std::size_t{1} << 30;
   gpu_mapping_choice gpu_mapping = gpu_mapping_choice::automatic; ///< CROWN_GPU_MAPPING
+  /// CROWN_GPU_COLLECTIVES
+  gpu_collectives_choice gpu_collectives = gpu_collectives_choice::automatic;
   /// CROWN_TRACE: the directory each rank writes its trace file to (empty: no tracing)
   std::string trace;
 
@@ -117,5 +121,6 @@ struct config {
 /// "none", or "kill:rank=1:at=put:count=1" (CROWN_FAULT's canonical spelling).
 [[nodiscard]] std::string to_string(const fault_spec&);
 [[nodiscard]] std::string_view to_string(gpu_mapping_choice);
+[[nodiscard]] std::string_view to_string(gpu_collectives_choice);
 
 } // namespace crown

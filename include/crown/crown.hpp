@@ -8,6 +8,7 @@
 #include <crown/collectives.hpp>
 #include <crown/completion.hpp>
 #include <crown/config.hpp>
+#include <crown/device_collectives.hpp>
 #include <crown/engine/remote_tensor.hpp>
 #include <crown/error.hpp>
 #include <crown/event.hpp>

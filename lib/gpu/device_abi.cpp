@@ -147,7 +147,8 @@ std::string image_and_rank(const mesh& m, int image) {
          std::to_string(m.ranks()[static_cast<std::size_t>(image)]) + ")";
 }
 
-/// Every member has a device heap, or every member throws naming the first without.
+} // namespace
+
 void require_device_heaps(const mesh& m, MPI_Comm comm, const std::string& op) {
   std::string why;
   if (find_device_heap(&why))
@@ -159,8 +160,6 @@ void require_device_heaps(const mesh& m, MPI_Comm comm, const std::string& op) {
   throw state_error(op, "memory_kind::cuda needs a device heap on every member, but " +
                             image_and_rank(m, first) + " has none: " + text);
 }
-
-} // namespace
 
 heap_block device_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_tag,
                            std::string_view what) {

@@ -283,6 +283,7 @@ void start_device_heap(runtime_state& st) {
 }
 
 void stop_device_heap() noexcept {
+  forget_device_collectives();
   g_device_heap.reset();
   g_no_device_heap = "no crown::runtime is active";
   g_check_host_buffers = false;

@@ -6,6 +6,7 @@
 #include "cuda_backend.hpp"
 #include "device_memory.hpp"
 #include <algorithm>
+#include <crown/mesh.hpp>
 #include <cuda_runtime_api.h>
 #include <map>
 #include <memory>
@@ -97,5 +98,12 @@ private:
 device_heap& active_device_heap(std::string_view op);
 /// The heap, or nullptr (with `why` set).
 device_heap* find_device_heap(std::string* why = nullptr) noexcept;
+
+/// Collective over `comm` (the members of `m`): every member has a device heap, or every
+/// member throws state_error naming `op` and the first image without one, and why.
+void require_device_heaps(const mesh& m, MPI_Comm comm, const std::string& op);
+
+/// Drops what device collectives keep per mesh (NCCL communicators), before the heap.
+void forget_device_collectives() noexcept;
 
 } // namespace crown::detail

@@ -1,4 +1,5 @@
 // The device-heap ABI in builds without CUDA: no device heap; every use says why.
+#include "collective_path.hpp"
 #include "device_startup.hpp"
 #include "pointer_checks.hpp"
 #include <crown/detail/device_heap.hpp>
@@ -46,5 +47,13 @@ void device_put_notify(int, std::uint64_t, const void*, std::size_t, std::uint64
 }
 void device_quiet() {}
 void* device_view_table(const mesh&, std::uint64_t, std::string_view what) { no_cuda(what); }
+
+void run_device_collective(const device_collective& c) {
+  check_device_collective(c); // a bad argument reads the same with or without CUDA
+  no_cuda(device_collective_what(c));
+}
+device_path device_collectives_path(const mesh& m, std::string*) {
+  no_cuda("device collectives on " + m.to_string());
+}
 
 } // namespace crown::detail

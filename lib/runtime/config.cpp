@@ -20,7 +20,7 @@ namespace {
 constexpr std::uint64_t max_heap_bytes = std::uint64_t{1} << 44; ///< 16 TiB per rank
 constexpr double min_watchdog_seconds = 1;
 
-constexpr std::array<config_variable, 24> variables{{
+constexpr std::array<config_variable, 25> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace.", true},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -118,6 +118,12 @@ constexpr std::array<config_variable, 24> variables{{
      "How ranks of one host map each other's device heap: vmm (CUDA virtual memory with "
      "file-descriptor handles passed over a Unix socket), ipc (legacy CUDA IPC handles "
      "exchanged over MPI), auto (vmm where every rank of the host supports it, else ipc)."},
+    {"CROWN_GPU_COLLECTIVES", "auto",
+     "How co_sum/co_min/co_max/co_broadcast/all_gather/reduce_scatter of device coarrays move "
+     "data: peer (Crown's kernels over the same-host peer mappings), nccl (NCCL, one GPU per "
+     "image), host (staged through host memory and the host collectives), auto (nccl where "
+     "every image has a GPU of its own and Crown was built with NCCL, else peer where every "
+     "image is mapped here, else host)."},
     {"CROWN_TRACE", "",
      "A directory (created if missing): each rank writes a Chrome/Perfetto trace of its puts, "
      "gets, collectives, waits, actor calls and progress-thread naps there as "
@@ -306,6 +312,11 @@ std::string_view to_string(gpu_mapping_choice m) {
   return names.at(static_cast<std::size_t>(m));
 }
 
+std::string_view to_string(gpu_collectives_choice c) {
+  constexpr std::array<std::string_view, 4> names{"auto", "peer", "nccl", "host"};
+  return names.at(static_cast<std::size_t>(c));
+}
+
 std::string_view to_string(bind_policy b) {
   constexpr std::array<std::string_view, 4> names{"keep", "core", "numa", "none"};
   return names.at(static_cast<std::size_t>(b));
@@ -343,6 +354,11 @@ config config::parse(const std::map<std::string, std::string>& vars,
       c.gpu_mapping = parse_choice(name, value,
                                    std::array{gpu_mapping_choice::automatic,
                                               gpu_mapping_choice::vmm, gpu_mapping_choice::ipc});
+    } else if (name == "CROWN_GPU_COLLECTIVES") {
+      c.gpu_collectives =
+          parse_choice(name, value,
+                       std::array{gpu_collectives_choice::automatic, gpu_collectives_choice::peer,
+                                  gpu_collectives_choice::nccl, gpu_collectives_choice::host});
     } else if (name == "CROWN_SHM") {
       c.shm = parse_flag(name, value);
     } else if (name == "CROWN_FANOUT") {

@@ -1,5 +1,6 @@
 // Reductions among ranks of one host: flag barriers and buffers in the symmetric heap.
 #include "host_collectives.hpp"
+#include "image_share.hpp"
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -285,13 +286,6 @@ void probe_single_copy(scratch& s, int me) {
     g_ptracer_granted = false;
 }
 
-/// [begin, end) of `count` elements that image `i` of `n` reduces.
-std::pair<std::size_t, std::size_t> share(std::size_t count, std::size_t n, std::size_t i) {
-  const std::size_t per = (count + n - 1) / n;
-  const std::size_t begin = std::min(count, i * per);
-  return {begin, std::min(count, begin + per)};
-}
-
 /// copy_bytes of a size the compiler cannot see. Knowing a block's copy to be at most
 /// a few KiB, GCC inlined it as `rep movsq`, which on this AMD VM took 61% of
 /// combine()'s time; glibc's loop copies the same blocks at memcpy speed.
@@ -475,7 +469,7 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
       l.inputs.push_back(copy);
       if (result_image < 0 || image++ == result_image) l.outputs.push_back(copy);
     }
-    const auto [begin, end] = share(count, n, static_cast<std::size_t>(me));
+    const auto [begin, end] = image_share(count, n, static_cast<std::size_t>(me));
     fn(l.inputs, l.outputs, begin, end, op);
     flag_barrier(*s, me); // nobody reads a result before every share is written
     return true;
@@ -504,7 +498,7 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
           !read_process(s->pids[j], where[j].address + from * elem_size, to, elements * elem_size))
         unreadable = static_cast<std::int64_t>(j);
     };
-    const auto [begin, end] = share(count, n, static_cast<std::size_t>(me));
+    const auto [begin, end] = image_share(count, n, static_cast<std::size_t>(me));
     // Staged in all four of my slots: fewer, larger kernel copies measured faster.
     const std::size_t piece = 4 * slot_bytes / elem_size / n;
     for (std::size_t at = begin; at < end; at += piece) {
@@ -526,7 +520,7 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
     }
     flag_barrier(*s, me);
     for (std::size_t j = 0; j < n; ++j) {
-      const auto [b, e] = share(count, n, j);
+      const auto [b, e] = image_share(count, n, j);
       if (static_cast<int>(j) != me && b < e) read(j, b, bytes + b * elem_size, e - b);
     }
     const announcement status{unreadable, 0};
@@ -552,7 +546,7 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
     const std::uint64_t round = s->rounds++;
     std::byte* const chunk = bytes + at * elem_size;
     std::byte* const staged = in_slot(s->image[self], round);
-    const auto [begin, end] = share(len, n, self);
+    const auto [begin, end] = image_share(len, n, self);
     copy_bytes(staged, chunk, begin * elem_size);
     copy_bytes(staged + end * elem_size, chunk + end * elem_size, (len - end) * elem_size);
     flag_barrier(*s, me);
@@ -565,7 +559,7 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
     flag_barrier(*s, me);
     if (!receives) continue;
     for (std::size_t j = 0; j < n; ++j) {
-      const auto [b, e] = share(len, n, j);
+      const auto [b, e] = image_share(len, n, j);
       if (j != self)
         copy_bytes(chunk + b * elem_size, out_slot(s->image[j], round) + b * elem_size,
                    (e - b) * elem_size);

@@ -47,8 +47,8 @@ BOOST_AUTO_TEST_CASE(cuda_allocation_without_a_device_heap_names_rank_and_cause)
                 m.find("memory_kind::cuda needs a device heap on every member, but image 0 (rank "
                        "0) has none: ") != std::string::npos));
   const std::string cause =
-      heap_turned_off()  ? "CROWN_GPU_HEAP_SIZE=0 turned the device heap off"
-      : !CROWN_HAVE_CUDA ? "built without CUDA"
+      !CROWN_HAVE_CUDA    ? "built without CUDA" // before any setting: nothing to turn off
+      : heap_turned_off() ? "CROWN_GPU_HEAP_SIZE=0 turned the device heap off"
       : heap_failed_on_purpose()
           ? "the device heap failed at start-up on rank 1: crown::state_error: rank 1: "
             "CROWN_FAULT: injected exception at gpu_heap on rank 1; Crown runs without one"
@@ -68,4 +68,52 @@ BOOST_AUTO_TEST_CASE(the_failed_allocation_leaves_the_runtime_usable) {
   BOOST_TEST(host(1) == crown_test::left());
   BOOST_TEST(crown::detail::device_address(0) == nullptr);
   BOOST_TEST(crown::detail::device_ordinal() == -1);
+}
+
+BOOST_AUTO_TEST_CASE(device_collectives_check_their_arguments_before_the_device) {
+  if (every_rank_has_a_gpu() && !heap_turned_off() && !heap_failed_on_purpose()) return;
+  using crown::detail::device_collective_kind;
+  const crown::mesh& w = crown_test::w();
+  const int n = w.size();
+  crown::detail::device_collective c;
+  c.team = &w;
+  c.count = 8;
+  c.elem = sizeof(double);
+  c.type_tag = crown::detail::type_tag<double, 1>();
+  c.type = crown::detail::device_number_of<double>();
+  c.name = "co_sum";
+  const std::string head = "crown::argument_error: rank " + std::to_string(crown_test::me()) +
+                           ": co_sum of a device coarray on " + w.to_string() + ": ";
+  auto message = [&] {
+    return crown_test::what_of<crown::error>([&] { crown::detail::run_device_collective(c); });
+  };
+  c.image = n;
+  BOOST_TEST(message() == head + "result image " + std::to_string(n) + " is out of range [-1, " +
+                              std::to_string(n) + ")");
+  c.image = -2;
+  BOOST_TEST(
+      message().ends_with("result image -2 is out of range [-1, " + std::to_string(n) + ")"));
+  c.kind = device_collective_kind::broadcast;
+  c.image = -1;
+  BOOST_TEST(message().ends_with("source image -1 is out of range [0, " + std::to_string(n) + ")"));
+  c.kind = device_collective_kind::all_gather;
+  c.result_count = 8 * static_cast<std::size_t>(n) + 1;
+  BOOST_TEST(message().ends_with("the result holds " + std::to_string(c.result_count) +
+                                 " elements but needs " + std::to_string(8 * n) + " (" +
+                                 std::to_string(n) + " images x 8)"));
+  c.kind = device_collective_kind::reduce_scatter;
+  c.result_count = 3;
+  BOOST_TEST(message().ends_with("the coarray's block holds 8 elements but needs " +
+                                 std::to_string(3 * n) + " (" + std::to_string(n) +
+                                 " images x 3)"));
+  // Good arguments meet the missing device heap, named like a cuda allocation names it.
+  c.kind = device_collective_kind::reduce;
+  c.result_count = 0;
+  const std::string m = message();
+  BOOST_TEST_INFO(m);
+  BOOST_TEST(m.starts_with("crown::state_error: rank " + std::to_string(crown_test::me()) +
+                           ": co_sum of a device coarray on " + w.to_string()));
+  BOOST_TEST((m.find("device heap") != std::string::npos ||
+              m.find("built without CUDA") != std::string::npos));
+  BOOST_CHECK_THROW((void)crown::device_collectives_path(w), crown::state_error);
 }

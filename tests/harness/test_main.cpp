@@ -6,6 +6,7 @@
 #else
 #include <boost/test/unit_test.hpp>
 #endif
+#include <algorithm>
 #include <climits>
 #include <crown/runtime.hpp>
 #include <cstdio>
@@ -80,6 +81,20 @@ int main(int argc, char** argv) {
     MPI_Allreduce(MPI_IN_PLACE, &gpus, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     if (gpus == 0) {
       if (rt->rank() == 0) std::printf("SKIP %s: no GPU visible on some host\n", argv[0]);
+      rt.reset();
+      MPI_Finalize();
+      return 77;
+    }
+  }
+  if (std::getenv("CROWNTEST_REQUIRES_GPU_PER_RANK")) { // NCCL: one rank per GPU
+    const crown::host_resources& host = rt->topology().host();
+    int short_by = std::max(host.ranks - host.gpus, 0);
+    MPI_Allreduce(MPI_IN_PLACE, &short_by, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (short_by > 0) {
+      if (rt->rank() == 0)
+        std::printf("SKIP %s: needs one GPU per rank, but %d ranks share %d GPU(s) on this "
+                    "machine (NCCL refuses several ranks on one GPU)\n",
+                    argv[0], host.ranks, host.gpus);
       rt.reset();
       MPI_Finalize();
       return 77;

@@ -1,11 +1,14 @@
-// CROWN_GPU_HEAP_SIZE and CROWN_GPU_MAPPING: parsing, limits, canonical values; and the
-// kernel view's host-side type. No MPI, no GPU.
+// CROWN_GPU_HEAP_SIZE, CROWN_GPU_MAPPING and CROWN_GPU_COLLECTIVES: parsing, limits,
+// canonical values; the path device collectives choose from agreed facts and how they
+// split elements between images; and the kernel view's host-side type. No MPI, no GPU.
 #include <boost/test/unit_test.hpp>
 #include <crown/config.hpp>
 #include <crown/device/coarray_view.hpp>
 #include <crown/error.hpp>
+#include <gpu/collective_path.hpp>
 #include <harness/crown_test.hpp>
 #include <runtime/startup_agreement.hpp>
+#include <transport/image_share.hpp>
 #include <type_traits>
 
 using crown::config;
@@ -42,6 +45,103 @@ BOOST_AUTO_TEST_CASE(gpu_mapping_is_auto_vmm_or_ipc) {
   BOOST_TEST(message_of({{"CROWN_GPU_MAPPING", "nvlink"}}) ==
              "crown::config_error: rank ?: CROWN_GPU_MAPPING: invalid value 'nvlink' (allowed: "
              "auto, vmm, ipc)");
+}
+
+BOOST_AUTO_TEST_CASE(gpu_collectives_is_auto_peer_nccl_or_host) {
+  BOOST_TEST((config::parse({}).gpu_collectives == crown::gpu_collectives_choice::automatic));
+  for (auto c : {"auto", "peer", "nccl", "host"}) {
+    const config parsed = config::parse({{"CROWN_GPU_COLLECTIVES", c}});
+    BOOST_TEST(crown::to_string(parsed.gpu_collectives) == c);
+    BOOST_TEST(crown::detail::canonical_value(parsed, "CROWN_GPU_COLLECTIVES") == c);
+  }
+  BOOST_TEST(message_of({{"CROWN_GPU_COLLECTIVES", "mpi"}}) ==
+             "crown::config_error: rank ?: CROWN_GPU_COLLECTIVES: invalid value 'mpi' (allowed: "
+             "auto, peer, nccl, host)");
+}
+
+namespace {
+using crown::detail::choose_device_path;
+using crown::detail::device_path_facts;
+
+device_path_facts facts(int images, int unmapped, int shared_a, int shared_b, bool nccl,
+                        crown::gpu_collectives_choice setting) {
+  device_path_facts f;
+  f.images = images;
+  f.unmapped_image = unmapped;
+  f.shared_gpu_images[0] = shared_a;
+  f.shared_gpu_images[1] = shared_b;
+  f.nccl_built = nccl;
+  f.setting = setting;
+  return f;
+}
+
+std::string refusal(const device_path_facts& f) {
+  return crown_test::what_of<crown::state_error>([&] { (void)choose_device_path(f); });
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(device_collectives_choose_nccl_peer_or_host_from_agreed_facts) {
+  using crown::device_path;
+  constexpr auto automatic = crown::gpu_collectives_choice::automatic;
+  auto path = [](const device_path_facts& f) {
+    return crown::to_string(choose_device_path(f).path);
+  };
+  // A GPU each and NCCL: NCCL, on one host or several.
+  BOOST_TEST(path(facts(4, -1, -1, -1, true, automatic)) == "nccl");
+  BOOST_TEST(path(facts(4, 2, -1, -1, true, automatic)) == "nccl");
+  // Ranks that share a GPU: NCCL refuses them; Crown's kernels where all are mapped.
+  const auto shared = choose_device_path(facts(4, -1, 0, 1, true, automatic));
+  BOOST_TEST(crown::to_string(shared.path) == "peer");
+  BOOST_TEST(shared.why ==
+             "4 images mapped here; images 0 and 1 share one GPU (NCCL refuses that)");
+  BOOST_TEST(choose_device_path(facts(2, -1, -1, -1, false, automatic)).why ==
+             "2 images mapped here; built without NCCL");
+  BOOST_TEST(path(facts(1, -1, -1, -1, true, automatic)) == "peer"); // one image: no NCCL needed
+  // Shared GPUs on several hosts: the host collectives.
+  const auto elsewhere = choose_device_path(facts(4, 2, 0, 2, true, automatic));
+  BOOST_TEST(crown::to_string(elsewhere.path) == "host");
+  BOOST_TEST(elsewhere.why == "4 images; image 2's device heap is not mapped here (another "
+                              "host); images 0 and 2 share one GPU (NCCL refuses that)");
+  BOOST_TEST(path(facts(2, 1, -1, -1, false, automatic)) == "host");
+  // Forced: what can work does; what cannot throws, naming the setting and the images.
+  BOOST_TEST(path(facts(4, -1, -1, -1, true, crown::gpu_collectives_choice::peer)) == "peer");
+  BOOST_TEST(path(facts(4, 3, 0, 1, true, crown::gpu_collectives_choice::host)) == "host");
+  BOOST_TEST(refusal(facts(4, 3, -1, -1, true, crown::gpu_collectives_choice::peer)) ==
+             "crown::state_error: rank ?: CROWN_GPU_COLLECTIVES=peer: image 3's device heap is "
+             "not mapped here (another host): the peer path needs every image mapped");
+  BOOST_TEST(refusal(facts(2, -1, 0, 1, true, crown::gpu_collectives_choice::nccl)) ==
+             "crown::state_error: rank ?: CROWN_GPU_COLLECTIVES=nccl: images 0 and 1 share one "
+             "GPU, and NCCL refuses several ranks on one GPU (use peer or host)");
+  BOOST_TEST(refusal(facts(2, -1, -1, -1, false, crown::gpu_collectives_choice::nccl)) ==
+             "crown::state_error: rank ?: CROWN_GPU_COLLECTIVES=nccl: this Crown was built "
+             "without NCCL");
+}
+
+BOOST_AUTO_TEST_CASE(a_shared_gpu_is_the_same_host_and_bus_for_two_images) {
+  using crown::detail::first_shared_gpu;
+  BOOST_TEST((first_shared_gpu({"a/0000:01:00.0", "a/0000:02:00.0"}) == std::pair{-1, -1}));
+  BOOST_TEST((first_shared_gpu({"a/0000:01:00.0", "b/0000:01:00.0"}) == std::pair{-1, -1}));
+  BOOST_TEST((first_shared_gpu({"a/x", "a/y", "a/y", "a/x"}) == std::pair{1, 2}));
+  BOOST_TEST((first_shared_gpu({"h/x", "h/y", "h/x"}) == std::pair{0, 2}));
+  BOOST_TEST((first_shared_gpu({}) == std::pair{-1, -1}));
+}
+
+BOOST_AUTO_TEST_CASE(image_shares_cover_every_element_once_in_image_order) {
+  using crown::detail::image_share;
+  for (std::size_t count : {0u, 1u, 2u, 7u, 10u, 407u, 4096u})
+    for (std::size_t n : {1u, 2u, 3u, 4u, 5u, 8u}) {
+      std::size_t next = 0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const auto [b, e] = image_share(count, n, i);
+        BOOST_TEST(b == next);
+        BOOST_TEST(e >= b);
+        BOOST_TEST(e - b <= (count + n - 1) / n);
+        next = e;
+      }
+      BOOST_TEST(next == count);
+    }
+  BOOST_TEST((image_share(10, 4, 3) == std::pair<std::size_t, std::size_t>{9, 10}));
+  BOOST_TEST((image_share(2, 4, 3) == std::pair<std::size_t, std::size_t>{2, 2}));
 }
 
 BOOST_AUTO_TEST_CASE(gpu_settings_must_agree_by_canonical_value) {
