@@ -20,7 +20,7 @@ namespace {
 constexpr std::uint64_t max_heap_bytes = std::uint64_t{1} << 44; ///< 16 TiB per rank
 constexpr double min_watchdog_seconds = 1;
 
-constexpr std::array<config_variable, 25> variables{{
+constexpr std::array<config_variable, 26> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace.", true},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -124,6 +124,11 @@ constexpr std::array<config_variable, 25> variables{{
      "image), host (staged through host memory and the host collectives), auto (nccl where "
      "every image has a GPU of its own and Crown was built with NCCL, else peer where every "
      "image is mapped here, else host)."},
+    {"CROWN_GEMM", "auto",
+     "Where crown::parallel's GEMMs run: cpu (OpenBLAS), cublas (cuBLAS on the rank's GPU, "
+     "operands copied there and back; an error where Crown was built without CUDA or no GPU "
+     "is visible), auto (cuBLAS for products of at least 2^27 multiply-adds where a GPU is "
+     "visible, else OpenBLAS)."},
     {"CROWN_TRACE", "",
      "A directory (created if missing): each rank writes a Chrome/Perfetto trace of its puts, "
      "gets, collectives, waits, actor calls and progress-thread naps there as "
@@ -317,6 +322,11 @@ std::string_view to_string(gpu_collectives_choice c) {
   return names.at(static_cast<std::size_t>(c));
 }
 
+std::string_view to_string(gemm_choice g) {
+  constexpr std::array<std::string_view, 3> names{"auto", "cpu", "cublas"};
+  return names.at(static_cast<std::size_t>(g));
+}
+
 std::string_view to_string(bind_policy b) {
   constexpr std::array<std::string_view, 4> names{"keep", "core", "numa", "none"};
   return names.at(static_cast<std::size_t>(b));
@@ -359,6 +369,9 @@ config config::parse(const std::map<std::string, std::string>& vars,
           parse_choice(name, value,
                        std::array{gpu_collectives_choice::automatic, gpu_collectives_choice::peer,
                                   gpu_collectives_choice::nccl, gpu_collectives_choice::host});
+    } else if (name == "CROWN_GEMM") {
+      c.gemm = parse_choice(
+          name, value, std::array{gemm_choice::automatic, gemm_choice::cpu, gemm_choice::cublas});
     } else if (name == "CROWN_SHM") {
       c.shm = parse_flag(name, value);
     } else if (name == "CROWN_FANOUT") {
