@@ -7,7 +7,12 @@
 #include "../heat2d/solver.hpp"
 #include "../transpose/solver.hpp"
 #include "bench.hpp"
+#include <array>
 #include <crown/crown.hpp>
+#if CROWN_HAVE_CUDA
+#include "../heat2d/gpu_kernels.hpp"
+#include <crown/detail/device_heap.hpp>
+#endif
 
 namespace crown_bench {
 namespace {
@@ -23,8 +28,60 @@ block_range block(std::size_t n, int parts, int k) {
   return {lo, std::min(n, lo + b)};
 }
 
-/// heat2d with MPI_Sendrecv halo exchanges; returns seconds, sets the checksum.
-double mpi_heat2d(const heat2d::options& o, double& checksum) {
+#if CROWN_HAVE_CUDA
+/// heat2d's iterations on the GPU with halos staged by hand; the field `u` (host, with
+/// its halo) goes to the device first and comes back at the end. Returns seconds.
+double cuda_mpi_iterations(const heat2d::options& o, double* u_host, std::size_t pitch,
+                           std::size_t r, std::size_t c, MPI_Comm cart,
+                           std::array<int, 4> neighbours) {
+  namespace gpu = heat2d::gpu;
+  const auto [up, down, left, right] = neighbours;
+  gpu::use_device(std::max(crown::detail::device_ordinal(), 0));
+  const gpu::stream s;
+  const std::size_t count = (r + 2) * pitch;
+  const gpu::buffer a(count), b(count);
+  gpu::copy(a.data(), u_host, count * sizeof(double), s.get());
+  gpu::copy(b.data(), u_host, count * sizeof(double), s.get()); // fixed edges in both
+  std::vector<double> out(std::max(r, c)), in(std::max(r, c));
+  // One halo: `n` elements `step` apart from the device at `from` to `to` (MPI rank),
+  // and from `back` into the device at `into` (skipped at the domain's edge).
+  auto exchange = [&](const double* from, int to, double* into, int back, std::size_t n,
+                      std::size_t step, int tag) {
+    const std::size_t stride = step * sizeof(double);
+    if (to != MPI_PROC_NULL)
+      gpu::copy_rows(out.data(), sizeof(double), from, stride, sizeof(double), n, s.get());
+    MPI_Sendrecv(out.data(), static_cast<int>(n), MPI_DOUBLE, to, tag, in.data(),
+                 static_cast<int>(n), MPI_DOUBLE, back, tag, cart, MPI_STATUS_IGNORE);
+    if (back != MPI_PROC_NULL)
+      gpu::copy_rows(into, stride, in.data(), sizeof(double), sizeof(double), n, s.get());
+  };
+  double* u = a.data();
+  double* v = b.data();
+  MPI_Barrier(cart);
+  const double start = MPI_Wtime();
+  for (int it = 0; it < o.iterations; ++it) {
+    exchange(u + pitch + 1, up, u + (r + 1) * pitch + 1, down, c, 1, 0);
+    exchange(u + r * pitch + 1, down, u + 1, up, c, 1, 1);
+    exchange(u + pitch + 1, left, u + pitch + c + 1, right, r, pitch, 2);
+    exchange(u + pitch + c, right, u + pitch, left, r, pitch, 3);
+    gpu::update(u, v, pitch, r, c, s.get());
+    std::swap(u, v);
+  }
+  s.synchronize();
+  const double seconds = MPI_Wtime() - start;
+  gpu::copy(u_host, u, count * sizeof(double), s.get());
+  return seconds;
+}
+#endif
+
+} // namespace
+
+/// heat2d with MPI_Sendrecv halo exchanges; returns seconds, sets the checksum. With
+/// `on_gpu` (CUDA builds) the fields live in device memory, updated by heat2d's CUDA
+/// kernel, and each halo travels device -> host -> MPI_Sendrecv -> device by hand
+/// (cudaMemcpy, cudaMemcpy2D for columns; MPI need not be CUDA-aware): the plain
+/// CUDA+MPI version crown-heat2d --gpu is measured against.
+double mpi_heat2d(const heat2d::options& o, double& checksum, bool on_gpu) {
   int size = 0, me = 0;
   MPI_Comm_size(MPI_COMM_WORLD, &size);
   const auto [rows, cols] = heat2d::squarest(size);
@@ -53,21 +110,30 @@ double mpi_heat2d(const heat2d::options& o, double& checksum) {
   double* u = a.data();
   double* v = b.data();
   const int ci = static_cast<int>(c);
-  MPI_Barrier(cart);
-  const double start = MPI_Wtime();
-  for (int it = 0; it < o.iterations; ++it) {
-    MPI_Sendrecv(u + pitch + 1, ci, MPI_DOUBLE, up, 0, u + (r + 1) * pitch + 1, ci, MPI_DOUBLE,
-                 down, 0, cart, MPI_STATUS_IGNORE);
-    MPI_Sendrecv(u + r * pitch + 1, ci, MPI_DOUBLE, down, 1, u + 1, ci, MPI_DOUBLE, up, 1, cart,
-                 MPI_STATUS_IGNORE);
-    MPI_Sendrecv(u + pitch + 1, 1, column, left, 2, u + pitch + c + 1, 1, column, right, 2, cart,
-                 MPI_STATUS_IGNORE);
-    MPI_Sendrecv(u + pitch + c, 1, column, right, 3, u + pitch, 1, column, left, 3, cart,
-                 MPI_STATUS_IGNORE);
-    heat2d::update_block(u, v, pitch, r, c, heat2d::cells::all);
-    std::swap(u, v);
+  double seconds = 0;
+  if (on_gpu) {
+#if CROWN_HAVE_CUDA
+    seconds = cuda_mpi_iterations(o, u, pitch, r, c, cart, {up, down, left, right});
+#else
+    throw crown::state_error("crown-bench: heat2d on a GPU", "built without CUDA");
+#endif
+  } else {
+    MPI_Barrier(cart);
+    const double start = MPI_Wtime();
+    for (int it = 0; it < o.iterations; ++it) {
+      MPI_Sendrecv(u + pitch + 1, ci, MPI_DOUBLE, up, 0, u + (r + 1) * pitch + 1, ci, MPI_DOUBLE,
+                   down, 0, cart, MPI_STATUS_IGNORE);
+      MPI_Sendrecv(u + r * pitch + 1, ci, MPI_DOUBLE, down, 1, u + 1, ci, MPI_DOUBLE, up, 1, cart,
+                   MPI_STATUS_IGNORE);
+      MPI_Sendrecv(u + pitch + 1, 1, column, left, 2, u + pitch + c + 1, 1, column, right, 2, cart,
+                   MPI_STATUS_IGNORE);
+      MPI_Sendrecv(u + pitch + c, 1, column, right, 3, u + pitch, 1, column, left, 3, cart,
+                   MPI_STATUS_IGNORE);
+      heat2d::update_block(u, v, pitch, r, c, heat2d::cells::all);
+      std::swap(u, v);
+    }
+    seconds = MPI_Wtime() - start;
   }
-  double seconds = MPI_Wtime() - start;
   MPI_Allreduce(MPI_IN_PLACE, &seconds, 1, MPI_DOUBLE, MPI_MAX, cart);
   // The field on rank 0, in global order, for the checksum.
   std::vector<double> mine(r * c);
@@ -98,6 +164,8 @@ double mpi_heat2d(const heat2d::options& o, double& checksum) {
   MPI_Comm_free(&cart);
   return seconds;
 }
+
+namespace {
 
 /// The PRK transpose with MPI_Alltoallv; returns seconds per timed iteration.
 double mpi_transpose(const transpose::options& o, double& abs_error) {
@@ -206,7 +274,7 @@ void apps(const options& o) {
   for (int b = 0; b < o.batches; ++b) { // alternate, so both see the same machine
     const heat2d::result r = heat2d::solve(crown::world(), h, false);
     double checksum = 0;
-    const double seconds = mpi_heat2d(h, checksum);
+    const double seconds = mpi_heat2d(h, checksum, false);
     if (checksum != r.checksum)
       throw crown::state_error("crown-bench apps", "heat2d checksums differ: Crown " +
                                                        std::to_string(r.checksum) + ", MPI " +

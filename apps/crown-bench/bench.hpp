@@ -11,6 +11,10 @@
 #include <string>
 #include <vector>
 
+namespace heat2d {
+struct options;
+}
+
 namespace crown_bench {
 
 struct options {
@@ -99,5 +103,8 @@ void checkpoint(const options& o); ///< checkpoint write/read vs dd (checkpoint.
 void gpu(const options& o);        ///< built with CUDA only (gpu.cpp)
 void parallel(const options& o);   ///< built with libcrown_parallel only (parallel.cpp)
 void plan(const options& o);       ///< the planner's search time, serial (plan.cpp)
+
+/// heat2d with MPI_Sendrecv halos (apps.cpp); `on_gpu`: the plain CUDA+MPI version.
+double mpi_heat2d(const heat2d::options& o, double& checksum, bool on_gpu);
 
 } // namespace crown_bench

@@ -6,10 +6,14 @@
 //   put_latency/get_latency 8 B..4 KiB  host-initiated, vs cudaMemcpyAsync + stream sync
 //   kernel_store_latency 8 B        a kernel's store into the peer + sync vs a local store
 //   kernel_put_bw (one block)      one block copying into the peer vs one block locally
+//   heat2d (MLUP/s)                crown-heat2d --gpu's solver vs a plain CUDA+MPI version
+//                                  (halos staged by hand) and vs the CPU solver, each
+//                                  checksum bitwise the CPU's
 //   co_sum_device 8 B..64 MiB      co_sum of a device coarray of doubles on the mesh's
 //                                  path (printed first) vs the same bytes staged by hand:
 //                                  cudaMemcpy to host, the host co_sum, cudaMemcpy back
 // Written without a GPU: compiled in CI, first run by scripts/gpu-check.
+#include "../heat2d/gpu_solver.hpp"
 #include "bench.hpp"
 #include "gpu_kernels.hpp"
 #include <crown/crown.hpp>
@@ -106,6 +110,32 @@ void gpu(const options& o) {
         line(put ? "put_latency" : "get_latency", b, "us", c * 1e6, "cudaMemcpyAsync_sync",
              m * 1e6);
       });
+
+  { // heat2d on 2 ranks: Crown's device puts against staging by hand, and the CPU
+    heat2d::options h;
+    h.n = o.smoke ? 512 : 2048; // the CPU run bounds the time: the bench step has 60 s
+    h.iterations = o.smoke ? 10 : 50;
+    const double updates = static_cast<double>(h.n) * static_cast<double>(h.n) * h.iterations;
+    std::vector<double> crown_rate, cuda_mpi_rate, cpu_rate;
+    for (int b = 0; b < o.batches; ++b) {
+      const heat2d::result g = heat2d::solve_gpu(w, h, false);
+      double checksum = 0;
+      const double seconds = mpi_heat2d(h, checksum, true);
+      const heat2d::result c = heat2d::solve(w, h, false);
+      if (g.checksum != c.checksum || checksum != c.checksum)
+        throw crown::state_error("crown-bench gpu", "heat2d checksums differ: --gpu " +
+                                                        std::to_string(g.checksum) + ", CUDA+MPI " +
+                                                        std::to_string(checksum) + ", CPU " +
+                                                        std::to_string(c.checksum));
+      crown_rate.push_back(updates / g.seconds / 1e6);
+      cuda_mpi_rate.push_back(updates / seconds / 1e6);
+      cpu_rate.push_back(updates / c.seconds / 1e6);
+    }
+    if (me == 0) {
+      line("heat2d", h.n, "MLUP/s", median(crown_rate), "cuda_mpi_staged", median(cuda_mpi_rate));
+      line("heat2d", h.n, "MLUP/s", median(crown_rate), "cpu_crown", median(cpu_rate));
+    }
+  }
 
   {
     std::string why;

@@ -75,4 +75,11 @@ void copy(void* dst, const void* src, std::size_t bytes, CUstream_st* s) {
   check(cudaStreamSynchronize(s), "cudaStreamSynchronize after cudaMemcpyAsync");
 }
 
+void copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+               std::size_t width, std::size_t rows, CUstream_st* s) {
+  check(cudaMemcpy2DAsync(dst, dst_pitch, src, src_pitch, width, rows, cudaMemcpyDefault, s),
+        "cudaMemcpy2DAsync");
+  check(cudaStreamSynchronize(s), "cudaStreamSynchronize after cudaMemcpy2DAsync");
+}
+
 } // namespace heat2d::gpu

@@ -50,5 +50,9 @@ void pack_column(const double* u, std::size_t pitch, std::size_t rows, std::size
 /// Copies `bytes` between host and device memory (either way) in the stream's order,
 /// and waits for the copy.
 void copy(void* dst, const void* src, std::size_t bytes, CUstream_st* s);
+/// The same for `rows` rows of `width` bytes, `dst_pitch`/`src_pitch` bytes apart
+/// (cudaMemcpy2DAsync): a halo column to or from a contiguous host buffer.
+void copy_rows(void* dst, std::size_t dst_pitch, const void* src, std::size_t src_pitch,
+               std::size_t width, std::size_t rows, CUstream_st* s);
 
 } // namespace heat2d::gpu

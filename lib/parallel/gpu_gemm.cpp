@@ -101,9 +101,10 @@ public:
     const on_device on(device_);
     // Elements each operand spans in memory (row-major rows of its leading dimension).
     const auto span = [](int rows, int cols, int ld) {
-      return rows == 0 || cols == 0 ? std::size_t{0}
-                                    : (static_cast<std::size_t>(rows) - 1) * static_cast<std::size_t>(ld) +
-                                          static_cast<std::size_t>(cols);
+      return rows == 0 || cols == 0
+                 ? std::size_t{0}
+                 : (static_cast<std::size_t>(rows) - 1) * static_cast<std::size_t>(ld) +
+                       static_cast<std::size_t>(cols);
     };
     const std::size_t a = ta ? span(K, M, lda) : span(M, K, lda);
     const std::size_t b = tb ? span(N, K, ldb) : span(K, N, ldb);
@@ -121,12 +122,14 @@ public:
             "copying C to the GPU");
     const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const std::string what = "gemm(" + std::to_string(M) + " x " + std::to_string(N) + " x " +
-                             std::to_string(K) + ")";
+    const std::string what =
+        "gemm(" + std::to_string(M) + " x " + std::to_string(N) + " x " + std::to_string(K) + ")";
     if constexpr (std::is_same_v<T, float>)
-      check(cublasSgemm(handle_, op_b, op_a, N, M, K, &alpha, db, ldb, da, lda, &beta, dc, ldc), what);
+      check(cublasSgemm(handle_, op_b, op_a, N, M, K, &alpha, db, ldb, da, lda, &beta, dc, ldc),
+            what);
     else
-      check(cublasDgemm(handle_, op_b, op_a, N, M, K, &alpha, db, ldb, da, lda, &beta, dc, ldc), what);
+      check(cublasDgemm(handle_, op_b, op_a, N, M, K, &alpha, db, ldb, da, lda, &beta, dc, ldc),
+            what);
     check(cudaMemcpy2DAsync(C, pitch, dc, pitch, row, static_cast<std::size_t>(M),
                             cudaMemcpyDeviceToHost, stream_),
           "copying C back");
@@ -199,8 +202,10 @@ decision decide() {
   cudaDeviceProp p{};
   const bool named = cudaGetDeviceProperties(&p, device) == cudaSuccess;
   d.min_work = choice == gemm_choice::cublas ? 0 : gpu_gemm_min_work;
-  d.why = "cublas on GPU " + std::to_string(device) + (named ? " (" + std::string(p.name) + ")" : "") +
-          (d.min_work ? " from 2^27 multiply-adds, OpenBLAS below" : " for every GEMM (CROWN_GEMM=cublas)");
+  d.why = "cublas on GPU " + std::to_string(device) +
+          (named ? " (" + std::string(p.name) + ")" : "") +
+          (d.min_work ? " from 2^27 multiply-adds, OpenBLAS below"
+                      : " for every GEMM (CROWN_GEMM=cublas)");
 #endif
   return d;
 }
@@ -216,8 +221,10 @@ template <typename T>
 bool run(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb,
          T beta, T* C, int ldc) {
   decision& d = current();
-  if (!d.engine || static_cast<std::uint64_t>(M) * static_cast<std::uint64_t>(N) *
-                           static_cast<std::uint64_t>(K) < d.min_work ||
+  if (!d.engine ||
+      static_cast<std::uint64_t>(M) * static_cast<std::uint64_t>(N) *
+              static_cast<std::uint64_t>(K) <
+          d.min_work ||
       M == 0 || N == 0 || K == 0)
     return false;
   d.engine->gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);

@@ -11,8 +11,8 @@ namespace crown::parallel::detail {
 /// true; false when this GEMM belongs on the CPU (CROWN_GEMM=cpu, no GPU, or auto and
 /// fewer than gpu_gemm_min_work multiply-adds). Decided at the first call from
 /// CROWN_GEMM; CROWN_GEMM=cublas where cuBLAS cannot run throws state_error saying why.
-bool gpu_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-              int lda, const float* B, int ldb, float beta, float* C, int ldc);
+bool gpu_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
+              const float* B, int ldb, float beta, float* C, int ldc);
 bool gpu_gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* A,
               int lda, const double* B, int ldb, double beta, double* C, int ldc);
 

@@ -67,8 +67,8 @@ long double reference(const problem<T>& p, T alpha, T beta, int i, int j) {
 template <typename T>
 void check(problem<T> p, T alpha, T beta, double tolerance) {
   const std::vector<T> before = p.C;
-  pd::gemm(p.ta, p.tb, p.M, p.N, p.K, alpha, p.A.data(), p.lda, p.B.data(), p.ldb, beta,
-           p.C.data(), p.ldc);
+  pd::gemm(p.ta, p.tb, p.M, p.N, p.K, alpha, p.A.data(), p.lda, p.B.data(), p.ldb, beta, p.C.data(),
+           p.ldc);
   problem<T> q = p;
   q.C = before;
   double worst = 0;
@@ -115,7 +115,8 @@ BOOST_AUTO_TEST_CASE(the_engine_line_says_where_gemms_run_and_why) {
     BOOST_TEST((e.starts_with("cpu: no GPU is visible (cudaGetDeviceCount: ") ||
                 e == "cpu: this Crown was built without CUDA"));
   else if (s == "cublas")
-    BOOST_TEST((e.starts_with("cublas on GPU ") && e.ends_with("for every GEMM (CROWN_GEMM=cublas)")));
+    BOOST_TEST(
+        (e.starts_with("cublas on GPU ") && e.ends_with("for every GEMM (CROWN_GEMM=cublas)")));
   else
     BOOST_TEST((e.starts_with("cublas on GPU ") &&
                 e.ends_with("from 2^27 multiply-adds, OpenBLAS below")));
