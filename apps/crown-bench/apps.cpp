@@ -48,12 +48,20 @@ double cuda_mpi_iterations(const heat2d::options& o, double* u_host, std::size_t
   auto exchange = [&](const double* from, int to, double* into, int back, std::size_t n,
                       std::size_t step, int tag) {
     const std::size_t stride = step * sizeof(double);
-    if (to != MPI_PROC_NULL)
-      gpu::copy_rows(out.data(), sizeof(double), from, stride, sizeof(double), n, s.get());
+    if (to != MPI_PROC_NULL) {
+      if (step == 1) // a row: one contiguous copy
+        gpu::copy(out.data(), from, n * sizeof(double), s.get());
+      else
+        gpu::copy_rows(out.data(), sizeof(double), from, stride, sizeof(double), n, s.get());
+    }
     MPI_Sendrecv(out.data(), static_cast<int>(n), MPI_DOUBLE, to, tag, in.data(),
                  static_cast<int>(n), MPI_DOUBLE, back, tag, cart, MPI_STATUS_IGNORE);
-    if (back != MPI_PROC_NULL)
-      gpu::copy_rows(into, stride, in.data(), sizeof(double), sizeof(double), n, s.get());
+    if (back != MPI_PROC_NULL) {
+      if (step == 1)
+        gpu::copy(into, in.data(), n * sizeof(double), s.get());
+      else
+        gpu::copy_rows(into, stride, in.data(), sizeof(double), sizeof(double), n, s.get());
+    }
   };
   double* u = a.data();
   double* v = b.data();

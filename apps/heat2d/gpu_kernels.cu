@@ -55,6 +55,7 @@ buffer::~buffer() { (void)cudaFree(p_); }
 
 void update(const double* u, double* v, std::size_t pitch, std::size_t rows, std::size_t cols,
             CUstream_st* s) {
+  if (rows == 0 || cols == 0) return; // an empty block: a grid of 0 is a launch error
   const dim3 threads(32, 8);
   const dim3 blocks(static_cast<unsigned>((cols + threads.x - 1) / threads.x),
                     static_cast<unsigned>((rows + threads.y - 1) / threads.y));
@@ -64,6 +65,7 @@ void update(const double* u, double* v, std::size_t pitch, std::size_t rows, std
 
 void pack_column(const double* u, std::size_t pitch, std::size_t rows, std::size_t column,
                  double* out, CUstream_st* s) {
+  if (rows == 0) return;
   const unsigned threads = 256;
   pack_kernel<<<static_cast<unsigned>((rows + threads - 1) / threads), threads, 0, s>>>(
       u, pitch, rows, column, out);

@@ -125,9 +125,13 @@ std::uint64_t agree_on_device(device_heap& h, MPI_Comm comm, std::size_t rounded
   return offset;
 }
 
-/// Collective over `comm`: the lowest image of `m` whose `problem` is not empty, with
-/// that problem (-1 and empty when every member has none). Non-blocking collectives:
-/// Crown's waits keep the progress of a rank that waits here.
+std::string image_and_rank(const mesh& m, int image) {
+  return "image " + std::to_string(image) + " (rank " +
+         std::to_string(m.ranks()[static_cast<std::size_t>(image)]) + ")";
+}
+
+} // namespace
+
 std::pair<int, std::string> first_member_problem(const mesh& m, MPI_Comm comm,
                                                  const std::string& problem,
                                                  const std::string& what) {
@@ -141,13 +145,6 @@ std::pair<int, std::string> first_member_problem(const mesh& m, MPI_Comm comm,
   complete(MPI_Ibcast(text, sizeof text, MPI_CHAR, first, comm, &r), r, "MPI_Bcast(" + what + ")");
   return {first, text};
 }
-
-std::string image_and_rank(const mesh& m, int image) {
-  return "image " + std::to_string(image) + " (rank " +
-         std::to_string(m.ranks()[static_cast<std::size_t>(image)]) + ")";
-}
-
-} // namespace
 
 void require_device_heaps(const mesh& m, MPI_Comm comm, const std::string& op) {
   std::string why;

@@ -34,11 +34,16 @@ void check_nccl(ncclResult_t rc, const std::string& what) {
 class nccl_comm {
 public:
   nccl_comm(const mesh& m, int device, const std::string& what) {
-    ncclUniqueId id{};
-    if (m.rank() == 0) check_nccl(ncclGetUniqueId(&id), what + ": ncclGetUniqueId");
+    struct {
+      ncclUniqueId id;
+      int rc; // image 0's ncclGetUniqueId: the others must not wait for an id that never comes
+    } start{};
+    if (m.rank() == 0) start.rc = static_cast<int>(ncclGetUniqueId(&start.id));
     MPI_Request r;
-    complete(MPI_Ibcast(&id, sizeof id, MPI_BYTE, 0, crown_comm(m), &r), r,
+    complete(MPI_Ibcast(&start, sizeof start, MPI_BYTE, 0, crown_comm(m), &r), r,
              "MPI_Bcast(" + what + ": NCCL id)");
+    check_nccl(static_cast<ncclResult_t>(start.rc), what + ": ncclGetUniqueId on image 0");
+    const ncclUniqueId& id = start.id;
     const device_guard on(device);
     check_nccl(ncclCommInitRank(&comm_, m.size(), id, m.rank()), what + ": ncclCommInitRank");
   }
@@ -252,17 +257,26 @@ public:
   nccl_group(const call& k, ncclComm_t comm) : k_(k), comm_(comm) {
     check_nccl(ncclGroupStart(), k.what + ": ncclGroupStart");
   }
+  ~nccl_group() {
+    if (open_) (void)ncclGroupEnd(); // after a throw: this thread leaves the group
+  }
+  nccl_group(const nccl_group&) = delete;
+  nccl_group& operator=(const nccl_group&) = delete;
   void send(const void* p, std::size_t len, int to) {
     if (len) check_nccl(ncclSend(p, len, ncclChar, to, comm_, k_.s), k_.what + ": ncclSend");
   }
   void recv(void* p, std::size_t len, int from) {
     if (len) check_nccl(ncclRecv(p, len, ncclChar, from, comm_, k_.s), k_.what + ": ncclRecv");
   }
-  void end() { check_nccl(ncclGroupEnd(), k_.what + ": ncclGroupEnd"); }
+  void end() {
+    open_ = false;
+    check_nccl(ncclGroupEnd(), k_.what + ": ncclGroupEnd");
+  }
 
 private:
   const call& k_;
   ncclComm_t comm_;
+  bool open_ = true;
 };
 
 /// Image j's piece j of every block lands at out + j * piece; then out_fold = their fold in
@@ -386,6 +400,34 @@ void run_host(const call& k) {
   k.sync();
 }
 
+/// What only this image can check: a result overlapping its block, a stream of another
+/// GPU (kernels and NCCL calls on it would fail on this image alone).
+std::string local_problem(const call& k) {
+  const device_collective& c = k.c;
+  if (c.result && c.result_count) {
+    const auto* r = static_cast<const std::byte*>(c.result);
+    const std::byte* blk = k.block();
+    if (r < blk + k.bytes && blk < r + c.result_count * c.elem)
+      return "the result overlaps the coarray's block";
+  }
+  if (c.stream) {
+    int device = -1;
+    if (const cudaError_t rc = cudaStreamGetDevice(c.stream, &device); rc != cudaSuccess) {
+      (void)cudaGetLastError();
+      return std::string("the stream is not a valid CUDA stream (cudaStreamGetDevice: ") +
+             cudaGetErrorName(rc) + ")";
+    }
+    if (device != k.h.device())
+      return "the stream belongs to GPU " + std::to_string(device) +
+             ", but this rank's device "
+             "heap is on GPU " +
+             std::to_string(k.h.device()) +
+             " (create it there: "
+             "cudaSetDevice(crown::detail::device_ordinal()))";
+  }
+  return {};
+}
+
 void run_peer(const call& k) {
   switch (k.c.kind) {
   case device_collective_kind::reduce:
@@ -428,13 +470,16 @@ void run_device_collective(const device_collective& c) {
                m.size(),
                std::vector<int>(ranks.begin(), ranks.end()),
                c.count * c.elem};
-  if (c.result && c.result_count) {
-    const auto* r = static_cast<const std::byte*>(c.result);
-    const std::byte* blk = k.block();
-    if (r < blk + k.bytes && blk < r + c.result_count * c.elem)
-      throw argument_error(what, "the result overlaps the coarray's block");
-  }
   const device_guard on(h.device());
+  // Checked here, agreed by every member (one allreduce): a member that threw alone
+  // would leave the others waiting in the first barrier.
+  const std::string problem = local_problem(k);
+  if (const auto [first, text] = first_member_problem(m, crown_comm(m), problem, what); first >= 0)
+    throw argument_error(what, first == k.me
+                                   ? text
+                                   : "image " + std::to_string(first) + " (rank " +
+                                         std::to_string(k.ranks[static_cast<std::size_t>(first)]) +
+                                         "): " + text);
   k.meet();
   switch (p.choice.path) {
   case device_path::peer:

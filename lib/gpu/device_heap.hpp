@@ -12,6 +12,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace crown::detail {
@@ -98,6 +99,13 @@ private:
 device_heap& active_device_heap(std::string_view op);
 /// The heap, or nullptr (with `why` set).
 device_heap* find_device_heap(std::string* why = nullptr) noexcept;
+
+/// Collective over `comm` (the members of `m`): the lowest image whose `problem` is not
+/// empty, with that problem (-1 and empty when no member has one), so that a check that
+/// fails on one member throws on all instead of leaving the others waiting.
+std::pair<int, std::string> first_member_problem(const mesh& m, MPI_Comm comm,
+                                                 const std::string& problem,
+                                                 const std::string& what);
 
 /// Collective over `comm` (the members of `m`): every member has a device heap, or every
 /// member throws state_error naming `op` and the first image without one, and why.

@@ -146,4 +146,6 @@ void kernel_put_signal(crown::device::coarray_view<double, 1> from,
 }
 void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
 
+void use_device(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
+
 } // namespace gpu_test

@@ -82,7 +82,15 @@ crown::device_path expected_path() {
                                                 : crown::device_path::peer;
 }
 
+/// Streams, buffers and kernels of the tests on the rank's GPU (local rank % GPUs), like
+/// its device coarrays: Crown never changes the caller's current device.
+struct on_the_ranks_gpu {
+  on_the_ranks_gpu() { gpu_test::use_device(crown::detail::device_ordinal()); }
+};
+
 } // namespace
+
+BOOST_TEST_GLOBAL_FIXTURE(on_the_ranks_gpu);
 
 BOOST_AUTO_TEST_CASE(each_mesh_takes_the_path_its_setting_and_gpus_allow) {
   std::string why;
