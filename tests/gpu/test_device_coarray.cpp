@@ -2,7 +2,7 @@
 // form, atomics, put-with-notify, the kernel view, and the errors. Needs a GPU (skipped
 // without one). Written without a GPU at hand: compiled in CI, first run by
 // scripts/gpu-check on the GPU machine.
-#include "kernels.hpp"
+#include "rank_gpu.hpp"
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
 #include <cstdlib>
@@ -40,6 +40,9 @@ bool env_is(const char* name, const char* value) {
 }
 
 } // namespace
+
+using gpu_test::on_the_ranks_gpu; // the macro names it unqualified
+BOOST_TEST_GLOBAL_FIXTURE(on_the_ranks_gpu);
 
 BOOST_AUTO_TEST_CASE(whole_blocks_move_between_host_and_device_memory) {
   dcoarray<int> a(w(), 1000);

@@ -4,7 +4,7 @@
 // fold in image order. Needs a GPU (skipped without one; the nccl variant needs one GPU
 // per rank and skips naming why). Written without a GPU at hand: compiled in CI, first
 // run by scripts/gpu-check on the GPU machine.
-#include "kernels.hpp"
+#include "rank_gpu.hpp"
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <crown/crown.hpp>
@@ -82,14 +82,9 @@ crown::device_path expected_path() {
                                                 : crown::device_path::peer;
 }
 
-/// Streams, buffers and kernels of the tests on the rank's GPU (local rank % GPUs), like
-/// its device coarrays: Crown never changes the caller's current device.
-struct on_the_ranks_gpu {
-  on_the_ranks_gpu() { gpu_test::use_device(crown::detail::device_ordinal()); }
-};
-
 } // namespace
 
+using gpu_test::on_the_ranks_gpu; // the macro names it unqualified
 BOOST_TEST_GLOBAL_FIXTURE(on_the_ranks_gpu);
 
 BOOST_AUTO_TEST_CASE(each_mesh_takes_the_path_its_setting_and_gpus_allow) {
