@@ -8,6 +8,7 @@
 #include <mutex>
 #include <type_traits>
 #if CROWN_HAVE_CUDA
+#include "../gpu/cuda_error.hpp"
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 #endif
@@ -16,12 +17,10 @@ namespace crown::parallel::detail {
 namespace {
 
 #if CROWN_HAVE_CUDA
+using crown::detail::device_guard; // lib/gpu's: CUDA errors and the current device, one way
+
 void check(cudaError_t rc, const std::string& what) {
-  if (rc != cudaSuccess) {
-    (void)cudaGetLastError();
-    throw state_error("cuBLAS GEMM: " + what,
-                      std::string(cudaGetErrorName(rc)) + " (" + cudaGetErrorString(rc) + ")");
-  }
+  crown::detail::check_cuda(rc, "cuBLAS GEMM: " + what);
 }
 
 void check(cublasStatus_t rc, const std::string& what) {
@@ -29,21 +28,6 @@ void check(cublasStatus_t rc, const std::string& what) {
     throw state_error("cuBLAS GEMM: " + what, std::string(cublasGetStatusName(rc)) + " (" +
                                                   cublasGetStatusString(rc) + ")");
 }
-
-/// Makes `device` current for a scope and restores the caller's.
-class on_device {
-public:
-  explicit on_device(int device) {
-    (void)cudaGetDevice(&previous_);
-    check(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
-  }
-  ~on_device() { (void)cudaSetDevice(previous_); }
-  on_device(const on_device&) = delete;
-  on_device& operator=(const on_device&) = delete;
-
-private:
-  int previous_ = 0;
-};
 
 /// Device memory that grows (RAII).
 class device_buffer {
@@ -73,7 +57,7 @@ private:
 class cublas_engine {
 public:
   explicit cublas_engine(int device) : device_(device) {
-    const on_device on(device);
+    const device_guard on(device);
     check(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
     try {
       check(cublasCreate(&handle_), "cublasCreate");
@@ -85,7 +69,7 @@ public:
     }
   }
   ~cublas_engine() {
-    const on_device on(device_);
+    const device_guard on(device_);
     (void)cublasDestroy(handle_);
     (void)cudaStreamDestroy(stream_);
   }
@@ -98,7 +82,7 @@ public:
   void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B,
             int ldb, T beta, T* C, int ldc) {
     const std::lock_guard lock(mutex_);
-    const on_device on(device_);
+    const device_guard on(device_);
     // Elements each operand spans in memory (row-major rows of its leading dimension).
     const auto span = [](int rows, int cols, int ld) {
       return rows == 0 || cols == 0
