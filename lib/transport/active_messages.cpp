@@ -3,6 +3,7 @@
 #include "am_codec.hpp"
 #include "buffer_registry.hpp"
 #include "shm_backend.hpp"
+#include "staged_transfer.hpp"
 #include <chrono>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -164,6 +165,14 @@ private:
       throw state_error(what(), "the remote_buffer was freed by its owner");
     if (status == am_status::outside_buffer)
       throw argument_error(what(), "the target refused a request outside the remote_buffer");
+    if (status == am_status::no_device_heap)
+      throw state_error(what(), "the target serves no device heap (it has none, or no peer on "
+                                "another host was expected to reach it)");
+    if (status == am_status::outside_device_heap)
+      throw argument_error(what(), "the target refused a request outside its device heap");
+    if (status == am_status::device_failed)
+      throw error(what(), "the target's GPU failed to copy the data (the target's log names the "
+                          "CUDA error)");
     throw argument_error(what(), "the target refused a request outside its heap of " +
                                      std::to_string(am_.heap_size_) + " bytes");
   }
@@ -393,6 +402,7 @@ am_status active_messages::execute(const am_request& r, int source) {
 
 am_status active_messages::execute_on_buffer(const am_request& r, int source) {
   const am_header& h = r.head;
+  if (h.offset == device_heap_buffer) return execute_on_device(r, source);
   const int tag = am_data_tag(h.id);
   if (h.what == am_kind::buffer_get) reply_.resize(h.bytes);
   // Under the owner's registry lock: the data moves straight between the buffer and
@@ -416,6 +426,31 @@ am_status active_messages::execute_on_buffer(const am_request& r, int source) {
         }
         }
       });
+  if (status != am_status::ok && h.what == am_kind::buffer_put_apart) drain_payload(source, tag);
+  return status;
+}
+
+am_status active_messages::execute_on_device(const am_request& r, int source) {
+  const am_header& h = r.head;
+  const int tag = am_data_tag(h.id);
+  const bool put = h.what == am_kind::buffer_put || h.what == am_kind::buffer_put_apart;
+  if (h.what == am_kind::buffer_get) reply_.resize(h.bytes);
+  const run packed{0, h.bytes};
+  const am_status status = serve_device_request(put, r.runs, [&](std::byte* host) {
+    switch (h.what) {
+    case am_kind::buffer_put:
+      std::memcpy(host, r.payload.data(), h.bytes);
+      return;
+    case am_kind::buffer_get:
+      std::memcpy(reply_.data(), host, h.bytes);
+      return;
+    case am_kind::buffer_put_apart:
+      return receive_into(host, source, tag, {&packed, 1}, h.bytes);
+    default: // blocking: the server's host memory is reused by the next request
+      check_mpi(MPI_Send(host, static_cast<int>(h.bytes), MPI_BYTE, source, tag, comm_),
+                "MPI_Send(device heap data)");
+    }
+  });
   if (status != am_status::ok && h.what == am_kind::buffer_put_apart) drain_payload(source, tag);
   return status;
 }

@@ -31,7 +31,8 @@ public:
                        std::uint64_t operand, std::uint64_t compare) override;
   /// A transfer to or from remote_buffer `id` (of `generation`) that `rank` owns: runs
   /// are offsets inside it, the data travels inline, and the owner copies it under its
-  /// registry's lock, so a buffer freed meanwhile is refused, never touched.
+  /// registry's lock, so a buffer freed meanwhile is refused, never touched. Buffer
+  /// device_heap_buffer is the target's device heap (staged_transfer.hpp).
   async_handle start_buffer(bool put, int rank, std::uint64_t id, std::uint32_t generation,
                             std::span<const run> runs, std::byte* packed);
   /// The put and the atomic go out back to back: the target serves one origin's
@@ -67,6 +68,8 @@ private:
                               const buffer_name* buffer);
   /// A remote_buffer request, under its owner's registry lock.
   am_status execute_on_buffer(const am_request& r, int source);
+  /// A request for this rank's device heap, through the device server's host memory.
+  am_status execute_on_device(const am_request& r, int source);
   void send_from_heap(int source, int tag, std::span<const run> runs);
   void receive_into(std::byte* base, int source, int tag, std::span<const run> runs,
                     std::size_t bytes);

@@ -15,7 +15,7 @@ namespace crown::detail {
 /// get_apart send it as a message of its own (am_data_tag), for large transfers.
 /// buffer_* reach a remote_buffer's memory instead of the heap (inline, or apart like
 /// put_apart/get_apart): `offset` names the buffer, `compare` its generation, runs are
-/// offsets inside it.
+/// offsets inside it; buffer 0 names the target's device heap (staged_transfer.hpp).
 enum class am_kind : std::uint32_t {
   put = 1,
   get = 2,
@@ -43,9 +43,12 @@ enum class am_kind : std::uint32_t {
 /// The status word that ends every reply: why a target refused, or ok.
 enum class am_status : std::uint64_t {
   ok = 0,
-  refused = 1,        ///< malformed, or outside the heap
-  buffer_freed = 2,   ///< no remote_buffer of that id and generation lives there
-  outside_buffer = 3, ///< a run falls outside the remote_buffer
+  refused = 1,             ///< malformed, or outside the heap
+  buffer_freed = 2,        ///< no remote_buffer of that id and generation lives there
+  outside_buffer = 3,      ///< a run falls outside the remote_buffer
+  no_device_heap = 4,      ///< device_heap_buffer named, but the target serves no device heap
+  outside_device_heap = 5, ///< a run falls outside the target's device heap
+  device_failed = 6,       ///< the target's GPU failed a copy (its log says how)
 };
 
 /// The fixed part of every request. Runs (put/get) and the put payload follow it.

@@ -4,6 +4,7 @@
 #include "active_messages.hpp"
 #include "buffer_registry.hpp"
 #include "mpi_window.hpp"
+#include "staged_transfer.hpp"
 #include <crown/build_config.hpp>
 #if CROWN_HAVE_UCX
 #include "ucx_transport.hpp"
@@ -101,9 +102,11 @@ void symmetric_heap::connect(runtime_state& st) {
 
 bool symmetric_heap::progress() noexcept {
   const bool moved = transport_ && transport_->progress();
-  // Without a transport of their own, only remote_buffer requests come this way: no
-  // MPI call in the waits of a rank that never registered one.
-  return (own_messages_ && buffers_registered() && own_messages_->progress()) || moved;
+  // Without a transport of their own, only remote_buffer and device-heap requests come
+  // this way: no MPI call in the waits of a rank that expects neither.
+  return (own_messages_ && (buffers_registered() || device_requests_served()) &&
+          own_messages_->progress()) ||
+         moved;
 }
 
 void symmetric_heap::choose_transport(runtime_state& st) {
