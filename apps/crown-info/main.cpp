@@ -70,15 +70,18 @@ void print_text(const crown::runtime& rt, const std::vector<host_numbers>& hosts
   std::printf("one-sided off-host: %s (%s)\n", t.heap_transport.c_str(),
               t.heap_transport_why.c_str());
   std::printf("progress: %s (%s)\n", t.progress.c_str(), t.progress_why.c_str());
+  std::printf("device memory off-host: %s (%s)\n", t.device_offhost.c_str(),
+              t.device_offhost_why.c_str());
   if (t.progress == "crown-calls") std::printf("note: %s\n", crown::detail::unserved_consequence);
   if (!t.mpi_rma && rt.size() > 1) std::printf("note: %s\n", t.mpi_rma_problem.c_str());
   for (const auto& p : topo.all()) {
     std::string gpu = p.gpu < 0 ? "none" : std::to_string(p.gpu);
     if (checked && p.gpu >= 0) gpu += hosts[p.rank].gpu_ok ? "(works)" : "(FAILED self-test)";
-    std::printf("rank %d: host=%s local=%d/%d cpuset=%s numa=%s gpu=%s binding=%s transports=%s\n",
+    std::printf("rank %d: host=%s local=%d/%d cpuset=%s numa=%s gpu=%s binding=%s transports=%s "
+                "device_link=%s\n",
                 p.rank, p.host.c_str(), p.local_rank, p.local_size, p.cpuset.c_str(),
                 numa_list(p.numa).c_str(), gpu.c_str(), std::string(to_string(p.binding)).c_str(),
-                joined(transports_of(rt, p), ",").c_str());
+                joined(transports_of(rt, p), ",").c_str(), crown::device_link(p.rank));
   }
 }
 
@@ -95,6 +98,8 @@ void print_json(const crown::runtime& rt, const std::vector<host_numbers>& hosts
      << ",\n  \"heap_transport_why\": " << json_string(rt.transports().heap_transport_why)
      << ",\n  \"progress\": " << json_string(rt.transports().progress)
      << ",\n  \"progress_why\": " << json_string(rt.transports().progress_why)
+     << ",\n  \"device_offhost\": " << json_string(rt.transports().device_offhost)
+     << ",\n  \"device_offhost_why\": " << json_string(rt.transports().device_offhost_why)
      << ",\n  \"placements\": [";
   for (const auto& p : topo.all()) {
     const auto& h = hosts[p.rank];
@@ -108,7 +113,8 @@ void print_json(const crown::runtime& rt, const std::vector<host_numbers>& hosts
     if (checked) os << ", \"gpu_works\": " << (h.gpu_ok ? "true" : "false");
     os << ", \"binding\": " << json_string(to_string(p.binding)) << ", \"cores\": " << h.cores
        << ", \"pus\": " << h.pus << ", \"numa_nodes\": " << h.numa_nodes << ", \"gpus\": " << h.gpus
-       << ", \"transports\": [" << joined(transports, ", ") << "]}";
+       << ", \"transports\": [" << joined(transports, ", ")
+       << "], \"device_link\": " << json_string(crown::device_link(p.rank)) << "}";
   }
   os << "\n  ]\n}\n";
   std::fputs(os.str().c_str(), stdout);

@@ -9,6 +9,14 @@
 
 namespace crown {
 
+/// How this rank reaches `world_rank`'s device heap: "self"; "mapped" (same host: CUDA
+/// VMM or IPC mapping, copies and kernels straight into it); "staged" (another host:
+/// requests its owner serves, the bytes through page-locked host memory in pipelined
+/// chunks); "none" (no device heap there or here). crown-info prints it per rank.
+[[nodiscard]] inline const char* device_link(int world_rank) noexcept {
+  return detail::device_link_to(world_rank);
+}
+
 /// A remote reference to one image's device block: `a.on(img)`. Sources and
 /// destinations may be host or device memory. Blocking transfers return once the data
 /// is at the target (put) or here (get); the *_async ones return a completion (local
@@ -19,8 +27,10 @@ namespace crown {
 /// cudaStreamPerThread for a default stream: a library cannot tell which one a caller's
 /// 0 means) it is enqueued on that stream and completes with it (its completion, or a
 /// synchronisation of that stream), never from sync_all, which would also wait for a
-/// kernel queued before it. Images on other hosts are not reachable yet (state_error
-/// naming both hosts).
+/// kernel queued before it. Images on other hosts are reached by staged transfers
+/// (device_link): puts and gets only, each complete when its call returns (the async
+/// ones too; their device copies still follow the stream's earlier work); atomics,
+/// put_notify with a device flag and kernel views reach same-host images only.
 template <typename T, std::size_t N>
 class image_ref<T, N, memory_kind::cuda>
     : public detail::image_ref_common<T, N, memory_kind::cuda> {

@@ -37,6 +37,11 @@ struct transport_support {
   /// rank's Crown calls), or "none-needed" (loads and stores only), and why.
   std::string progress = "none-needed";
   std::string progress_why;
+  /// How device memory (memory_kind::cuda) on other hosts is reached: "staged" (requests
+  /// its owner serves, the bytes through page-locked host memory in pipelined chunks) or
+  /// "none", and why (what the probe found of CUDA-aware MPI and UCX).
+  std::string device_offhost = "none";
+  std::string device_offhost_why = "built without CUDA";
 };
 
 /// One per process, alive for as long as Crown is used.

@@ -74,40 +74,61 @@ bool check_strided(const device_heap& h, const strided& s, std::string_view op,
   return true;
 }
 
-/// The backend for a contiguous transfer once the range, the target and the buffer are
-/// checked; null when there is nothing to move.
-cuda_backend* checked_contiguous(device_heap& h, int rank, std::uint64_t offset, void* buffer,
-                                 std::size_t bytes, bool stream_ordered, const char* op) {
+/// Where a checked transfer goes: a mapped peer's backend, or the staged path to a
+/// rank on another host; neither when there is nothing to move.
+struct device_route {
+  cuda_backend* mapped = nullptr;
+  staged_device* staged = nullptr;
+};
+
+device_route route_to(device_heap& h, int rank, std::string_view op) {
+  if (staged_device* s = h.staged_for(rank, op)) return {nullptr, s};
+  return {&h.backend_for(rank, op), nullptr};
+}
+
+/// The route for a contiguous transfer once the range, the target and the buffer are
+/// checked.
+device_route checked_contiguous(device_heap& h, int rank, std::uint64_t offset, void* buffer,
+                                std::size_t bytes, bool stream_ordered, const char* op) {
   check_range(h, offset, bytes, op);
-  cuda_backend& b = h.backend_for(rank, op);
+  const device_route to = route_to(h, rank, op);
   check_buffer(h, buffer, bytes, stream_ordered, op);
-  return bytes == 0 ? nullptr : &b;
+  return bytes == 0 ? device_route{} : to;
 }
 
 /// The same for a strided section (an empty section moves nothing).
-cuda_backend* checked_strided(device_heap& h, int rank, const strided& s, void* packed,
-                              bool stream_ordered, const char* op) {
+device_route checked_strided(device_heap& h, int rank, const strided& s, void* packed,
+                             bool stream_ordered, const char* op) {
   std::size_t bytes = 0;
-  if (!check_strided(h, s, op, &bytes)) return nullptr;
-  cuda_backend& b = h.backend_for(rank, op);
+  if (!check_strided(h, s, op, &bytes)) return {};
+  const device_route to = route_to(h, rank, op);
   check_buffer(h, packed, bytes, stream_ordered, op);
-  return &b;
+  return to;
+}
+
+/// A transfer to a rank on another host: complete when this returns, its device copies
+/// on `stream` after the stream's earlier work.
+void staged(const device_route& to, bool put, int rank, std::span<const run> runs, void* buffer,
+            cudaStream_t stream) {
+  to.staged->transfer(put, rank, runs, static_cast<std::byte*>(buffer), stream);
 }
 
 void blocking(bool put, int rank, std::uint64_t offset, void* buffer, std::size_t bytes,
               const char* op) {
   device_heap& h = active_device_heap(op);
-  cuda_backend* b = checked_contiguous(h, rank, offset, buffer, bytes, false, op);
-  if (!b) return;
+  const device_route to = checked_contiguous(h, rank, offset, buffer, bytes, false, op);
   const run r{offset, bytes};
-  b->copy(put, rank, {&r, 1}, static_cast<std::byte*>(buffer));
+  if (to.staged) return staged(to, put, rank, {&r, 1}, buffer, h.stream());
+  if (to.mapped) to.mapped->copy(put, rank, {&r, 1}, static_cast<std::byte*>(buffer));
 }
 
 void blocking_strided(bool put, int rank, const strided& s, void* packed, const char* op) {
   device_heap& h = active_device_heap(op);
-  cuda_backend* b = checked_strided(h, rank, s, packed, false, op);
-  if (!b) return;
-  async_handle done = b->start_strided(h.stream(), put, rank, s, static_cast<std::byte*>(packed));
+  const device_route to = checked_strided(h, rank, s, packed, false, op);
+  if (to.staged) return staged(to, put, rank, runs_of(s), packed, h.stream());
+  if (!to.mapped) return;
+  async_handle done =
+      to.mapped->start_strided(h.stream(), put, rank, s, static_cast<std::byte*>(packed));
   wait_remote(*done, op);
 }
 
@@ -234,6 +255,11 @@ int device_ordinal() noexcept {
   return h ? h->device() : -1;
 }
 
+const char* device_link_to(int world_rank) noexcept {
+  device_heap* h = find_device_heap();
+  return h ? h->link_to(world_rank) : "none";
+}
+
 void device_put(int world_rank, std::uint64_t offset, const void* src, std::size_t bytes) {
   blocking(true, world_rank, offset, const_cast<void*>(src), bytes, "device put");
 }
@@ -254,21 +280,25 @@ void device_start(bool put, int world_rank, std::uint64_t offset, void* buffer, 
                   CUstream_st* stream, completion& into) {
   const char* op = put ? "device put_async" : "device get_async";
   device_heap& h = active_device_heap(op);
-  cuda_backend* b = checked_contiguous(h, world_rank, offset, buffer, bytes, stream != nullptr, op);
-  if (!b) return;
+  const device_route to =
+      checked_contiguous(h, world_rank, offset, buffer, bytes, stream != nullptr, op);
   const run r{offset, bytes};
-  into.add(b->start_on(stream ? stream : h.stream(), put, world_rank, {&r, 1},
-                       static_cast<std::byte*>(buffer)));
+  if (to.staged) return staged(to, put, world_rank, {&r, 1}, buffer, stream ? stream : h.stream());
+  if (!to.mapped) return;
+  into.add(to.mapped->start_on(stream ? stream : h.stream(), put, world_rank, {&r, 1},
+                               static_cast<std::byte*>(buffer)));
 }
 
 void device_start_strided(bool put, int world_rank, const strided& s, void* packed,
                           CUstream_st* stream, completion& into) {
   const char* op = put ? "device put_async (section)" : "device get_async (section)";
   device_heap& h = active_device_heap(op);
-  cuda_backend* b = checked_strided(h, world_rank, s, packed, stream != nullptr, op);
-  if (!b) return;
-  into.add(b->start_strided(stream ? stream : h.stream(), put, world_rank, s,
-                            static_cast<std::byte*>(packed)));
+  const device_route to = checked_strided(h, world_rank, s, packed, stream != nullptr, op);
+  if (to.staged)
+    return staged(to, put, world_rank, runs_of(s), packed, stream ? stream : h.stream());
+  if (!to.mapped) return;
+  into.add(to.mapped->start_strided(stream ? stream : h.stream(), put, world_rank, s,
+                                    static_cast<std::byte*>(packed)));
 }
 
 std::uint64_t device_atomic(int world_rank, std::uint64_t offset, atomic_op op, int width,
@@ -286,15 +316,15 @@ void device_put_notify(int world_rank, std::uint64_t offset, const void* src, st
                        std::uint64_t flag, std::int64_t add, bool device_flag, bool cpu) {
   const char* op = "device put_notify";
   device_heap& h = active_device_heap(op);
-  check_range(h, offset, bytes, op);
-  cuda_backend& b = h.backend_for(world_rank, op);
-  check_buffer(h, src, bytes, false, op);
   if (!device_flag) { // the data is at the target before the host counter moves
     blocking(true, world_rank, offset, const_cast<void*>(src), bytes, op);
     (void)remote_atomic(world_rank, flag, atomic_op::add, 8, false, static_cast<std::uint64_t>(add),
                         0, cpu);
     return;
   }
+  check_range(h, offset, bytes, op);
+  cuda_backend& b = h.backend_for(world_rank, op);
+  check_buffer(h, src, bytes, false, op);
   check_range(h, flag, sizeof(std::int64_t), "device put_notify (flag)");
   if (flag % sizeof(std::int64_t) != 0)
     throw argument_error("device put_notify: flag at offset " + std::to_string(flag),

@@ -1,8 +1,10 @@
 // The device symmetric heap: made at start-up on the rank's GPU, mapped by its host.
 #include "device_heap.hpp"
+#include "../transport/heap_state.hpp"
 #include "cuda_error.hpp"
 #include "device_startup.hpp"
 #include "host_agreement.hpp"
+#include "offhost_path.hpp"
 #include "pointer_checks.hpp"
 #include <crown/detail/fault.hpp>
 #include <crown/error.hpp>
@@ -111,10 +113,36 @@ void device_heap::view_area::release(void* table) noexcept {
 }
 
 device_heap::~device_heap() {
+  staged_.reset(); // no request is served once the memory starts going
   views_.clear();
   backend_.reset(); // synchronises Crown's stream
   views_area_.reset();
   memory_.reset(); // unmaps the peers, meets them, frees this rank's memory
+}
+
+void device_heap::reach_other_hosts(const std::vector<int>& has_heap, active_messages* am) {
+  staged_.reset();
+  has_heap_ = has_heap;
+  for (std::size_t r = 0; r < has_heap.size(); ++r)
+    if (has_heap[r] && !peers_[r] && am) {
+      staged_ = std::make_unique<staged_device>(*this, *am);
+      return;
+    }
+}
+
+const char* device_heap::link_to(int world_rank) const noexcept {
+  if (world_rank < 0 || world_rank >= world_size()) return "none";
+  const auto r = static_cast<std::size_t>(world_rank);
+  return device_link(world_rank == current_rank(), peers_[r] != nullptr, true,
+                     r < has_heap_.size() && has_heap_[r] != 0, staged_ != nullptr);
+}
+
+staged_device* device_heap::staged_for(int world_rank, std::string_view op) const {
+  if (world_rank >= 0 && world_rank < world_size() &&
+      std::string_view(link_to(world_rank)) == "staged")
+    return staged_.get();
+  (void)backend_for(world_rank, op); // throws, naming why, unless the rank is mapped
+  return nullptr;
 }
 
 cuda_backend& device_heap::backend_for(int world_rank, std::string_view op) const {
@@ -122,15 +150,20 @@ cuda_backend& device_heap::backend_for(int world_rank, std::string_view op) cons
     throw argument_error(std::string(op), "rank " + std::to_string(world_rank) +
                                               " is out of range [0, " +
                                               std::to_string(world_size()) + ")");
-  if (!peers_[static_cast<std::size_t>(world_rank)])
+  const auto r = static_cast<std::size_t>(world_rank);
+  if (!peers_[r]) {
+    const std::string where = "rank " + std::to_string(world_rank) + " (host " + hosts_[r] +
+                              ", not this rank's host " +
+                              hosts_[static_cast<std::size_t>(current_rank())] + ")";
+    if (r < has_heap_.size() && !has_heap_[r])
+      throw state_error(std::string(op), where + " has no device heap");
     throw state_error(std::string(op),
-                      "the device heap of rank " + std::to_string(world_rank) + " (host " +
-                          hosts_[static_cast<std::size_t>(world_rank)] +
-                          ") is not mapped here (host " +
-                          hosts_[static_cast<std::size_t>(current_rank())] +
-                          "): device memory on other hosts, or of ranks without a device "
-                          "heap, is not reachable yet (the cross-host device path is part 2, "
-                          "issue 16)");
+                      std::string(link_to(world_rank)) == "staged"
+                          ? where + " is reached by staged transfers, which carry puts and "
+                                    "gets only: device atomics, put_notify with a device flag "
+                                    "and kernel views need the same-host mapping"
+                          : where + " is not reachable: no active messages to carry requests");
+  }
   return *backend_;
 }
 
@@ -269,13 +302,35 @@ void start_device_heap(runtime_state& st) {
                        "; Crown runs without one (set CROWN_GPU_HEAP_SIZE or CROWN_GPU_MAPPING "
                        "to make such a failure end the start-up)";
     if (st.rank == 0) log(log_level::warn, "device heap: ", g_no_device_heap);
+    st.transports.device_offhost_why = g_no_device_heap;
     return;
   }
+  std::vector<int> has_heap(static_cast<std::size_t>(st.size));
+  const int mine = heap != nullptr;
+  check_mpi(MPI_Allgather(&mine, 1, MPI_INT, has_heap.data(), 1, MPI_INT, st.world_comm.get()),
+            "MPI_Allgather(device heaps)");
   if (!heap) {
     g_no_device_heap = none;
+    st.transports.device_offhost_why = "this rank has no device heap: " + none;
     return;
   }
   heap->limit(agreed[0]);
+  symmetric_heap* host_heap = active_heap();
+  std::string no_staging; // agreed: a rank that cannot serve must not be asked
+  try {
+    heap->reach_other_hosts(has_heap, host_heap ? host_heap->messages() : nullptr);
+  } catch (const error& e) {
+    no_staging = e.what();
+  }
+  no_staging = first_problem(st.world_comm.get(), no_staging);
+  if (!no_staging.empty()) heap->reach_other_hosts(has_heap, nullptr);
+  offhost_facts facts{probe_mpi_cuda(), host_heap && host_heap->transport_lists_cuda_memory(), 0};
+  for (int r = 0; r < st.size; ++r)
+    facts.staged_peers += std::string_view(heap->link_to(r)) == "staged";
+  const offhost_choice choice = choose_offhost_path(facts);
+  st.transports.device_offhost = choice.path;
+  st.transports.device_offhost_why =
+      no_staging.empty() ? choice.why : "the staged path failed to start on " + no_staging;
   if (st.rank == 0)
     log(log_level::info, "device heap: ", heap->size(), " bytes per rank on GPU ", heap->device(),
         ", same-host peers mapped with ", heap->mapping());

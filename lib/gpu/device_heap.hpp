@@ -5,6 +5,7 @@
 #include "../transport/symmetric_heap.hpp"
 #include "cuda_backend.hpp"
 #include "device_memory.hpp"
+#include "staged_device.hpp"
 #include <algorithm>
 #include <crown/mesh.hpp>
 #include <cuda_runtime_api.h>
@@ -22,7 +23,7 @@ struct runtime_state;
 /// Made once at start-up (collective over the world: every rank takes part, with or
 /// without a GPU), destroyed before the runtime's communicators. Offsets are the same
 /// on every member of an allocation; a rank on this host reaches another's block at
-/// peer(rank, offset), a rank on another host has no mapping (part 2 adds a path).
+/// peer(rank, offset); a rank on another host is reached by staged transfers.
 class device_heap {
 public:
   /// `memory` was mapped over `group` (the ranks of this host that have a device heap),
@@ -49,9 +50,18 @@ public:
     return base ? base + offset : nullptr;
   }
   [[nodiscard]] int world_size() const noexcept { return static_cast<int>(peers_.size()); }
-  /// The backend for `world_rank`, chosen at start-up: the same-host mapping, or an
-  /// error naming both hosts for a rank elsewhere.
+  /// Collective over the world (after the heap is agreed): which ranks have a device
+  /// heap (`has_heap`, per world rank); makes the staged path when some of them are on
+  /// other hosts and `am` carries requests.
+  void reach_other_hosts(const std::vector<int>& has_heap, active_messages* am);
+  /// The backend for `world_rank`, a rank this heap maps (same host); throws
+  /// state_error naming `op`, both hosts and why for any other.
   [[nodiscard]] cuda_backend& backend_for(int world_rank, std::string_view op) const;
+  /// nullptr for a rank this heap maps; the staged path for a rank on another host
+  /// with a device heap; throws for others, as backend_for does.
+  [[nodiscard]] staged_device* staged_for(int world_rank, std::string_view op) const;
+  /// "self", "mapped", "staged" or "none" (device_link).
+  [[nodiscard]] const char* link_to(int world_rank) const noexcept;
   [[nodiscard]] cudaStream_t stream() const noexcept { return backend_->stream(); }
   [[nodiscard]] cuda_backend& local_backend() const noexcept { return *backend_; }
 
@@ -70,7 +80,9 @@ private:
   std::unique_ptr<device_memory> memory_;
   std::vector<std::byte*> peers_;  ///< per world rank: mapped base, or nullptr
   std::vector<std::string> hosts_; ///< per world rank: host name, for errors
+  std::vector<int> has_heap_;      ///< per world rank (reach_other_hosts)
   std::unique_ptr<cuda_backend> backend_;
+  std::unique_ptr<staged_device> staged_; ///< ranks on other hosts; made last, gone first
   /// Kernel-view tables live in device memory reserved at start-up and are written from
   /// a page-locked mirror with cudaMemcpyAsync on Crown's stream: cudaMalloc, a
   /// synchronous cudaMemcpy and cudaFree would wait behind a user kernel spinning in

@@ -27,6 +27,7 @@ void device_release(const mesh&, const heap_block&) noexcept {}
 std::byte* device_address(std::uint64_t) noexcept { return nullptr; }
 std::byte* device_peer_address(int, std::uint64_t) noexcept { return nullptr; }
 int device_ordinal() noexcept { return -1; }
+const char* device_link_to(int) noexcept { return "none"; }
 void device_put(int, std::uint64_t, const void*, std::size_t) { no_cuda("device put"); }
 void device_get(int, std::uint64_t, void*, std::size_t) { no_cuda("device get"); }
 void device_put_strided(int, const strided&, const void*) { no_cuda("device put"); }

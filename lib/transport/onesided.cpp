@@ -64,32 +64,6 @@ void for_each_chunk(std::span<const run> runs, std::size_t chunk, F&& f) {
   if (!group.empty()) f(std::span<const run>(group), group_start);
 }
 
-/// The contiguous byte runs of a strided block, merged where they touch.
-std::vector<run> runs_of(const strided& s) {
-  std::vector<run> runs;
-  const std::size_t inner = s.dims - 1;
-  const bool rows = s.stride[inner] == s.elem;
-  std::size_t index[3] = {0, 0, 0};
-  for (std::size_t d = 0; d < s.dims; ++d)
-    if (s.count[d] == 0) return runs;
-  for (;;) {
-    std::uint64_t at = s.offset;
-    for (std::size_t d = 0; d < s.dims; ++d) at += index[d] * s.stride[d];
-    const std::size_t bytes = rows ? s.count[inner] * s.elem : s.elem;
-    if (!runs.empty() && runs.back().offset + runs.back().bytes == at)
-      runs.back().bytes += bytes;
-    else
-      runs.push_back({at, bytes});
-    std::size_t d = s.dims;
-    while (d-- > 0) {
-      index[d] += (d == inner && rows) ? s.count[inner] : 1;
-      if (index[d] < s.count[d]) break;
-      index[d] = 0;
-      if (d == 0) return runs;
-    }
-  }
-}
-
 /// Checks that the whole strided block lies in `rank`'s heap; false when it is empty.
 bool check_strided(const symmetric_heap& h, int rank, const strided& s, const char* op) {
   std::size_t last = 0, total = 1;
@@ -159,6 +133,31 @@ void transfer_strided(bool put, int rank, const strided& s, std::byte* packed,
 }
 
 } // namespace
+
+std::vector<run> runs_of(const strided& s) {
+  std::vector<run> runs;
+  const std::size_t inner = s.dims - 1;
+  const bool rows = s.stride[inner] == s.elem;
+  std::size_t index[3] = {0, 0, 0};
+  for (std::size_t d = 0; d < s.dims; ++d)
+    if (s.count[d] == 0) return runs;
+  for (;;) {
+    std::uint64_t at = s.offset;
+    for (std::size_t d = 0; d < s.dims; ++d) at += index[d] * s.stride[d];
+    const std::size_t bytes = rows ? s.count[inner] * s.elem : s.elem;
+    if (!runs.empty() && runs.back().offset + runs.back().bytes == at)
+      runs.back().bytes += bytes;
+    else
+      runs.push_back({at, bytes});
+    std::size_t d = s.dims;
+    while (d-- > 0) {
+      index[d] += (d == inner && rows) ? s.count[inner] : 1;
+      if (index[d] < s.count[d]) break;
+      index[d] = 0;
+      if (d == 0) return runs;
+    }
+  }
+}
 
 void wait_request(MPI_Request& request, const char* what) {
   int done = 0;

@@ -109,6 +109,14 @@ bool symmetric_heap::progress() noexcept {
          moved;
 }
 
+bool symmetric_heap::transport_lists_cuda_memory() const noexcept {
+#if CROWN_HAVE_UCX
+  if (const auto* ucx = dynamic_cast<const ucx_transport*>(transport_.get()))
+    return ucx->lists_cuda_memory();
+#endif
+  return false;
+}
+
 void symmetric_heap::choose_transport(runtime_state& st) {
   // Every rank must take the same decision: each transport's set-up is collective.
   int need_transport = std::count(peers_.begin(), peers_.end(), nullptr) > 0;

@@ -67,6 +67,8 @@ public:
   /// The backend that reaches peers off this host, or nullptr when every peer shares memory.
   [[nodiscard]] backend* transport() const noexcept { return transport_.get(); }
   [[nodiscard]] bool has_transport() const noexcept { return transport_ != nullptr; }
+  /// The transport is UCX and its context moves CUDA memory (a probe crown-info reports).
+  [[nodiscard]] bool transport_lists_cuda_memory() const noexcept;
   /// Active messages to every rank, for what only the target can do (remote_buffer
   /// requests): the transport's own when it is am or ucx, else a set of their own
   /// made at connect(), which the target serves whenever Crown progresses there.

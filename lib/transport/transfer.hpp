@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <mpi.h>
 #include <string>
+#include <vector>
 
 namespace crown::detail {
 
@@ -15,6 +16,9 @@ struct run {
   std::uint64_t offset;
   std::size_t bytes;
 };
+
+/// The contiguous byte runs of a strided block, in packed order, merged where they touch.
+std::vector<run> runs_of(const strided& s);
 
 /// A CPU atomic on the word at `where` (4/8-byte integer, float or double).
 std::uint64_t cpu_atomic_any(std::byte* where, atomic_op op, int width, bool floating,

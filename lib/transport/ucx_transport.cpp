@@ -440,6 +440,13 @@ bool ucx_transport::progress() noexcept {
   return packed_->progress() || ucx;
 }
 
+bool ucx_transport::lists_cuda_memory() const noexcept {
+  ucp_context_attr_t attr{};
+  attr.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+  return ucp_context_query(context_, &attr) == UCS_OK &&
+         (attr.memory_types & UCS_BIT(UCS_MEMORY_TYPE_CUDA)) != 0;
+}
+
 bool ucx_transport::progress_without_mpi() noexcept {
   deferred_.issue_all();
   return progress_worker();

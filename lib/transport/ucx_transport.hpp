@@ -31,6 +31,8 @@ public:
   ucx_transport& operator=(const ucx_transport&) = delete;
 
   [[nodiscard]] const char* name() const noexcept override { return "ucx"; }
+  /// The context lists CUDA among the memory types it can move (reported by crown-info).
+  [[nodiscard]] bool lists_cuda_memory() const noexcept;
   /// ucp_put_nbx/ucp_get_nbx per run, then (puts) a nonblocking endpoint flush whose
   /// completion is remote completion.
   async_handle start(bool put, int rank, std::span<const run> runs, std::byte* packed) override;

@@ -6,6 +6,7 @@
 #include <crown/device/coarray_view.hpp>
 #include <crown/error.hpp>
 #include <gpu/collective_path.hpp>
+#include <gpu/offhost_path.hpp>
 #include <harness/crown_test.hpp>
 #include <runtime/startup_agreement.hpp>
 #include <transport/image_share.hpp>
@@ -124,6 +125,38 @@ BOOST_AUTO_TEST_CASE(a_shared_gpu_is_the_same_host_and_bus_for_two_images) {
   BOOST_TEST((first_shared_gpu({"a/x", "a/y", "a/y", "a/x"}) == std::pair{1, 2}));
   BOOST_TEST((first_shared_gpu({"h/x", "h/y", "h/x"}) == std::pair{0, 2}));
   BOOST_TEST((first_shared_gpu({}) == std::pair{-1, -1}));
+}
+
+BOOST_AUTO_TEST_CASE(device_heaps_on_other_hosts_are_staged_and_the_probe_is_reported) {
+  using crown::detail::choose_offhost_path;
+  const auto none = choose_offhost_path({-1, false, 0});
+  BOOST_TEST(std::string(none.path) == "none");
+  BOOST_TEST(none.why == "no rank with a device heap on another host");
+  const auto plain = choose_offhost_path({0, false, 3});
+  BOOST_TEST(std::string(plain.path) == "staged");
+  BOOST_TEST(plain.why ==
+             "3 ranks' device heaps on other hosts, through page-locked host memory "
+             "in pipelined chunks (MPI is not CUDA-aware, UCX has no CUDA memory type)");
+  // A CUDA-aware MPI or UCX is named, and still staged: the direct path is not built.
+  const auto aware = choose_offhost_path({1, true, 1});
+  BOOST_TEST(std::string(aware.path) == "staged");
+  BOOST_TEST(aware.why.find("MPI is CUDA-aware (MPIX_Query_cuda_support), UCX lists CUDA memory; "
+                            "device pointers on the wire are not used yet") != std::string::npos,
+             aware.why);
+  BOOST_TEST(choose_offhost_path({-1, false, 2}).why.find("no CUDA-awareness extension") !=
+             std::string::npos);
+}
+
+BOOST_AUTO_TEST_CASE(a_link_to_a_device_heap_is_self_mapped_staged_or_none) {
+  using crown::detail::device_link;
+  // self, mapped, heap here, heap there, active messages
+  BOOST_TEST(std::string(device_link(true, true, true, true, false)) == "self");
+  BOOST_TEST(std::string(device_link(false, true, true, true, false)) == "mapped");
+  BOOST_TEST(std::string(device_link(false, false, true, true, true)) == "staged");
+  BOOST_TEST(std::string(device_link(false, false, true, true, false)) == "none");
+  BOOST_TEST(std::string(device_link(false, false, false, true, true)) == "none");
+  BOOST_TEST(std::string(device_link(false, false, true, false, true)) == "none");
+  BOOST_TEST(std::string(device_link(true, true, false, false, true)) == "none");
 }
 
 BOOST_AUTO_TEST_CASE(image_shares_cover_every_element_once_in_image_order) {

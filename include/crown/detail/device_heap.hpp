@@ -28,6 +28,8 @@ std::byte* device_address(std::uint64_t offset) noexcept;
 std::byte* device_peer_address(int world_rank, std::uint64_t offset) noexcept;
 /// The CUDA device of this rank's device heap, or -1.
 int device_ordinal() noexcept;
+/// crown::device_link: "self", "mapped", "staged" or "none".
+const char* device_link_to(int world_rank) noexcept;
 
 /// Blocking transfers between `world_rank`'s device heap and `buffer` (host or device
 /// memory, of any process-local kind): return once the data is at the target (put) or

@@ -1,0 +1,120 @@
+// Device heaps on other hosts: the origin's staged copies and the owner's server.
+#include "staged_device.hpp"
+#include "cuda_error.hpp"
+#include "device_heap.hpp"
+#include "pointer_checks.hpp"
+#include <crown/detail/device_heap.hpp>
+#include <crown/error.hpp>
+#include <crown/log.hpp>
+#include <string>
+
+namespace crown::detail {
+
+staged_device::pinned staged_device::allocate_pinned(std::size_t bytes, const char* what) {
+  void* p = nullptr;
+  check_cuda(cudaHostAlloc(&p, bytes, cudaHostAllocDefault),
+             std::string("cudaHostAlloc(") + std::to_string(bytes) + " bytes, " + what + ")");
+  return pinned(static_cast<std::byte*>(p));
+}
+
+staged_device::staged_device(device_heap& heap, active_messages& am) : heap_(heap), am_(am) {
+  const device_guard on(heap.device());
+  cudaStream_t s = nullptr;
+  check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
+             "cudaStreamCreateWithFlags(device-heap server)");
+  server_stream_.reset(s);
+  set_device_server(
+      [this](bool put, std::span<const run> runs, const std::function<void(std::byte*)>& network) {
+        return serve(put, runs, network);
+      });
+}
+
+staged_device::~staged_device() { set_device_server({}); }
+
+am_status staged_device::serve(bool put, std::span<const run> runs,
+                               const std::function<void(std::byte* host)>& network) {
+  std::size_t total = 0;
+  for (const run& r : runs) {
+    if (r.offset > heap_.size() || r.bytes > heap_.size() - r.offset)
+      return am_status::outside_device_heap;
+    total += r.bytes;
+  }
+  // A CUDA failure is this rank's to report; the origin learns that its request failed.
+  const auto on_gpu = [&](auto&& step) {
+    try {
+      const device_guard on(heap_.device());
+      step();
+      return true;
+    } catch (const error& e) {
+      log(log_level::error, "serving a device-heap request: ", e.what());
+      return false;
+    }
+  };
+  if (total > server_bytes_ && !on_gpu([&] {
+        server_memory_.reset();
+        server_bytes_ = 0;
+        server_memory_ = allocate_pinned(total, "device-heap server");
+        server_bytes_ = total;
+      }))
+    return am_status::device_failed;
+  std::byte* host = server_memory_.get();
+  if (put) network(host);
+  const bool copied = on_gpu([&] {
+    std::size_t at = 0;
+    for (const run& r : runs) {
+      std::byte* device = heap_.local(r.offset);
+      check_cuda(cudaMemcpyAsync(put ? device : host + at, put ? host + at : device, r.bytes,
+                                 put ? cudaMemcpyHostToDevice : cudaMemcpyDeviceToHost,
+                                 server_stream_.get()),
+                 "cudaMemcpyAsync(" + std::to_string(r.bytes) + " bytes at device-heap offset " +
+                     std::to_string(r.offset) + ")");
+      at += r.bytes;
+    }
+    check_cuda(cudaStreamSynchronize(server_stream_.get()),
+               "cudaStreamSynchronize(device-heap server)");
+  });
+  if (!copied) return am_status::device_failed;
+  if (!put) network(host);
+  return am_status::ok;
+}
+
+void staged_device::transfer(bool put, int rank, std::span<const run> runs, std::byte* packed,
+                             cudaStream_t stream) {
+  if (!is_device_pointer(packed)) return staged_transfer(am_, put, rank, runs, packed, {});
+  const std::lock_guard lock(origin_mutex_);
+  const device_guard on(heap_.device());
+  if (!slot_memory_) {
+    slot_memory_ = allocate_pinned(slot_bytes * slot_count, "staging slots");
+    for (std::size_t s = 0; s < slot_count; ++s) {
+      slots_[s] = slot_memory_.get() + s * slot_bytes;
+      cudaEvent_t e = nullptr;
+      check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+                 "cudaEventCreateWithFlags(staging slot)");
+      copied_[s].reset(e);
+    }
+  }
+  const auto event_of = [&](std::byte* slot) {
+    return copied_[static_cast<std::size_t>(slot - slot_memory_.get()) / slot_bytes].get();
+  };
+  const std::string to = " rank " + std::to_string(rank) + "'s device heap";
+  const auto copy = [&](std::byte* dst, const std::byte* src, std::size_t bytes, std::byte* slot) {
+    check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
+               "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes, staged for" + to + ")");
+    check_cuda(cudaEventRecord(event_of(slot), stream), "cudaEventRecord(staging slot)");
+  };
+  staging how;
+  how.slots = slots_;
+  how.slot_bytes = slot_bytes;
+  how.fill = [&](std::byte* slot, std::size_t at, std::size_t bytes) {
+    copy(slot, packed + at, bytes, slot);
+  };
+  how.drain = [&](std::byte* slot, std::size_t at, std::size_t bytes) {
+    copy(packed + at, slot, bytes, slot);
+  };
+  how.finish = [&](std::byte* slot) {
+    check_cuda(cudaEventSynchronize(event_of(slot)), "cudaEventSynchronize(staged for" + to + ")");
+  };
+  staged_transfer(am_, put, rank, runs, packed, how);
+}
+
+} // namespace crown::detail
