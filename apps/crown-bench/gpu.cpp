@@ -12,6 +12,11 @@
 //   co_sum_device 8 B..64 MiB      co_sum of a device coarray of doubles on the mesh's
 //                                  path (printed first) vs the same bytes staged by hand:
 //                                  cudaMemcpy to host, the host co_sum, cudaMemcpy back
+// With the two ranks on two hosts (CROWN_FAKE_HOSTS=2: the staged path), only:
+//   staged_put_bw/staged_get_bw 64 KiB..256 MiB  Crown's staged device put/get vs the
+//                                  same bytes staged by hand: cudaMemcpyAsync into
+//                                  page-locked memory, MPI_Send/MPI_Recv, cudaMemcpyAsync
+//                                  out, and an acknowledgement (a put's remote completion)
 // Written without a GPU: compiled in CI, first run by scripts/gpu-check.
 #include "../heat2d/gpu_solver.hpp"
 #include "bench.hpp"
@@ -58,6 +63,60 @@ struct device_buffer {
   device_buffer& operator=(const device_buffer&) = delete;
 };
 
+/// Rank 1 on another host: Crown's staged transfers against staging by hand, each a
+/// blocking transfer of `b` bytes between rank 0's device buffer and rank 1's block.
+void staged_figures(const options& o, const crown::mesh& w, std::uint64_t at, void* src, void* dst,
+                    std::size_t max_bytes, CUstream_st* stream) {
+  const int me = w.rank();
+  const auto& t = crown::this_runtime().transports();
+  if (me == 0)
+    std::printf("# device memory off-host: %s (%s)\n", t.device_offhost.c_str(),
+                t.device_offhost_why.c_str());
+  void* pinned = gpu_side::pinned_alloc(max_bytes);
+  void* block = crown::detail::device_address(at); // rank 1's end of the hand-staged copy
+  MPI_Comm comm = MPI_COMM_NULL;
+  crown::check_mpi(MPI_Comm_dup(w.comm(), &comm), "MPI_Comm_dup(staged baseline)");
+  const auto by_hand = [&](bool put, std::size_t b) {
+    const int n = static_cast<int>(b);
+    if (put && me == 0) {
+      gpu_side::memcpy_async_sync(pinned, src, b, stream);
+      MPI_Send(pinned, n, MPI_BYTE, 1, 0, comm);
+      MPI_Recv(nullptr, 0, MPI_BYTE, 1, 1, comm, MPI_STATUS_IGNORE);
+    } else if (put) {
+      MPI_Recv(pinned, n, MPI_BYTE, 0, 0, comm, MPI_STATUS_IGNORE);
+      gpu_side::memcpy_async_sync(block, pinned, b, stream);
+      MPI_Send(nullptr, 0, MPI_BYTE, 0, 1, comm);
+    } else if (me == 0) {
+      MPI_Send(nullptr, 0, MPI_BYTE, 1, 2, comm);
+      MPI_Recv(pinned, n, MPI_BYTE, 1, 3, comm, MPI_STATUS_IGNORE);
+      gpu_side::memcpy_async_sync(dst, pinned, b, stream);
+    } else {
+      MPI_Recv(nullptr, 0, MPI_BYTE, 0, 2, comm, MPI_STATUS_IGNORE);
+      gpu_side::memcpy_async_sync(pinned, block, b, stream);
+      MPI_Send(pinned, n, MPI_BYTE, 0, 3, comm);
+    }
+  };
+  for (const bool put : {true, false})
+    for (std::size_t b = std::size_t{64} << 10; b <= max_bytes; b *= (o.smoke ? 16 : 4)) {
+      const int ops = std::max(4, ops_for(b, o.smoke) / 4);
+      double c = 0;
+      if (me == 0)
+        c = median_seconds(o, ops, [&] {
+          if (put)
+            crown::detail::device_put(1, at, src, b);
+          else
+            crown::detail::device_get(1, at, dst, b);
+        });
+      crown::sync_all(); // rank 1 serves the requests while it waits here
+      const double h = median_seconds(o, ops, [&] { by_hand(put, b); });
+      if (me == 0)
+        line(put ? "staged_put_bw" : "staged_get_bw", b, "GB/s", b / c / 1e9, "memcpy_mpi_by_hand",
+             b / h / 1e9);
+    }
+  MPI_Comm_free(&comm);
+  gpu_side::pinned_free(pinned);
+}
+
 } // namespace
 
 void gpu(const options& o) {
@@ -71,6 +130,10 @@ void gpu(const options& o) {
   CUstream_st* stream = gpu_side::stream_create();
   const std::uint64_t at = a.block().offset;
   if (me == 0) print_header();
+  if (std::string_view(crown::device_link(1 - me)) == "staged") {
+    staged_figures(o, w, at, src.p, dst.p, max_bytes, stream);
+    return gpu_side::stream_destroy(stream);
+  }
   const auto run = [&](const std::function<void()>& body) {
     if (me == 0) body();
     MPI_Barrier(w.comm()); // the target has nothing to do: copies need no progress there

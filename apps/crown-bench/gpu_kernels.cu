@@ -47,6 +47,12 @@ CUstream_st* stream_create() {
   return s;
 }
 void stream_destroy(CUstream_st* s) { cudaStreamDestroy(s); }
+void* pinned_alloc(std::size_t bytes) {
+  void* p = nullptr;
+  check(cudaHostAlloc(&p, bytes, cudaHostAllocDefault), "cudaHostAlloc");
+  return p;
+}
+void pinned_free(void* p) { cudaFreeHost(p); }
 void memcpy_d2d(void* dst, const void* src, std::size_t bytes) {
   check(cudaMemcpy(dst, src, bytes, cudaMemcpyDeviceToDevice), "cudaMemcpy");
 }

@@ -13,6 +13,9 @@ void* device_alloc(std::size_t bytes);
 void device_free(void* p);
 CUstream_st* stream_create();
 void stream_destroy(CUstream_st* s);
+/// Page-locked host memory (cudaHostAlloc), for staging by hand.
+void* pinned_alloc(std::size_t bytes);
+void pinned_free(void* p);
 /// cudaMemcpy device to device within this process (the bandwidth limit).
 void memcpy_d2d(void* dst, const void* src, std::size_t bytes);
 /// cudaMemcpyAsync (any kinds) on `s`, then cudaStreamSynchronize (the small-size floor).
