@@ -309,20 +309,24 @@ void start_device_heap(runtime_state& st) {
   const int mine = heap != nullptr;
   check_mpi(MPI_Allgather(&mine, 1, MPI_INT, has_heap.data(), 1, MPI_INT, st.world_comm.get()),
             "MPI_Allgather(device heaps)");
+  // The staged path, agreed over the world (ranks without a heap take part): a rank that
+  // cannot serve must not be asked.
+  symmetric_heap* host_heap = active_heap();
+  std::string no_staging;
+  if (heap) {
+    heap->limit(agreed[0]);
+    try {
+      heap->reach_other_hosts(has_heap, host_heap ? host_heap->messages() : nullptr);
+    } catch (const error& e) {
+      no_staging = e.what();
+    }
+  }
+  no_staging = first_problem(st.world_comm.get(), no_staging);
   if (!heap) {
     g_no_device_heap = none;
     st.transports.device_offhost_why = "this rank has no device heap: " + none;
     return;
   }
-  heap->limit(agreed[0]);
-  symmetric_heap* host_heap = active_heap();
-  std::string no_staging; // agreed: a rank that cannot serve must not be asked
-  try {
-    heap->reach_other_hosts(has_heap, host_heap ? host_heap->messages() : nullptr);
-  } catch (const error& e) {
-    no_staging = e.what();
-  }
-  no_staging = first_problem(st.world_comm.get(), no_staging);
   if (!no_staging.empty()) heap->reach_other_hosts(has_heap, nullptr);
   offhost_facts facts{probe_mpi_cuda(), host_heap && host_heap->transport_lists_cuda_memory(), 0};
   for (int r = 0; r < st.size; ++r)

@@ -2,8 +2,8 @@
 #include "staged_device.hpp"
 #include "cuda_error.hpp"
 #include "device_heap.hpp"
-#include "pointer_checks.hpp"
 #include <crown/detail/device_heap.hpp>
+#include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
 #include <string>
@@ -17,12 +17,46 @@ staged_device::pinned staged_device::allocate_pinned(std::size_t bytes, const ch
   return pinned(static_cast<std::byte*>(p));
 }
 
+namespace {
+
+/// Device or managed memory: bytes the host must not hand to MPI as they are (managed
+/// memory may still be written by the stream's earlier kernels).
+bool staged_through_slots(const void* p) {
+  cudaPointerAttributes a{};
+  if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
+}
+
+/// Waits until `ready()` stops answering cudaErrorNotReady, serving other ranks' requests
+/// on every poll (a kernel on this GPU may be waiting for one of them).
+template <typename Query>
+void wait_for_gpu(Query&& ready, const std::string& what) {
+  backoff pause(wait_site{"a staged device transfer waiting for its GPU copies"});
+  cudaError_t rc = ready();
+  for (; rc == cudaErrorNotReady; rc = ready()) pause.pause();
+  check_cuda(rc, what);
+}
+
+} // namespace
+
 staged_device::staged_device(device_heap& heap, active_messages& am) : heap_(heap), am_(am) {
   const device_guard on(heap.device());
   cudaStream_t s = nullptr;
   check_cuda(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking),
              "cudaStreamCreateWithFlags(device-heap server)");
   server_stream_.reset(s);
+  server_memory_ = allocate_pinned(staged_request_bytes, "device-heap server");
+  slot_memory_ = allocate_pinned(slot_bytes * slot_count, "staging slots");
+  for (std::size_t k = 0; k < slot_count; ++k) {
+    slots_[k] = slot_memory_.get() + k * slot_bytes;
+    cudaEvent_t e = nullptr;
+    check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
+               "cudaEventCreateWithFlags(staging slot)");
+    copied_[k].reset(e);
+  }
   set_device_server(
       [this](bool put, std::span<const run> runs, const std::function<void(std::byte*)>& network) {
         return serve(put, runs, network);
@@ -50,13 +84,7 @@ am_status staged_device::serve(bool put, std::span<const run> runs,
       return false;
     }
   };
-  if (total > server_bytes_ && !on_gpu([&] {
-        server_memory_.reset();
-        server_bytes_ = 0;
-        server_memory_ = allocate_pinned(total, "device-heap server");
-        server_bytes_ = total;
-      }))
-    return am_status::device_failed;
+  if (total > staged_request_bytes) return am_status::too_large;
   std::byte* host = server_memory_.get();
   if (put) network(host);
   const bool copied = on_gpu([&] {
@@ -70,8 +98,8 @@ am_status staged_device::serve(bool put, std::span<const run> runs,
                      std::to_string(r.offset) + ")");
       at += r.bytes;
     }
-    check_cuda(cudaStreamSynchronize(server_stream_.get()),
-               "cudaStreamSynchronize(device-heap server)");
+    wait_for_gpu([&] { return cudaStreamQuery(server_stream_.get()); },
+                 "cudaStreamQuery(device-heap server)");
   });
   if (!copied) return am_status::device_failed;
   if (!put) network(host);
@@ -80,23 +108,17 @@ am_status staged_device::serve(bool put, std::span<const run> runs,
 
 void staged_device::transfer(bool put, int rank, std::span<const run> runs, std::byte* packed,
                              cudaStream_t stream) {
-  if (!is_device_pointer(packed)) return staged_transfer(am_, put, rank, runs, packed, {});
-  const std::lock_guard lock(origin_mutex_);
   const device_guard on(heap_.device());
-  if (!slot_memory_) {
-    slot_memory_ = allocate_pinned(slot_bytes * slot_count, "staging slots");
-    for (std::size_t s = 0; s < slot_count; ++s) {
-      slots_[s] = slot_memory_.get() + s * slot_bytes;
-      cudaEvent_t e = nullptr;
-      check_cuda(cudaEventCreateWithFlags(&e, cudaEventDisableTiming),
-                 "cudaEventCreateWithFlags(staging slot)");
-      copied_[s].reset(e);
-    }
+  const std::string to = " rank " + std::to_string(rank) + "'s device heap";
+  if (!staged_through_slots(packed)) { // host memory: after the stream's earlier work
+    wait_for_gpu([&] { return cudaStreamQuery(stream); },
+                 "cudaStreamQuery(before a staged transfer to" + to + ")");
+    return staged_transfer(am_, put, rank, runs, packed, {});
   }
+  const std::lock_guard lock(origin_mutex_);
   const auto event_of = [&](std::byte* slot) {
     return copied_[static_cast<std::size_t>(slot - slot_memory_.get()) / slot_bytes].get();
   };
-  const std::string to = " rank " + std::to_string(rank) + "'s device heap";
   const auto copy = [&](std::byte* dst, const std::byte* src, std::size_t bytes, std::byte* slot) {
     check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
                "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes, staged for" + to + ")");
@@ -112,7 +134,8 @@ void staged_device::transfer(bool put, int rank, std::span<const run> runs, std:
     copy(packed + at, slot, bytes, slot);
   };
   how.finish = [&](std::byte* slot) {
-    check_cuda(cudaEventSynchronize(event_of(slot)), "cudaEventSynchronize(staged for" + to + ")");
+    wait_for_gpu([&] { return cudaEventQuery(event_of(slot)); },
+                 "cudaEventQuery(staged for" + to + ")");
   };
   staged_transfer(am_, put, rank, runs, packed, how);
 }

@@ -170,6 +170,9 @@ private:
                                 "another host was expected to reach it)");
     if (status == am_status::outside_device_heap)
       throw argument_error(what(), "the target refused a request outside its device heap");
+    if (status == am_status::too_large)
+      throw argument_error(what(), "the target refused a device-heap request larger than its "
+                                   "server's buffer");
     if (status == am_status::device_failed)
       throw error(what(), "the target's GPU failed to copy the data (the target's log names the "
                           "CUDA error)");
@@ -436,22 +439,33 @@ am_status active_messages::execute_on_device(const am_request& r, int source) {
   const bool put = h.what == am_kind::buffer_put || h.what == am_kind::buffer_put_apart;
   if (h.what == am_kind::buffer_get) reply_.resize(h.bytes);
   const run packed{0, h.bytes};
-  const am_status status = serve_device_request(put, r.runs, [&](std::byte* host) {
-    switch (h.what) {
-    case am_kind::buffer_put:
-      std::memcpy(host, r.payload.data(), h.bytes);
-      return;
-    case am_kind::buffer_get:
-      std::memcpy(reply_.data(), host, h.bytes);
-      return;
-    case am_kind::buffer_put_apart:
-      return receive_into(host, source, tag, {&packed, 1}, h.bytes);
-    default: // blocking: the server's host memory is reused by the next request
-      check_mpi(MPI_Send(host, static_cast<int>(h.bytes), MPI_BYTE, source, tag, comm_),
-                "MPI_Send(device heap data)");
-    }
-  });
-  if (status != am_status::ok && h.what == am_kind::buffer_put_apart) drain_payload(source, tag);
+  bool moved = false; // the payload or data went through the network step
+  const auto drain_unless_moved = [&] {
+    if (!moved && h.what == am_kind::buffer_put_apart) drain_payload(source, tag);
+  };
+  am_status status = am_status::refused;
+  try {
+    status = serve_device_request(put, r.runs, [&](std::byte* host) {
+      moved = true;
+      switch (h.what) {
+      case am_kind::buffer_put:
+        std::memcpy(host, r.payload.data(), h.bytes);
+        return;
+      case am_kind::buffer_get:
+        std::memcpy(reply_.data(), host, h.bytes);
+        return;
+      case am_kind::buffer_put_apart:
+        return receive_into(host, source, tag, {&packed, 1}, h.bytes);
+      default: // blocking: the server's host memory is reused by the next request
+        check_mpi(MPI_Send(host, static_cast<int>(h.bytes), MPI_BYTE, source, tag, comm_),
+                  "MPI_Send(device heap data)");
+      }
+    });
+  } catch (...) {
+    drain_unless_moved(); // no stale payload is left for a later request's tag
+    throw;
+  }
+  if (status != am_status::ok) drain_unless_moved();
   return status;
 }
 

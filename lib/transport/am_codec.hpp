@@ -49,6 +49,7 @@ enum class am_status : std::uint64_t {
   no_device_heap = 4,      ///< device_heap_buffer named, but the target serves no device heap
   outside_device_heap = 5, ///< a run falls outside the target's device heap
   device_failed = 6,       ///< the target's GPU failed a copy (its log says how)
+  too_large = 7,           ///< a device-heap request above staged_request_bytes
 };
 
 /// The fixed part of every request. Runs (put/get) and the put payload follow it.

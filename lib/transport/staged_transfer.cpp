@@ -7,6 +7,7 @@
 #include <crown/error.hpp>
 #include <mutex>
 #include <optional>
+#include <string>
 
 namespace crown::detail {
 
@@ -81,14 +82,14 @@ void staged_transfer(active_messages& am, bool put, int rank, std::span<const ru
                      std::byte* packed, const staging& how) {
   const char* what = put ? "staged device put" : "staged device get";
   if (how.slots.empty()) { // host memory: straight from and into it, requests in flight together
-    constexpr std::size_t request_bytes = std::size_t{4} << 20;
     std::vector<async_handle> flying;
-    for (const staging_chunk& c : plan_staging(runs, request_bytes))
+    for (const staging_chunk& c : plan_staging(runs, staged_request_bytes))
       flying.push_back(request(am, put, rank, c, packed + c.packed_offset));
     return wait_all(flying, what);
   }
-  if (how.slots.size() < 2)
-    throw argument_error(what, "a pipeline needs at least two staging slots");
+  if (how.slots.size() < 2 || how.slot_bytes == 0 || how.slot_bytes > staged_request_bytes)
+    throw argument_error(what, "a pipeline needs at least two staging slots of 1 to " +
+                                   std::to_string(staged_request_bytes) + " bytes");
   const auto chunks = plan_staging(runs, how.slot_bytes);
   const std::size_t n = chunks.size(), slots = how.slots.size();
   std::vector<async_handle> flying(slots);

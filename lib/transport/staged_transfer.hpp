@@ -16,6 +16,10 @@ namespace crown::detail {
 /// (remote_buffer ids start at 1). Its runs are device-heap offsets.
 inline constexpr std::uint64_t device_heap_buffer = 0;
 
+/// The largest request a staged transfer sends (host memory goes in requests of this
+/// size, device memory in slots no larger): the owner's server buffer holds one.
+inline constexpr std::size_t staged_request_bytes = std::size_t{4} << 20;
+
 /// One request of a staged transfer: `bytes` of the packed buffer from `packed_offset`
 /// on, stored at (or loaded from) `runs` at the target.
 struct staging_chunk {
