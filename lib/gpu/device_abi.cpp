@@ -333,6 +333,39 @@ void device_put_notify(int world_rank, std::uint64_t offset, const void* src, st
   b.put_notify(world_rank, {&r, 1}, static_cast<const std::byte*>(src), flag, add);
 }
 
+void device_copy_box(std::size_t elem, std::size_t dims, const void* from,
+                     const std::size_t* from_ext, const std::size_t* from_at, void* to,
+                     const std::size_t* to_ext, const std::size_t* to_at,
+                     const std::size_t* extent) {
+  const char* op = "dist_tensor copy (device)";
+  if (dims < 1 || dims > 3)
+    throw argument_error(op, std::to_string(dims) + " dimensions (1 to 3 are supported)");
+  // As three dimensions [planes, rows, columns], leading ones of extent 1.
+  std::size_t fe[3] = {1, 1, 1}, fa[3] = {}, te[3] = {1, 1, 1}, ta[3] = {}, ex[3] = {1, 1, 1};
+  for (std::size_t d = 0; d < dims; ++d) {
+    const std::size_t k = 3 - dims + d;
+    fe[k] = from_ext[d];
+    fa[k] = from_at[d];
+    te[k] = to_ext[d];
+    ta[k] = to_at[d];
+    ex[k] = extent[d];
+  }
+  if (ex[0] == 0 || ex[1] == 0 || ex[2] == 0) return;
+  device_heap& h = active_device_heap(op);
+  const device_guard on(h.device());
+  const auto* src = static_cast<const std::byte*>(from);
+  auto* dst = static_cast<std::byte*>(to);
+  for (std::size_t z = 0; z < ex[0]; ++z) {
+    const std::size_t f = ((fa[0] + z) * fe[1] + fa[1]) * fe[2] + fa[2];
+    const std::size_t t = ((ta[0] + z) * te[1] + ta[1]) * te[2] + ta[2];
+    check_cuda(cudaMemcpy2DAsync(dst + t * elem, te[2] * elem, src + f * elem, fe[2] * elem,
+                                 ex[2] * elem, ex[1], cudaMemcpyDefault, h.stream()),
+               std::string(op) + ": cudaMemcpy2DAsync(" + std::to_string(ex[1]) + " rows of " +
+                   std::to_string(ex[2] * elem) + " bytes)");
+  }
+  check_cuda(cudaStreamSynchronize(h.stream()), std::string(op) + ": cudaStreamSynchronize");
+}
+
 void device_quiet() {
   if (device_heap* h = find_device_heap()) h->local_backend().quiet();
 }

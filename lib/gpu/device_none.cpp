@@ -47,6 +47,10 @@ void device_put_notify(int, std::uint64_t, const void*, std::size_t, std::uint64
   no_cuda("device put_notify");
 }
 void device_quiet() {}
+void device_copy_box(std::size_t, std::size_t, const void*, const std::size_t*, const std::size_t*,
+                     void*, const std::size_t*, const std::size_t*, const std::size_t*) {
+  no_cuda("dist_tensor copy (device)");
+}
 void* device_view_table(const mesh&, std::uint64_t, std::string_view what) { no_cuda(what); }
 
 void run_device_collective(const device_collective& c) {

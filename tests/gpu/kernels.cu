@@ -145,6 +145,9 @@ void kernel_put_signal(crown::device::coarray_view<double, 1> from,
   check(cudaDeviceSynchronize(), "kernel_put_signal");
 }
 void synchronize() { check(cudaDeviceSynchronize(), "cudaDeviceSynchronize"); }
+void download(void* host, const void* from, std::size_t bytes) {
+  check(cudaMemcpy(host, from, bytes, cudaMemcpyDefault), "cudaMemcpy(download)");
+}
 
 void use_device(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
 

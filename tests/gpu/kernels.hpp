@@ -67,6 +67,8 @@ void kernel_put_signal(crown::device::coarray_view<double, 1> from,
 template <typename T>
 void every_operation(crown::device::coarray_view<T, 1> v, T* out);
 void synchronize();
+/// cudaMemcpy of `bytes` from device (or any) memory to host memory.
+void download(void* host, const void* from, std::size_t bytes);
 /// Makes `device` this thread's current GPU (the one Crown's device heap is on), so that
 /// the tests' buffers, streams and kernels live where the rank's device coarrays do.
 void use_device(int device);

@@ -70,6 +70,23 @@ BOOST_AUTO_TEST_CASE(the_failed_allocation_leaves_the_runtime_usable) {
   BOOST_TEST(crown::detail::device_ordinal() == -1);
 }
 
+BOOST_AUTO_TEST_CASE(a_device_tensor_without_device_heaps_names_the_cause) {
+  if (every_rank_has_a_gpu() && !heap_turned_off() && !heap_failed_on_purpose()) return;
+  const crown::mesh m = crown_test::w().reshape({{"x", crown_test::n()}});
+  const std::string e = crown_test::what_of<crown::state_error>([&] {
+    crown::dist_tensor<double, 2, crown::memory_kind::cuda> t(m, {8, 8}, {crown::shard(0)},
+                                                              {{1, 1}, {true, true}});
+  });
+  BOOST_TEST(e.find("coarray<double,2,cuda>") != std::string::npos, e);
+  BOOST_TEST(e.find(CROWN_HAVE_CUDA ? "memory_kind::cuda needs a device heap on every member"
+                                    : "built without CUDA") != std::string::npos,
+             e);
+  // The host tensor of the same layout is unaffected.
+  crown::dist_tensor<double, 2> host(m, {8, 8}, {crown::shard(0)}, {{1, 1}, {true, true}});
+  host.fill(1.0);
+  BOOST_TEST(host.sum() == 64.0);
+}
+
 BOOST_AUTO_TEST_CASE(device_collectives_check_their_arguments_before_the_device) {
   if (every_rank_has_a_gpu() && !heap_turned_off() && !heap_failed_on_purpose()) return;
   using crown::detail::device_collective_kind;

@@ -67,6 +67,16 @@ void device_put_notify(int world_rank, std::uint64_t offset, const void* src, st
 /// Completes every device transfer this rank started on Crown's stream.
 void device_quiet();
 
+/// Copies a box of `extent` elements of `elem` bytes between two row-major blocks of
+/// `dims` (1-3) dimensions, extents `from_ext` and `to_ext`, from `from_at` to `to_at`:
+/// either side host memory, this rank's device memory or a mapped peer's (dist_tensor's
+/// halos and redistribution). One cudaMemcpy2DAsync per plane on Crown's stream; returns
+/// once the copy is done.
+void device_copy_box(std::size_t elem, std::size_t dims, const void* from,
+                     const std::size_t* from_ext, const std::size_t* from_at, void* to,
+                     const std::size_t* to_ext, const std::size_t* to_at,
+                     const std::size_t* extent);
+
 /// A device array of `m`'s members' base addresses of the block at `offset` (image
 /// order), for kernel views; made once per block and freed with it. Throws when an
 /// image lies on another host (its memory is not mapped here).

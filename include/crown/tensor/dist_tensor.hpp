@@ -1,6 +1,7 @@
-// include/crown/tensor/dist_tensor.hpp — dist_tensor<T, N>: a global N-d array laid
-// over a mesh (tensor_layout), each image's block stored in a coarray with optional
-// halo (ghost) cells around it, so every one-sided path applies.
+// include/crown/tensor/dist_tensor.hpp — dist_tensor<T, N, K>: a global N-d array laid
+// over a mesh (tensor_layout), each image's block stored in a coarray of memory kind K
+// (host, or the GPU's: memory_kind::cuda) with optional halo (ghost) cells around it, so
+// every one-sided path applies.
 #pragma once
 #include <algorithm>
 #include <array>
@@ -8,6 +9,8 @@
 #include <crown/coarray.hpp>
 #include <crown/collectives.hpp>
 #include <crown/detail/copy.hpp>
+#include <crown/detail/device_heap.hpp>
+#include <crown/memory_kind.hpp>
 #include <crown/sync.hpp>
 #include <crown/tensor/layout.hpp>
 #include <cstddef>
@@ -76,9 +79,18 @@ void copy_box(const T* from, const std::array<std::size_t, N>& from_ext,
 /// Construction, move assignment, redistribute, gather, scatter, the reductions and the
 /// halo exchange are collective over the mesh; swap is local; local access is a plain
 /// array access.
-template <typename T, std::size_t N>
+///
+/// With K = memory_kind::cuda every block lives in the device heap of its rank's GPU,
+/// with the same placements, halos, redistribution, gather and scatter. data() is the
+/// padded block's device pointer, for the caller's kernels; halos and redistribution move
+/// as stream-ordered copies (cudaMemcpy2DAsync between mapped peers, device gets into a
+/// host buffer for images on other hosts). fill, get, set and the reductions go through
+/// host memory (setup and checks, not inner loops); apply, copy_from and axpy are the
+/// caller's kernels on data() instead.
+template <typename T, std::size_t N, memory_kind K = memory_kind::host>
 class dist_tensor {
   static_assert(N >= 1 && N <= 3, "dist_tensor supports 1 to 3 dimensions");
+  static constexpr bool on_device = K == memory_kind::cuda;
 
 public:
   using index_type = std::array<std::size_t, N>;
@@ -139,11 +151,15 @@ public:
   [[nodiscard]] const box<N>& own() const noexcept { return own_; }
   /// The block with its halos: element (i + width) is the owned element own().lo + i;
   /// halo cells lie at 0..width-1 and beyond own().extent + width.
-  [[nodiscard]] view<T, N> padded() const { return store_.local(); }
+  [[nodiscard]] view<T, N> padded() const requires(!on_device) { return store_.local(); }
+  /// The padded block's first element (row-major, padded_extents()): host memory, or
+  /// device memory of this rank's GPU with memory_kind::cuda (for kernels).
+  [[nodiscard]] T* data() const { return store_.data(); }
+  [[nodiscard]] const index_type& padded_extents() const noexcept { return store_.extents(); }
   /// An owned or halo element by its offset from own().lo (halos at -width .. -1 and
   /// own().extent .. own().extent + width - 1); no checks.
   template <typename... I>
-  requires(sizeof...(I) == N) [[nodiscard]] T& local(I... offset) const noexcept {
+  requires(sizeof...(I) == N && !on_device) [[nodiscard]] T& local(I... offset) const noexcept {
     const std::array<std::ptrdiff_t, N> o{static_cast<std::ptrdiff_t>(offset)...};
     std::size_t at = 0;
     for (std::size_t d = 0; d < N; ++d)
@@ -158,7 +174,7 @@ public:
   [[nodiscard]] T get(const index_type& i) const {
     check_index(i, "get");
     const int owner = layout_.owner(i, image_);
-    if (owner == image_) return store_.data()[padded_offset(i, own_)];
+    if (owner == image_ && !on_device) return store_.data()[padded_offset(i, own_)];
     return store_.on(owner).get(padded_index(i, layout_.block_of(owner)));
   }
   /// Writes every copy of the element at a global index (local stores, remote puts).
@@ -166,7 +182,7 @@ public:
   void set(const index_type& i, const T& value) {
     check_index(i, "set");
     for (int image : layout_.replicas_of(layout_.owner(i, image_))) {
-      if (image == image_)
+      if (image == image_ && !on_device)
         store_.data()[padded_offset(i, own_)] = value;
       else
         store_.on(image).put(padded_index(i, layout_.block_of(image)), value);
@@ -174,21 +190,27 @@ public:
   }
 
   // ------------------------------------------------------------------ elementwise
+  /// Every owned element (not the halos) = value.
   void fill(const T& value) {
-    apply([&](const index_type&, T& x) { x = value; });
+    if constexpr (on_device) {
+      if (!own_.empty())
+        store_.on(image_).put(section_of(own_, own_), std::vector<T>(own_.size(), value));
+    } else {
+      apply([&](const index_type&, T& x) { x = value; });
+    }
   }
   /// f(global index, element) for every owned element, in row-major order.
   template <typename F>
-  void apply(F&& f) {
+  void apply(F&& f) requires(!on_device) {
     detail::for_each_index(own_, [&](const index_type& i) { f(i, element(i)); });
   }
   /// This = other, element for element (same shape, mesh and placements).
-  void copy_from(const dist_tensor& other) {
+  void copy_from(const dist_tensor& other) requires(!on_device) {
     check_same(other, "copy_from");
     detail::for_each_index(own_, [&](const index_type& i) { element(i) = other.element(i); });
   }
   /// This += a * x (same shape, mesh and placements).
-  void axpy(const T& a, const dist_tensor& x) {
+  void axpy(const T& a, const dist_tensor& x) requires(!on_device) {
     check_same(x, "axpy");
     detail::for_each_index(own_, [&](const index_type& i) { element(i) += a * x.element(i); });
   }
@@ -208,8 +230,8 @@ public:
   [[nodiscard]] double norm2() const {
     double s = 0;
     if (layout_.is_primary(image_))
-      detail::for_each_index(own_, [&](const index_type& i) {
-        const auto x = static_cast<double>(element(i));
+      for_each_owned([&](const T& e) {
+        const auto x = static_cast<double>(e);
         s += x * x;
       });
     co_sum(mesh(), s);
@@ -305,8 +327,7 @@ public:
       if (const T* peer = peer_storage(t.source)) { // same host: straight into the halo
         index_type from;
         for (std::size_t d = 0; d < N; ++d) from[d] = t.from[d].begin;
-        detail::copy_box(peer, store_.extents(), from, store_.data(), store_.extents(), t.to,
-                         t.extent);
+        copy_box(peer, store_.extents(), from, store_.data(), store_.extents(), t.to, t.extent);
         continue;
       }
       t.done = store_.on(t.source).get_async(t.from, std::span<T>(t.buffer));
@@ -330,8 +351,8 @@ public:
     for (halo_transfer& t : transfers_) {
       if (!std::exchange(t.staged, false)) continue;
       t.done.wait();
-      detail::copy_box(t.buffer.data(), t.extent, index_type{}, store_.data(), store_.extents(),
-                       t.to, t.extent);
+      copy_box(t.buffer.data(), t.extent, index_type{}, store_.data(), store_.extents(), t.to,
+               t.extent);
     }
     halos_in_flight_ = false;
     sync_images(mesh(), neighbours_); // they may change their blocks again
@@ -440,10 +461,31 @@ private:
   template <typename Combine, typename Across>
   T reduce(T identity, Combine combine, Across across) const {
     T v = identity;
-    if (layout_.is_primary(image_))
-      detail::for_each_index(own_, [&](const index_type& i) { v = combine(v, element(i)); });
+    if (layout_.is_primary(image_)) for_each_owned([&](const T& e) { v = combine(v, e); });
     across(v);
     return v;
+  }
+  /// f(element) for every owned element in row-major order (a device block is read
+  /// into host memory first).
+  template <typename F>
+  void for_each_owned(F&& f) const {
+    if constexpr (on_device) {
+      std::vector<T> host(own_.size());
+      if (!own_.empty()) store_.on(image_).get(section_of(own_, own_), std::span<T>(host));
+      for (const T& e : host) f(e);
+    } else {
+      detail::for_each_index(own_, [&](const index_type& i) { f(element(i)); });
+    }
+  }
+  /// A box copy between blocks of this kind's memory and host memory (either side).
+  static void copy_box(const T* from, const index_type& from_ext, const index_type& from_at, T* to,
+                       const index_type& to_ext, const index_type& to_at,
+                       const index_type& extent) {
+    if constexpr (on_device)
+      detail::device_copy_box(sizeof(T), N, from, from_ext.data(), from_at.data(), to,
+                              to_ext.data(), to_at.data(), extent.data());
+    else
+      detail::copy_box(from, from_ext, from_at, to, to_ext, to_at, extent);
   }
 
   /// Copies `region` into the block `to` (extents `to_ext`), placing region.lo at `at`.
@@ -458,19 +500,23 @@ private:
       index_type place;
       for (std::size_t d = 0; d < N; ++d) place[d] = at[d] + piece.lo[d] - region.lo[d];
       if (const T* peer = peer_storage(j)) { // same host: one copy, no staging
-        detail::copy_box(peer, store_.extents(), padded_index(piece.lo, b), to, to_ext, place,
-                         extents_of(piece));
+        copy_box(peer, store_.extents(), padded_index(piece.lo, b), to, to_ext, place,
+                 extents_of(piece));
         continue;
       }
       fetch(j, b, piece, buffer);
-      detail::copy_box(buffer.data(), extents_of(piece), index_type{}, to, to_ext, place,
-                       extents_of(piece));
+      copy_box(buffer.data(), extents_of(piece), index_type{}, to, to_ext, place,
+               extents_of(piece));
     }
   }
-  /// Image j's stored block when this rank reaches it with loads, else nullptr.
+  /// Image j's stored block when this rank reaches it with loads (host) or copies
+  /// (device: a mapped peer), else nullptr.
   const T* peer_storage(int j) const {
-    return reinterpret_cast<const T*>(detail::heap_peer_address(
-        mesh().ranks()[static_cast<std::size_t>(j)], store_.block().offset));
+    const int rank = mesh().ranks()[static_cast<std::size_t>(j)];
+    if constexpr (on_device)
+      return reinterpret_cast<const T*>(detail::device_peer_address(rank, store_.block().offset));
+    else
+      return reinterpret_cast<const T*>(detail::heap_peer_address(rank, store_.block().offset));
   }
 
   /// Works out once which piece of which neighbour fills each part of the halo.
@@ -523,7 +569,7 @@ private:
 
   tensor_layout<N> layout_;
   halo_spec<N> halo_;
-  coarray<T, N> store_;
+  coarray<T, N, K> store_;
   int image_;
   box<N> own_;
   std::vector<halo_transfer> transfers_;
