@@ -1,5 +1,6 @@
 // lib/gpu/cuda_error.hpp — CUDA failures as crown::error naming rank, device and values.
 #pragma once
+#include <crown/detail/wait.hpp>
 #include <cuda_runtime_api.h>
 #include <string>
 #include <string_view>
@@ -29,5 +30,17 @@ public:
 private:
   int previous_ = -1;
 };
+
+/// Waits until `ready()` (cudaStreamQuery, cudaEventQuery) stops answering
+/// cudaErrorNotReady, then checks its result: a poll under a backoff that drives
+/// progress, so this rank serves other ranks' requests meanwhile (a kernel on this GPU
+/// may be waiting for one of them).
+template <typename Query>
+void wait_for_gpu(Query&& ready, const std::string& what) {
+  backoff pause(wait_site{"waiting for copies on the GPU"});
+  cudaError_t rc = ready();
+  for (; rc == cudaErrorNotReady; rc = ready()) pause.pause();
+  check_cuda(rc, what);
+}
 
 } // namespace crown::detail

@@ -355,15 +355,24 @@ void device_copy_box(std::size_t elem, std::size_t dims, const void* from,
   const device_guard on(h.device());
   const auto* src = static_cast<const std::byte*>(from);
   auto* dst = static_cast<std::byte*>(to);
+  // A plane whose rows are one run on both sides (or one row) is one copy: no pitch,
+  // which cudaMemcpy2D limits to the device's maximum (about 2 GiB).
+  const bool runs = ex[1] == 1 || (ex[2] == fe[2] && ex[2] == te[2]);
   for (std::size_t z = 0; z < ex[0]; ++z) {
     const std::size_t f = ((fa[0] + z) * fe[1] + fa[1]) * fe[2] + fa[2];
     const std::size_t t = ((ta[0] + z) * te[1] + ta[1]) * te[2] + ta[2];
-    check_cuda(cudaMemcpy2DAsync(dst + t * elem, te[2] * elem, src + f * elem, fe[2] * elem,
-                                 ex[2] * elem, ex[1], cudaMemcpyDefault, h.stream()),
-               std::string(op) + ": cudaMemcpy2DAsync(" + std::to_string(ex[1]) + " rows of " +
-                   std::to_string(ex[2] * elem) + " bytes)");
+    if (runs)
+      check_cuda(cudaMemcpyAsync(dst + t * elem, src + f * elem, ex[1] * ex[2] * elem,
+                                 cudaMemcpyDefault, h.stream()),
+                 std::string(op) + ": cudaMemcpyAsync(" + std::to_string(ex[1] * ex[2] * elem) +
+                     " bytes)");
+    else
+      check_cuda(cudaMemcpy2DAsync(dst + t * elem, te[2] * elem, src + f * elem, fe[2] * elem,
+                                   ex[2] * elem, ex[1], cudaMemcpyDefault, h.stream()),
+                 std::string(op) + ": cudaMemcpy2DAsync(" + std::to_string(ex[1]) + " rows of " +
+                     std::to_string(ex[2] * elem) + " bytes)");
   }
-  check_cuda(cudaStreamSynchronize(h.stream()), std::string(op) + ": cudaStreamSynchronize");
+  wait_for_gpu([&] { return cudaStreamQuery(h.stream()); }, std::string(op) + ": cudaStreamQuery");
 }
 
 void device_quiet() {

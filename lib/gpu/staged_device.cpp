@@ -30,16 +30,6 @@ bool staged_through_slots(const void* p) {
   return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
-/// Waits until `ready()` stops answering cudaErrorNotReady, serving other ranks' requests
-/// on every poll (a kernel on this GPU may be waiting for one of them).
-template <typename Query>
-void wait_for_gpu(Query&& ready, const std::string& what) {
-  backoff pause(wait_site{"a staged device transfer waiting for its GPU copies"});
-  cudaError_t rc = ready();
-  for (; rc == cudaErrorNotReady; rc = ready()) pause.pause();
-  check_cuda(rc, what);
-}
-
 } // namespace
 
 staged_device::staged_device(device_heap& heap, active_messages& am) : heap_(heap), am_(am) {

@@ -70,8 +70,8 @@ void device_quiet();
 /// Copies a box of `extent` elements of `elem` bytes between two row-major blocks of
 /// `dims` (1-3) dimensions, extents `from_ext` and `to_ext`, from `from_at` to `to_at`:
 /// either side host memory, this rank's device memory or a mapped peer's (dist_tensor's
-/// halos and redistribution). One cudaMemcpy2DAsync per plane on Crown's stream; returns
-/// once the copy is done.
+/// halos and redistribution). One copy per plane on Crown's stream; returns once the
+/// copy is done (serving other ranks' requests while it waits).
 void device_copy_box(std::size_t elem, std::size_t dims, const void* from,
                      const std::size_t* from_ext, const std::size_t* from_at, void* to,
                      const std::size_t* to_ext, const std::size_t* to_at,

@@ -83,10 +83,12 @@ void copy_box(const T* from, const std::array<std::size_t, N>& from_ext,
 /// With K = memory_kind::cuda every block lives in the device heap of its rank's GPU,
 /// with the same placements, halos, redistribution, gather and scatter. data() is the
 /// padded block's device pointer, for the caller's kernels; halos and redistribution move
-/// as stream-ordered copies (cudaMemcpy2DAsync between mapped peers, device gets into a
-/// host buffer for images on other hosts). fill, get, set and the reductions go through
-/// host memory (setup and checks, not inner loops); apply, copy_from and axpy are the
-/// caller's kernels on data() instead.
+/// as copies on Crown's stream (between mapped peers directly, through device gets into
+/// host buffers for images on other hosts), complete when exchange_halos_start returns.
+/// They are not ordered with the caller's streams: synchronise every stream that wrote
+/// or reads data() before any collective call of the tensor. fill, get, set and the
+/// reductions go through host memory (setup and checks, not inner loops); apply,
+/// copy_from and axpy are the caller's kernels on data() instead.
 template <typename T, std::size_t N, memory_kind K = memory_kind::host>
 class dist_tensor {
   static_assert(N >= 1 && N <= 3, "dist_tensor supports 1 to 3 dimensions");
