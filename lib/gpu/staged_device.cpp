@@ -88,8 +88,10 @@ am_status staged_device::serve(bool put, std::span<const run> runs,
                      std::to_string(r.offset) + ")");
       at += r.bytes;
     }
-    wait_for_gpu([&] { return cudaStreamQuery(server_stream_.get()); },
-                 "cudaStreamQuery(device-heap server)");
+    // Not a polling wait: this runs inside the serving thread's progress, which must not
+    // progress again (active_messages serves one request at a time).
+    check_cuda(cudaStreamSynchronize(server_stream_.get()),
+               "cudaStreamSynchronize(device-heap server)");
   });
   if (!copied) return am_status::device_failed;
   if (!put) network(host);
