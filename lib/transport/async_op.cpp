@@ -10,6 +10,7 @@ namespace {
 /// Waits until `done()`, naming the first operation still pending if it stalls.
 template <typename Done>
 void wait_for(const std::vector<async_handle>& ops, Done&& done) {
+  if (done()) return; // also an empty list, which names no target
   backoff pause(wait_site{"waiting for a transfer", ops.front()->target(), nullptr, true});
   while (!done()) {
     pause.pause();

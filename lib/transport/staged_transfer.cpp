@@ -68,14 +68,6 @@ async_handle request(active_messages& am, bool put, int rank, const staging_chun
   return am.start_buffer(put, rank, device_heap_buffer, 0, c.runs, from);
 }
 
-void wait_all(std::vector<async_handle>& flying, const char* what) {
-  for (async_handle& h : flying)
-    if (h) {
-      wait_remote(*h, what);
-      h = {};
-    }
-}
-
 } // namespace
 
 void staged_transfer(active_messages& am, bool put, int rank, std::span<const run> runs,
@@ -85,7 +77,7 @@ void staged_transfer(active_messages& am, bool put, int rank, std::span<const ru
     std::vector<async_handle> flying;
     for (const staging_chunk& c : plan_staging(runs, staged_request_bytes))
       flying.push_back(request(am, put, rank, c, packed + c.packed_offset));
-    return wait_all(flying, what);
+    return wait_remote(flying);
   }
   if (how.slots.size() < 2 || how.slot_bytes == 0 || how.slot_bytes > staged_request_bytes)
     throw argument_error(what, "a pipeline needs at least two staging slots of 1 to " +
@@ -109,7 +101,8 @@ void staged_transfer(active_messages& am, bool put, int rank, std::span<const ru
       flying[slot_of(k)] = request(am, true, rank, chunks[k], how.slots[slot_of(k)]);
       if (k + 1 < n) fill(k + 1); // copied while chunk k is on the wire
     }
-    return wait_all(flying, what);
+    std::erase_if(flying, [](const async_handle& h) { return !h; }); // slots never used
+    return wait_remote(flying);
   }
   const auto ask = [&](std::size_t k) {
     flying[slot_of(k)] = request(am, false, rank, chunks[k], how.slots[slot_of(k)]);

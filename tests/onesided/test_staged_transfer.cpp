@@ -197,6 +197,12 @@ BOOST_AUTO_TEST_CASE(staged_puts_and_gets_cross_ranks_through_the_owners_server)
     BOOST_TEST(slots.misuse == 0);
     BOOST_TEST((back == out), "get with " << slot_count << " slots from rank " << right());
   }
+  // Nothing to move: no request, no wait on an empty list.
+  std::vector<std::byte> none;
+  crown::detail::staged_transfer(*messages(), true, right(), {}, none.data(), {});
+  host_slots unused(none.data(), 2, 1024);
+  crown::detail::staged_transfer(*messages(), false, right(), {}, none.data(), unused.how);
+  BOOST_TEST(unused.copies == 0);
   crown::sync_all();
 }
 
