@@ -139,7 +139,7 @@ const char* device_heap::link_to(int world_rank) const noexcept {
 
 staged_device* device_heap::staged_for(int world_rank, std::string_view op) const {
   if (world_rank >= 0 && world_rank < world_size() &&
-      std::string_view(link_to(world_rank)) == "staged")
+      staged_to(static_cast<std::size_t>(world_rank)))
     return staged_.get();
   (void)backend_for(world_rank, op); // throws, naming why, unless the rank is mapped
   return nullptr;
@@ -158,7 +158,7 @@ cuda_backend& device_heap::backend_for(int world_rank, std::string_view op) cons
     if (r < has_heap_.size() && !has_heap_[r])
       throw state_error(std::string(op), where + " has no device heap");
     throw state_error(std::string(op),
-                      std::string(link_to(world_rank)) == "staged"
+                      staged_to(r)
                           ? where + " is reached by staged transfers, which carry puts and "
                                     "gets only: device atomics, put_notify with a device flag "
                                     "and kernel views need the same-host mapping"

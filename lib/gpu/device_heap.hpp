@@ -75,6 +75,12 @@ public:
   std::mutex mutex; ///< guards `space` and the view tables
 
 private:
+  /// `world_rank` is on another host with a device heap, and the staged path is up.
+  [[nodiscard]] bool staged_to(std::size_t world_rank) const noexcept {
+    return !peers_[world_rank] && world_rank < has_heap_.size() && has_heap_[world_rank] != 0 &&
+           staged_;
+  }
+
   comm_handle group_; ///< declared first: freed after the memory that meets on it
   int device_;
   std::unique_ptr<device_memory> memory_;
