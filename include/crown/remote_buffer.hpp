@@ -36,9 +36,12 @@ buffer_piece piece_of(bool write, std::size_t at, const T* local, std::size_t co
 /// to the owner's drop, not to other accesses.
 ///
 /// The owner's host reaches it with one kernel copy (process_vm_readv/writev) where the
-/// ptrace rules and CROWN_SINGLE_COPY allow; other hosts through UCX with the memory
-/// registered (ucp_mem_map) when the transport is UCX; otherwise by requests that the
-/// owner serves whenever Crown progresses there (the progress thread, any Crown call).
+/// ptrace rules and CROWN_SINGLE_COPY allow, large transfers through staging slots in
+/// the reader's heap that the owner fills and empties on request (kernel copies take
+/// over from an owner that does not serve within 10 ms); other hosts through UCX with
+/// the memory registered (ucp_mem_map) when the transport is UCX; otherwise by requests
+/// that the owner serves whenever Crown progresses there (the progress thread, any
+/// Crown call).
 template <typename T>
 class remote_buffer {
   static_assert(std::is_trivially_copyable_v<T>, "remote_buffer<T> needs a trivially "
@@ -60,7 +63,8 @@ public:
   explicit operator bool() const noexcept { return valid(); }
   /// True for the owner's copies: they keep the registration alive.
   [[nodiscard]] bool owns() const noexcept { return owner_ != nullptr; }
-  /// How this rank reaches the memory: "local", "process_vm", "ucx" or "am".
+  /// How this rank reaches the memory: "local", "process_vm" (large transfers through
+  /// staging slots), "staged" (slots only: CROWN_SINGLE_COPY=0), "ucx" or "am".
   [[nodiscard]] const char* path() const { return detail::buffer_path(d_); }
 
   /// Copies dst.size() elements from element `at` on into `dst`.

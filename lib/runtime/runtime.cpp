@@ -133,6 +133,10 @@ std::atomic<int>& polling_threads() noexcept {
   static std::atomic<int> polling{0};
   return polling;
 }
+std::atomic<std::uint64_t>& requests_served() noexcept {
+  static std::atomic<std::uint64_t> served{0};
+  return served;
+}
 void set_wait_spins(int spins) noexcept { g_wait_spins.store(spins, std::memory_order_relaxed); }
 
 std::shared_ptr<runtime_state> current_state() noexcept {

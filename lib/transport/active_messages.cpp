@@ -2,9 +2,11 @@
 #include "active_messages.hpp"
 #include "am_codec.hpp"
 #include "buffer_registry.hpp"
+#include "host_staging.hpp"
 #include "shm_backend.hpp"
 #include "staged_transfer.hpp"
 #include <chrono>
+#include <crown/detail/heap.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
@@ -173,6 +175,8 @@ private:
     if (status == am_status::too_large)
       throw argument_error(what(), "the target refused a device-heap request larger than its "
                                    "server's buffer");
+    if (status == am_status::cancelled)
+      throw state_error(what(), "a staged request this rank cancelled was refused");
     if (status == am_status::device_failed)
       throw error(what(), "the target's GPU failed to copy the data (the target's log names the "
                           "CUDA error)");
@@ -277,6 +281,21 @@ async_handle active_messages::start_buffer(bool put, int rank, std::uint64_t id,
   return start_transfer(put, rank, runs, packed, &buffer);
 }
 
+async_handle active_messages::start_buffer_staged(bool put, int rank, std::uint64_t id,
+                                                  std::uint32_t generation,
+                                                  std::span<const run> runs,
+                                                  std::uint64_t heap_offset, std::uint32_t ticket) {
+  const am_kind kind = put ? am_kind::buffer_put_staged : am_kind::buffer_get_staged;
+  const std::size_t bytes = total_bytes(runs);
+  auto* op = new am_op(*this, rank, kind, nullptr, bytes);
+  async_handle handle(op);
+  // Complete, or cancelled and never to write, when the staged transfer returns: no
+  // quiet needs to wait for its owner.
+  op->send(am_header{kind, 0, runs.size(), bytes, id, heap_offset, generation, ticket, 0, 0}, runs,
+           false);
+  return handle;
+}
+
 async_handle active_messages::start_transfer(bool put, int rank, std::span<const run> runs,
                                              std::byte* packed, const buffer_name* buffer) {
   const std::size_t bytes = total_bytes(runs);
@@ -326,6 +345,7 @@ bool active_messages::progress() noexcept {
 }
 
 void active_messages::serve(const MPI_Status& arrived) {
+  requests_served().fetch_add(1, std::memory_order_relaxed);
   const int source = arrived.MPI_SOURCE;
   int size = 0;
   MPI_Get_count(&arrived, MPI_BYTE, &size);
@@ -378,6 +398,8 @@ am_status active_messages::execute(const am_request& r, int source) {
   case am_kind::buffer_get:
   case am_kind::buffer_put_apart:
   case am_kind::buffer_get_apart:
+  case am_kind::buffer_put_staged:
+  case am_kind::buffer_get_staged:
     return execute_on_buffer(r, source);
   case am_kind::put:
     shm_backend::transfer(true, heap_, r.runs, const_cast<std::byte*>(r.payload.data()));
@@ -405,6 +427,17 @@ am_status active_messages::execute(const am_request& r, int source) {
 
 am_status active_messages::execute_on_buffer(const am_request& r, int source) {
   const am_header& h = r.head;
+  if (am_staged_kind(h.what)) { // the origin's heap is mapped here: copy, reply the status only
+    std::byte* data = heap_peer_address(source, h.operand);
+    if (!data || h.offset == device_heap_buffer) return am_status::refused;
+    bool taken = false;
+    const am_status status = serve_buffer_request(
+        h.offset, static_cast<std::uint32_t>(h.compare), r.runs, [&](std::byte* base) {
+          if (!(taken = take_staged_ticket(data, h.op))) return;
+          shm_backend::transfer(h.what == am_kind::buffer_put_staged, base, r.runs, data);
+        });
+    return status == am_status::ok && !taken ? am_status::cancelled : status;
+  }
   if (h.offset == device_heap_buffer) return execute_on_device(r, source);
   const int tag = am_data_tag(h.id);
   if (h.what == am_kind::buffer_get) reply_.resize(h.bytes);

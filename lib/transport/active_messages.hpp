@@ -35,6 +35,13 @@ public:
   /// device_heap_buffer is the target's device heap (staged_transfer.hpp).
   async_handle start_buffer(bool put, int rank, std::uint64_t id, std::uint32_t generation,
                             std::span<const run> runs, std::byte* packed);
+  /// The same between the buffer and this rank's heap at `heap_offset`, for an owner
+  /// that maps this rank's heap (one host): the owner copies the bytes itself, so only
+  /// the request and its status word cross MPI. The 8 bytes before `heap_offset` hold
+  /// `ticket` (am_codec.hpp); the heap bytes stay untouched until remote completion.
+  async_handle start_buffer_staged(bool put, int rank, std::uint64_t id, std::uint32_t generation,
+                                   std::span<const run> runs, std::uint64_t heap_offset,
+                                   std::uint32_t ticket);
   /// The put and the atomic go out back to back: the target serves one origin's
   /// requests in order, so one round trip does both.
   void put_notify(int rank, std::span<const run> runs, const std::byte* packed, std::uint64_t flag,

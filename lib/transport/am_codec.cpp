@@ -86,6 +86,9 @@ std::optional<am_request> decode_am_request(std::span<const std::byte> message,
     if (total > am_max_reply) return std::nullopt;
   }
   if (total != h.bytes) return std::nullopt;
+  if (am_staged_kind(h.what) &&
+      (h.operand < 8 || h.operand % 8 != 0 || !inside(h.operand - 8, total + 8, heap_size)))
+    return std::nullopt;
   const std::size_t payload_bytes = after_header - runs_bytes;
   if (payload_bytes != (put ? total : 0)) return std::nullopt;
   r.payload = message.subspan(sizeof h + runs_bytes);

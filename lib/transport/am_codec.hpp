@@ -16,6 +16,11 @@ namespace crown::detail {
 /// buffer_* reach a remote_buffer's memory instead of the heap (inline, or apart like
 /// put_apart/get_apart): `offset` names the buffer, `compare` its generation, runs are
 /// offsets inside it; buffer 0 names the target's device heap (staged_transfer.hpp).
+/// buffer_*_staged come from a rank whose heap the target maps (one host): the data
+/// stays in the origin's heap at `operand`, and the target copies it between there and
+/// the buffer itself, so that only the request and the status word cross MPI. The word
+/// 8 bytes before `operand` holds the request's ticket (`op`): the target takes the
+/// request by marking it, unless the origin cancelled it there first (host_staging.hpp).
 enum class am_kind : std::uint32_t {
   put = 1,
   get = 2,
@@ -26,6 +31,8 @@ enum class am_kind : std::uint32_t {
   buffer_get = 7,
   buffer_put_apart = 8,
   buffer_get_apart = 9,
+  buffer_put_staged = 10,
+  buffer_get_staged = 11,
 };
 
 /// Kinds whose payload (put) or data (get) travels apart from the request.
@@ -35,9 +42,12 @@ enum class am_kind : std::uint32_t {
 [[nodiscard]] constexpr bool am_get_apart(am_kind k) noexcept {
   return k == am_kind::get_apart || k == am_kind::buffer_get_apart;
 }
+[[nodiscard]] constexpr bool am_staged_kind(am_kind k) noexcept {
+  return k == am_kind::buffer_put_staged || k == am_kind::buffer_get_staged;
+}
 [[nodiscard]] constexpr bool am_buffer_kind(am_kind k) noexcept {
   return k == am_kind::buffer_put || k == am_kind::buffer_get || k == am_kind::buffer_put_apart ||
-         k == am_kind::buffer_get_apart;
+         k == am_kind::buffer_get_apart || am_staged_kind(k);
 }
 
 /// The status word that ends every reply: why a target refused, or ok.
@@ -50,6 +60,7 @@ enum class am_status : std::uint64_t {
   outside_device_heap = 5, ///< a run falls outside the target's device heap
   device_failed = 6,       ///< the target's GPU failed a copy (its log says how)
   too_large = 7,           ///< a device-heap request above staged_request_bytes
+  cancelled = 8,           ///< a staged request its origin cancelled before it was served
 };
 
 /// The fixed part of every request. Runs (put/get) and the put payload follow it.
@@ -59,9 +70,9 @@ struct am_header {
   std::uint64_t runs;    ///< put/get: number of runs after the header
   std::uint64_t bytes;   ///< put/get: the runs' total (the payload, or what goes back)
   std::uint64_t offset;  ///< atomic: the word; buffer_*: the buffer's id
-  std::uint64_t operand; ///< atomic
+  std::uint64_t operand; ///< atomic; buffer_*_staged: the data's offset in the origin's heap
   std::uint64_t compare; ///< atomic: compare_swap's expected value; buffer_*: generation
-  std::uint32_t op;      ///< atomic: an atomic_op
+  std::uint32_t op;      ///< atomic: an atomic_op; buffer_*_staged: the ticket
   std::uint16_t width;   ///< atomic: 4 or 8
   std::uint16_t floating;
 };
@@ -106,7 +117,8 @@ void encode_am_request(const am_header& head, std::span<const run> runs,
 
 /// Checks a received request: the kind, that the lengths add up to exactly the
 /// message, that every run and atomic word lies inside `heap_size` bytes (a buffer
-/// request's runs only must not wrap: the buffer's owner checks them against it), the
+/// request's runs only must not wrap: the buffer's owner checks them against it; a
+/// staged request's data and ticket word must lie inside a heap of that size), the
 /// atomic's width, alignment and operation. nullopt for anything malformed; never reads outside
 /// `message`, never allocates more than the message's own size.
 std::optional<am_request> decode_am_request(std::span<const std::byte> message,

@@ -17,6 +17,7 @@
 #include "buffer_registry.hpp"
 #include "heap_state.hpp"
 #include "host_collectives.hpp"
+#include "host_staging.hpp"
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -241,18 +242,50 @@ ucx_transport* ucx_of(symmetric_heap* h) {
 }
 #endif
 
-/// Requests the owner serves, with their refusals named after the buffer.
-void transfer_requests(const buffer_descriptor& d, std::span<const buffer_piece> pieces,
-                       active_messages& am) {
+/// Runs `f`, naming the buffer in what its owner refused.
+template <typename F>
+auto naming_refusals(const buffer_descriptor& d, F&& f) {
   try {
-    run_in_flight(pieces, [&](bool write, const run& r, std::byte* local) {
-      return am.start_buffer(write, d.rank, d.id, d.generation, {&r, 1}, local);
-    });
+    return f();
   } catch (const state_error&) {
     throw_freed(d);
   } catch (const argument_error& e) {
     throw argument_error(name_of(d), e.what());
   }
+}
+
+/// Requests the owner serves, the data travelling with them.
+void transfer_requests(const buffer_descriptor& d, std::span<const buffer_piece> pieces,
+                       active_messages& am) {
+  naming_refusals(d, [&] {
+    run_in_flight(pieces, [&](bool write, const run& r, std::byte* local) {
+      return am.start_buffer(write, d.rank, d.id, d.generation, {&r, 1}, local);
+    });
+  });
+}
+
+/// One piece through this rank's staging slots, which the owner (on this host) copies
+/// into or out of; false when the slots are not to be had (host_staging.hpp). Where
+/// kernel copies reach the owner, they take over from an owner that does not serve (and
+/// where the ptrace rules then refuse them after all, requests carry those chunks).
+bool transfer_staged(const buffer_descriptor& d, const buffer_piece& p, active_messages& am,
+                     bool kernel_copies) {
+  const auto by_kernel = [&](bool write, const run& at, std::byte* local) {
+    const buffer_piece piece{write, at.offset, local, at.bytes};
+    if (transfer_kernel(d, {&piece, 1})) return;
+    refuse_kernel_copy(d); // never tried before: the slots had carried everything
+    transfer_requests(d, {&piece, 1}, am);
+  };
+  return naming_refusals(d, [&] {
+    return transfer_through_host_slots(
+        d.rank, p.write, run{p.offset, p.bytes}, p.local,
+        [&](bool put, const run& at, std::uint64_t heap_offset, std::uint32_t ticket) {
+          return am.start_buffer_staged(put, d.rank, d.id, d.generation, {&at, 1}, heap_offset,
+                                        ticket);
+        },
+        kernel_copies ? host_staging_fallback(by_kernel) : host_staging_fallback(),
+        p.write ? "remote_buffer write_from" : "remote_buffer read_into");
+  });
 }
 
 } // namespace
@@ -351,9 +384,10 @@ void buffer_unregister(const buffer_descriptor& d) noexcept {
 
 namespace {
 
-/// How this rank reaches a buffer; the names are what buffer_path() reports.
-enum class route { local, kernel_copy, ucx, requests };
-constexpr const char* route_names[] = {"local", "process_vm", "ucx", "am"};
+/// How this rank reaches a buffer; the names are what buffer_path() reports. Kernel
+/// copies hand large pieces to the staged path where the probe found it faster.
+enum class route { local, kernel_copy, staged, ucx, requests };
+constexpr const char* route_names[] = {"local", "process_vm", "staged", "ucx", "am"};
 
 route route_to(const buffer_descriptor& d, symmetric_heap& h) {
   if (d.rank < 0) throw state_error("remote_buffer", "an empty handle reaches no memory");
@@ -364,8 +398,9 @@ route route_to(const buffer_descriptor& d, symmetric_heap& h) {
   if (d.rank == this_runtime().rank()) return route::local;
   if (kernel_copy_possible(d)) return route::kernel_copy;
 #if CROWN_HAVE_UCX
-  if (!d.rkey.empty() && ucx_of(&h)) return route::ucx;
+  if (!d.rkey.empty() && ucx_of(&h)) return route::ucx; // needs nothing from the owner
 #endif
+  if (h.messages() && heap_peer_address(d.rank, 0)) return route::staged;
   if (h.messages()) return route::requests;
   throw state_error(name_of(d),
                     "no way to reach its owner from rank " + std::to_string(this_runtime().rank()));
@@ -384,10 +419,29 @@ void buffer_transfer(const buffer_descriptor& d, std::span<const buffer_piece> p
   switch (r) {
   case route::local:
     return transfer_here(d, pieces);
-  case route::kernel_copy:
-    if (transfer_kernel(d, pieces)) return;
-    refuse_kernel_copy(d);
-    return buffer_transfer(d, pieces);
+  case route::kernel_copy: {
+    const std::size_t staged_from = host_staging_from();
+    const auto staged = [&](const buffer_piece& p) { return p.bytes && p.bytes >= staged_from; };
+    for (std::size_t i = 0; i < pieces.size();) { // in order: each path completes its pieces
+      if (staged(pieces[i]) && transfer_staged(d, pieces[i], *h.messages(), true)) {
+        ++i;
+        continue;
+      }
+      std::size_t end = i + 1; // kernel copies up to the next piece to stage
+      while (end < pieces.size() && !staged(pieces[end])) ++end;
+      if (!transfer_kernel(d, pieces.subspan(i, end - i))) {
+        refuse_kernel_copy(d);
+        return buffer_transfer(d, pieces.subspan(i));
+      }
+      i = end;
+    }
+    return;
+  }
+  case route::staged:
+    for (const buffer_piece& p : pieces)
+      if (p.bytes && !transfer_staged(d, p, *h.messages(), false))
+        transfer_requests(d, {&p, 1}, *h.messages());
+    return;
 #if CROWN_HAVE_UCX
   case route::ucx: {
     ucx_transport& ucx = *ucx_of(&h);
@@ -422,6 +476,7 @@ const bool registered = register_layer_stage({
           g_registered = false;
           reg.free_words.clear();
           reg.no_kernel_copy.clear();
+          forget_host_staging();
         },
 });
 } // namespace

@@ -5,6 +5,7 @@
 #include <crown/mesh.hpp>
 #include <cstddef>
 #include <mpi.h>
+#include <optional>
 
 namespace crown::detail {
 
@@ -31,6 +32,12 @@ enum class single_copy_state { unprobed, unavailable, slower, in_use };
 
 /// Where `m`'s host-local co_* stand (for tests and diagnostics).
 [[nodiscard]] single_copy_state host_single_copy_state(const mesh& m);
+
+/// From which size remote_buffer transfers to an owner on this host go through this
+/// rank's staging slots when kernel copies reach it too (0: all of them); nullopt
+/// returns to the probe's size (host_staging.hpp). Either way, owners that lately left
+/// a staged chunk unserved are forgotten (staged transfers go to them again at once).
+void set_host_staging_from(std::optional<std::size_t> bytes) noexcept;
 
 /// True while Crown has made this process readable by any process of its user
 /// (PR_SET_PTRACER_ANY), which it does only under Yama ptrace_scope 1, and only when

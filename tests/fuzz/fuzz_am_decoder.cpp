@@ -29,8 +29,10 @@ void check(const crown::detail::am_request& r, std::span<const std::byte> messag
               (op == atomic_op::bit_and || op == atomic_op::bit_or || op == atomic_op::bit_xor)));
     return;
   }
+  const bool staged = h.what == am_kind::buffer_put_staged || h.what == am_kind::buffer_get_staged;
   const bool buffer = h.what == am_kind::buffer_put || h.what == am_kind::buffer_get ||
-                      h.what == am_kind::buffer_put_apart || h.what == am_kind::buffer_get_apart;
+                      h.what == am_kind::buffer_put_apart || h.what == am_kind::buffer_get_apart ||
+                      staged;
   require(buffer || h.what == am_kind::put || h.what == am_kind::get ||
           h.what == am_kind::put_apart || h.what == am_kind::get_apart);
   std::uint64_t total = 0;
@@ -42,6 +44,8 @@ void check(const crown::detail::am_request& r, std::span<const std::byte> messag
     total += piece.bytes;
   }
   require(total == h.bytes && total <= crown::detail::am_max_reply);
+  if (staged) // the ticket word and the data lie in the origin's heap, which is the same size
+    require(h.operand >= 8 && h.operand % 8 == 0 && h.operand <= heap && total <= heap - h.operand);
   const bool inline_payload = h.what == am_kind::put || h.what == am_kind::buffer_put;
   require(r.payload.size() == (inline_payload ? total : 0));
   std::vector<std::byte> again;

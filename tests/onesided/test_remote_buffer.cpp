@@ -3,6 +3,7 @@
 // each rank reads and writes its neighbours' memory; values checked against what the
 // owner put there. CROWNTEST_BUFFER_PATHS lists the paths a variant must use towards
 // other ranks (process_vm, ucx, am), and every listed one must be seen by some rank.
+#include "transport/test_hooks.hpp" // crown::detail knobs, not installed
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cereal/archives/binary.hpp>
@@ -16,6 +17,7 @@
 #include <set>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -132,18 +134,18 @@ BOOST_AUTO_TEST_CASE(each_path_is_the_one_the_configuration_asks_for) {
   const auto handles = exchange(mine);
   BOOST_TEST(std::string(handles[static_cast<std::size_t>(me())].path()) == "local");
   const std::set<std::string> allowed = expected_paths();
-  int seen[3] = {0, 0, 0};
-  const std::string names[3] = {"process_vm", "ucx", "am"};
+  int seen[4] = {0, 0, 0, 0};
+  const std::string names[4] = {"process_vm", "ucx", "am", "staged"};
   for (int r = 0; r < n(); ++r) {
     if (r == me()) continue;
     const std::string path = handles[static_cast<std::size_t>(r)].path();
     BOOST_TEST(allowed.count(path) == 1u,
                "rank " << me() << " reaches rank " << r << " by " << path);
-    for (int k = 0; k < 3; ++k) seen[k] += path == names[k];
+    for (int k = 0; k < 4; ++k) seen[k] += path == names[k];
   }
-  MPI_Allreduce(MPI_IN_PLACE, seen, 3, MPI_INT, MPI_SUM, w().comm());
+  MPI_Allreduce(MPI_IN_PLACE, seen, 4, MPI_INT, MPI_SUM, w().comm());
   if (n() > 1)
-    for (int k = 0; k < 3; ++k)
+    for (int k = 0; k < 4; ++k)
       BOOST_TEST((seen[k] > 0) == (allowed.count(names[k]) == 1), names[k] << " seen " << seen[k]);
   crown::sync_all(w());
 }
@@ -289,7 +291,8 @@ BOOST_AUTO_TEST_CASE(a_handle_read_back_as_another_type_is_refused) {
 
 // The owners sit in their own MPI call (not Crown's) while rank 0 reads and writes their
 // memory: kernel copies and UCX need nothing from them, requests need their progress
-// thread. Skipped where neither is the case (one host, CROWN_SINGLE_COPY=0: no thread).
+// thread, and so do the staging slots (an owner on this host, CROWN_SINGLE_COPY=0).
+// Skipped where neither is the case (no progress thread).
 BOOST_AUTO_TEST_CASE(owners_blocked_in_their_own_mpi_calls_are_still_reached) {
   auto data = owned_values(me(), 512);
   const crown::remote_buffer<double> mine(std::span<double>(data), "busy");
@@ -297,8 +300,8 @@ BOOST_AUTO_TEST_CASE(owners_blocked_in_their_own_mpi_calls_are_still_reached) {
   int reachable = 1;
   if (me() == 0)
     for (int r = 1; r < n(); ++r)
-      if (std::string(handles[static_cast<std::size_t>(r)].path()) == "am" &&
-          !crown::this_runtime().transports().progress_thread)
+      if (const std::string path = handles[static_cast<std::size_t>(r)].path();
+          (path == "am" || path == "staged") && !crown::this_runtime().transports().progress_thread)
         reachable = 0;
   MPI_Bcast(&reachable, 1, MPI_INT, 0, w().comm());
   if (!reachable) return;
@@ -314,6 +317,81 @@ BOOST_AUTO_TEST_CASE(owners_blocked_in_their_own_mpi_calls_are_still_reached) {
   }
   MPI_Barrier(w().comm()); // the application's own MPI: no Crown call on the owners
   if (me() != 0) BOOST_TEST(data[511] == -5.0);
+  crown::sync_all(w());
+}
+
+// The staging slots (lib/transport/host_staging.hpp) for transfers of every size: each
+// rank reads its right neighbour's buffer whole (several chunks, an odd tail) and in
+// part at odd offsets, writes part of it back negated and reads that back in one batch;
+// the owner checks its memory. Owners on this rank's host copy through the slots, the
+// others are reached as before; everyone is inside Crown (serving) throughout.
+BOOST_AUTO_TEST_CASE(staged_transfers_through_the_reader_s_heap_arrive_whole) {
+  crown::detail::set_host_staging_from(0);
+  const std::size_t big = (3 << 20) / sizeof(double) + 5;
+  auto data = owned_values(me(), big);
+  const crown::remote_buffer<double> mine(std::span<double>(data), "staged");
+  const auto handles = exchange(mine);
+  const auto& theirs = handles[static_cast<std::size_t>(right())];
+  std::vector<double> got(big, -1.0);
+  theirs.read_into(got);
+  BOOST_TEST(got == owned_values(right(), big), boost::test_tools::per_element());
+  std::vector<double> part(70001, -1.0);
+  theirs.read_into(part, 12345);
+  std::size_t wrong = 0;
+  for (std::size_t i = 0; i < part.size(); ++i) wrong += part[i] != value_of(right(), 12345 + i);
+  BOOST_TEST(wrong == 0u);
+  std::vector<double> negated(part.size()), again(part.size(), 0.0);
+  for (std::size_t i = 0; i < part.size(); ++i) negated[i] = -part[i];
+  crown::buffer_batch batch;
+  batch.write_from(theirs, std::span<const double>(negated), 12345)
+      .read_into(theirs, std::span<double>(again), 12345); // after the write: its values
+  batch.run();
+  BOOST_TEST(again == negated, boost::test_tools::per_element());
+  crown::sync_all(w());
+  wrong = 0;
+  for (std::size_t i = 0; i < big; ++i) {
+    const bool written = i >= 12345 && i < 12345 + part.size();
+    wrong += data[i] != (written ? -value_of(me(), i) : value_of(me(), i));
+  }
+  BOOST_TEST(wrong == 0u);
+  crown::detail::set_host_staging_from(std::nullopt);
+  crown::sync_all(w());
+}
+
+// An owner on this host that waits in its own MPI call does not serve its reader's
+// staged chunks: after 10 ms they are cancelled and kernel copies move them and the
+// rest. Rank 0 then writes through the same slots (on a thread of its own) and only
+// then lets rank 1 go: back in Crown, rank 1 meets its cancelled requests first and
+// must refuse them, not copy its old values into slots that now hold the write's.
+// Only where kernel copies reach the owner (elsewhere staged transfers wait for it).
+BOOST_AUTO_TEST_CASE(an_owner_away_from_crown_delays_staged_transfers_only_briefly) {
+  const std::size_t elements = (1 << 20) / sizeof(double); // four chunks: every slot
+  auto data = owned_values(me(), elements);
+  const crown::remote_buffer<double> mine(std::span<double>(data), "away");
+  const auto handles = exchange(mine);
+  int kernel = n() > 1 && std::string(handles[1].path()) == "process_vm";
+  MPI_Bcast(&kernel, 1, MPI_INT, 0, w().comm());
+  if (!kernel) return;
+  MPI_Comm go; // the application's own messages, apart from Crown's
+  MPI_Comm_dup(w().comm(), &go);
+  crown::detail::set_host_staging_from(0);
+  const std::vector<double> sevens(elements, 7.0);
+  if (me() == 0) {
+    std::vector<double> got(elements, -1.0);
+    handles[1].read_into(got); // cancelled after 10 ms, read by the kernel
+    BOOST_TEST(got == owned_values(1, elements), boost::test_tools::per_element());
+    crown::detail::set_host_staging_from(0); // forgets that rank 1 was slow
+    std::thread writer([&] { handles[1].write_from(std::span<const double>(sevens)); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(2)); // the slots are filled by now
+    MPI_Send(nullptr, 0, MPI_BYTE, 1, 0, go);
+    writer.join();
+  } else if (me() == 1) {
+    MPI_Recv(nullptr, 0, MPI_BYTE, 0, 0, go, MPI_STATUS_IGNORE);
+  }
+  crown::sync_all(w());
+  if (me() == 1) BOOST_TEST(data == sevens, boost::test_tools::per_element());
+  crown::detail::set_host_staging_from(std::nullopt);
+  MPI_Comm_free(&go);
   crown::sync_all(w());
 }
 

@@ -190,15 +190,19 @@ BOOST_AUTO_TEST_CASE(malformed_active_messages_are_refused) {
     // Layout of a request: {kind u32, id u32, runs u64, bytes u64, offset, operand,
     // compare u64, op u32, width u16, floating u16} then runs {offset u64, bytes u64}.
     // 4: truncated after the id (12 bytes): once refused on id 0's tag, so that its
-    // origin, waiting on id 9's, waited for ever.
+    // origin, waiting on id 9's, waited for ever. 5: a staged get whose data would lie
+    // before its ticket word (offset 4); 6: a well-formed one, from a rank whose heap the
+    // target does not map (another host, or no shared memory).
     std::vector<std::vector<std::uint64_t>> bad;
     bad.push_back({});
     bad.push_back({1 | (std::uint64_t{7} << 32), std::uint64_t{1} << 60, 8, 0, 0, 0, 0});
     bad.push_back({1 | (std::uint64_t{8} << 32), 1, 8, 0, 0, 0, 0, std::uint64_t{1} << 40, 8, 42});
     bad.push_back({2 | (std::uint64_t{9} << 32), 1});
+    bad.push_back({11 | (std::uint64_t{10} << 32), 1, 8, 1, 4, 0, 1, 0, 8});
+    bad.push_back({11 | (std::uint64_t{11} << 32), 1, 8, 1, 64, 0, 1, 0, 8});
     constexpr int unreadable_tag = 32003; // tags::am_unreadable (lib/runtime/tags.hpp)
-    const int tags[] = {unreadable_tag, 2 + 7, 2 + 8, 2 + 9};
-    const int sizes[] = {3, 56, 80, 12};
+    const int tags[] = {unreadable_tag, 2 + 7, 2 + 8, 2 + 9, 2 + 10, 2 + 11};
+    const int sizes[] = {3, 56, 80, 12, 72, 72};
     for (std::size_t k = 0; k < bad.size(); ++k) {
       std::uint64_t status[2] = {0, 0};
       MPI_Request reply;

@@ -34,6 +34,11 @@ void set_progress_hook(progress_fn f) noexcept;
 /// has grown long naps between polls and stops counting, and the thread serves again.
 std::atomic<int>& polling_threads() noexcept;
 
+/// Requests from other ranks this process has served (active messages): a wait that
+/// sees the count move polls again instead of napping, since whoever sent them is
+/// likely waiting for the next to be served (a staged transfer's chunks).
+std::atomic<std::uint64_t>& requests_served() noexcept;
+
 /// Counts its owner in polling_threads() until release() or its end.
 class polling_scope {
 public:
@@ -91,6 +96,12 @@ public:
 
   void pause() noexcept {
     if (const progress_fn f = progress_hook()) f();
+    if (const auto served = requests_served().load(std::memory_order_relaxed);
+        served != served_) { // serving someone: stay awake for their next request
+      served_ = served;
+      if (polls_ >= spins_ + yield_polls) polling_ = polling_scope{};
+      polls_ = 0;
+    }
     if (polls_ < spins_) {
 #if defined(__x86_64__) || defined(__i386__)
       __builtin_ia32_pause();
@@ -101,9 +112,9 @@ public:
       polling_.release();
       std::this_thread::sleep_for(std::chrono::microseconds(nap_us));
     }
-    if ((++polls_ & 1023) == 0 && watched_) watch();
+    ++polls_;
+    if ((++watch_polls_ & 1023) == 0 && watched_) watch(); // never reset: stalls still show
   }
-  [[nodiscard]] long polls() const noexcept { return polls_; }
   /// The wait now waits on another rank (a loop over several operations).
   void retarget(int rank) noexcept { site_.rank = rank; }
 
@@ -114,6 +125,8 @@ private:
   static constexpr int nap_us = 50;
   long spins_ = wait_spins();
   long polls_ = 0;
+  unsigned long watch_polls_ = 0;
+  std::uint64_t served_ = requests_served().load(std::memory_order_relaxed);
   wait_site site_{};
   bool watched_ = true;
   bool warned_ = false;
