@@ -20,6 +20,33 @@
 #include <vector>
 
 namespace crown::detail {
+
+/// Copies `bytes` at `remote` in process `pid` to `local`: one copy by the kernel
+/// (cross-memory attach), no staging through the heap.
+bool read_process(pid_t pid, std::uint64_t remote, void* local, std::size_t bytes) {
+  iovec here{local, bytes};
+  iovec there{reinterpret_cast<void*>(remote), bytes};
+  return process_vm_readv(pid, &here, 1, &there, 1, 0) == static_cast<ssize_t>(bytes);
+}
+
+std::optional<copy_times> time_kernel_copy(pid_t pid, std::uint64_t remote, const void* mapped,
+                                           void* local, std::size_t bytes) {
+  using clock = std::chrono::steady_clock;
+  copy_times best{clock::duration::max(), clock::duration::max()};
+  for (int rep = 0; rep < 4; ++rep) {
+    const auto t0 = clock::now();
+    if (!read_process(pid, remote, local, bytes)) return std::nullopt;
+    const auto t1 = clock::now();
+    copy_bytes(local, mapped, bytes);
+    const auto t2 = clock::now();
+    if (rep > 0) { // the first warms both
+      best.kernel = std::min(best.kernel, t1 - t0);
+      best.copy = std::min(best.copy, t2 - t1);
+    }
+  }
+  return best;
+}
+
 namespace {
 
 constexpr std::size_t line_bytes = 64;
@@ -175,14 +202,6 @@ announcement announced(const scratch& s, std::byte* block) {
   return a;
 }
 
-/// Copies `bytes` at `remote` in process `pid` to `local`: one copy by the kernel
-/// (cross-memory attach), no staging through the heap.
-bool read_process(pid_t pid, std::uint64_t remote, void* local, std::size_t bytes) {
-  iovec here{local, bytes};
-  iovec there{reinterpret_cast<void*>(remote), bytes};
-  return process_vm_readv(pid, &here, 1, &there, 1, 0) == static_cast<ssize_t>(bytes);
-}
-
 /// Yama's kernel.yama.ptrace_scope: 0 classic rules (same user suffices), 1 only
 /// descendants unless the target names its reader (PR_SET_PTRACER), 2 only
 /// CAP_SYS_PTRACE, 3 never; -1 without Yama (classic rules).
@@ -231,25 +250,15 @@ bool kernel_copies_pay(scratch& s, int me, const std::vector<std::uint64_t>& add
   if (n > 1 && g_single_copy_timed.load()) {
     const std::size_t peer = (static_cast<std::size_t>(me) + 1) % n;
     std::vector<std::byte> here(slot_bytes);
-    using clock = std::chrono::steady_clock;
-    auto kernel = clock::duration::max(), copy = clock::duration::max();
-    for (int rep = 0; rep < 4 && pays; ++rep) {
-      const auto t0 = clock::now();
-      pays = read_process(s.pids[peer], addresses[peer] + flag_bytes, here.data(), slot_bytes);
-      const auto t1 = clock::now();
-      copy_bytes(here.data(), s.image[peer] + flag_bytes, slot_bytes);
-      const auto t2 = clock::now();
-      if (rep > 0) { // the first warms both
-        kernel = std::min(kernel, t1 - t0);
-        copy = std::min(copy, t2 - t1);
-      }
-    }
-    pays = pays && kernel.count() * 4 <= copy.count() * 5;
+    const auto t = time_kernel_copy(s.pids[peer], addresses[peer] + flag_bytes,
+                                    s.image[peer] + flag_bytes, here.data(), slot_bytes);
+    pays = t && t->kernel.count() * 4 <= t->copy.count() * 5;
     // Which of two paths every later large co_* takes, so say what decided it.
-    log(log_level::debug, "co_* of ordinary memory: 256 KiB from image ", peer, " took ",
-        std::chrono::duration<double, std::micro>(kernel).count(), " us by process_vm_readv, ",
-        std::chrono::duration<double, std::micro>(copy).count(), " us by memcpy: kernel copies ",
-        pays ? "pay here" : "do not pay here");
+    if (t)
+      log(log_level::debug, "co_* of ordinary memory: 256 KiB from image ", peer, " took ",
+          std::chrono::duration<double, std::micro>(t->kernel).count(), " us by process_vm_readv, ",
+          std::chrono::duration<double, std::micro>(t->copy).count(),
+          " us by memcpy: kernel copies ", pays ? "pay here" : "do not pay here");
   }
   return all_say_yes(s, me, pays);
 }

@@ -1,11 +1,15 @@
 // lib/transport/host_collectives.hpp — co_sum/co_min/co_max among ranks of one host.
 #pragma once
 #include "test_hooks.hpp"
+#include <chrono>
 #include <crown/collectives.hpp>
 #include <crown/config.hpp>
 #include <crown/mesh.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <mpi.h>
+#include <optional>
+#include <sys/types.h>
 
 namespace crown::detail {
 
@@ -41,6 +45,20 @@ bool single_copy_enabled() noexcept;
 /// Yama's scope 1 would refuse it, as Open MPI's vader and UCX's cma do; taken back by
 /// forget_host_scratch at the runtime's end. Nothing where Yama does not decide.
 void grant_process_access() noexcept;
+
+/// Copies `bytes` at `remote` in process `pid` to `local` with one kernel copy
+/// (process_vm_readv); false when it did not move them all.
+bool read_process(pid_t pid, std::uint64_t remote, void* local, std::size_t bytes);
+
+/// Best of three (after a warm-up of each) of a kernel copy of `bytes` at `remote` in
+/// process `pid` into `local`, and of copy_bytes from `mapped` into `local`: whether
+/// kernel copies pay here (co_* of ordinary memory, remote_buffer's staging slots).
+/// nullopt when a kernel copy failed.
+struct copy_times {
+  std::chrono::steady_clock::duration kernel, copy;
+};
+std::optional<copy_times> time_kernel_copy(pid_t pid, std::uint64_t remote, const void* mapped,
+                                           void* local, std::size_t bytes);
 
 /// Applies CROWN_SINGLE_COPY (at runtime start, the same on every rank).
 void configure_host_collectives(const config& c) noexcept;

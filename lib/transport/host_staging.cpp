@@ -2,6 +2,7 @@
 // that let it cancel a request its owner has not taken, and the probe that decides
 // from which size the slots beat a kernel copy.
 #include "host_staging.hpp"
+#include "host_collectives.hpp"
 #include "test_hooks.hpp"
 #include <algorithm>
 #include <array>
@@ -13,7 +14,6 @@
 #include <crown/error.hpp>
 #include <crown/log.hpp>
 #include <mutex>
-#include <sys/uio.h>
 #include <unistd.h>
 #include <unordered_map>
 #include <vector>
@@ -106,26 +106,14 @@ std::atomic<std::size_t> g_forced_from{never}; ///< the tests' switch; never: pr
 /// and last chunks (2-core Zen 5 VM, 2026-12-05: 16 MiB staged in 0.7 ms, by the
 /// kernel in 1.4-1.6; at 1 MiB a toss-up, 45-50 µs either way; 64 KiB 6 µs against 5).
 std::size_t probe_staging_from() {
-  const pid_t me = getpid();
   for (const std::size_t bytes : {std::size_t{64} << 10, std::size_t{256} << 10,
                                   std::size_t{1} << 20, std::size_t{4} << 20}) {
     std::vector<std::byte> from(bytes, std::byte{1}), to(bytes);
-    auto kernel = clock::duration::max(), copy = clock::duration::max();
-    for (int rep = 0; rep < 4; ++rep) {
-      iovec here{to.data(), bytes}, there{from.data(), bytes};
-      const auto t0 = clock::now();
-      if (process_vm_readv(me, &here, 1, &there, 1, 0) != static_cast<ssize_t>(bytes))
-        return bytes; // a kernel copy that fails here will not do better elsewhere
-      const auto t1 = clock::now();
-      copy_bytes(to.data(), from.data(), bytes);
-      const auto t2 = clock::now();
-      if (rep > 0) {
-        kernel = std::min(kernel, t1 - t0);
-        copy = std::min(copy, t2 - t1);
-      }
-    }
-    const double kernel_us = std::chrono::duration<double, std::micro>(kernel).count(),
-                 copy_us = std::chrono::duration<double, std::micro>(copy).count();
+    const auto t = time_kernel_copy(getpid(), reinterpret_cast<std::uint64_t>(from.data()),
+                                    from.data(), to.data(), bytes);
+    if (!t) return bytes; // a kernel copy that fails here will not do better elsewhere
+    const double kernel_us = std::chrono::duration<double, std::micro>(t->kernel).count(),
+                 copy_us = std::chrono::duration<double, std::micro>(t->copy).count();
     log(log_level::debug, "remote_buffer: ", bytes, " bytes took ", kernel_us,
         " us by process_vm_readv, ", copy_us, " us by memcpy");
     if (kernel_us > 1.25 * copy_us + 16) return bytes;
