@@ -67,6 +67,29 @@ private:
 
 } // namespace
 
+[[noreturn]] void throw_am_refusal(const std::string& what, am_status status,
+                                   std::size_t heap_size) {
+  if (status == am_status::buffer_freed)
+    throw state_error(what, "the remote_buffer was freed by its owner");
+  if (status == am_status::outside_buffer)
+    throw argument_error(what, "the target refused a request outside the remote_buffer");
+  if (status == am_status::no_device_heap)
+    throw state_error(what, "the target serves no device heap (it has none, or no peer on "
+                            "another host was expected to reach it)");
+  if (status == am_status::outside_device_heap)
+    throw argument_error(what, "the target refused a request outside its device heap");
+  if (status == am_status::too_large)
+    throw argument_error(what, "the target refused a device-heap request larger than its "
+                               "server's buffer");
+  if (status == am_status::cancelled)
+    throw state_error(what, "a staged request this rank cancelled was refused");
+  if (status == am_status::device_failed)
+    throw error(what, "the target's GPU failed to copy the data (the target's log names the "
+                      "CUDA error)");
+  throw argument_error(what, "the target refused a request outside its heap of " +
+                                 std::to_string(heap_size) + " bytes");
+}
+
 /// One request in flight at the origin: its messages out (request, a put's payload)
 /// and in (the reply with status word and an inline get's data, a get's data apart).
 class am_op final : public async_op {
@@ -143,7 +166,7 @@ public:
       std::memcpy(&status, reply_.data() + replied_ - sizeof status, sizeof status);
     if (status != am_status::ok) {
       finished_ = true; // the destructor cancels a get's data receive
-      throw_refusal(status);
+      throw_am_refusal(what(), status, am_.heap_size_);
     }
     if (!test_all(in_) || !test_all(out_)) return false;
     if (inline_get()) std::memcpy(packed_, reply_.data(), bytes_);
@@ -161,27 +184,6 @@ public:
 private:
   [[nodiscard]] bool inline_get() const noexcept {
     return kind_ == am_kind::get || kind_ == am_kind::buffer_get;
-  }
-  [[noreturn]] void throw_refusal(am_status status) const {
-    if (status == am_status::buffer_freed)
-      throw state_error(what(), "the remote_buffer was freed by its owner");
-    if (status == am_status::outside_buffer)
-      throw argument_error(what(), "the target refused a request outside the remote_buffer");
-    if (status == am_status::no_device_heap)
-      throw state_error(what(), "the target serves no device heap (it has none, or no peer on "
-                                "another host was expected to reach it)");
-    if (status == am_status::outside_device_heap)
-      throw argument_error(what(), "the target refused a request outside its device heap");
-    if (status == am_status::too_large)
-      throw argument_error(what(), "the target refused a device-heap request larger than its "
-                                   "server's buffer");
-    if (status == am_status::cancelled)
-      throw state_error(what(), "a staged request this rank cancelled was refused");
-    if (status == am_status::device_failed)
-      throw error(what(), "the target's GPU failed to copy the data (the target's log names the "
-                          "CUDA error)");
-    throw argument_error(what(), "the target refused a request outside its heap of " +
-                                     std::to_string(am_.heap_size_) + " bytes");
   }
   /// A refusal of a request too short to show its id names no operation: whichever of
   /// the target's origins finds it first fails (a real origin never sends one).
@@ -224,6 +226,7 @@ active_messages::active_messages(MPI_Comm world, std::byte* heap, std::size_t he
   int size = 0;
   MPI_Comm_size(comm_, &size);
   sent_to_.assign(static_cast<std::size_t>(size), 0);
+  MPI_Comm_rank(comm_, &my_rank_);
 }
 
 void active_messages::note_sent(int rank) {
@@ -327,7 +330,8 @@ bool active_messages::progress() noexcept {
   return serving_.run([this]() noexcept {
     bool moved = false;
     try {
-      moved = complete_sends();
+      moved = posted_.serve(my_rank_);
+      moved = complete_sends() || moved;
       for (;;) {
         int arrived = 0;
         MPI_Status status;
@@ -430,13 +434,11 @@ am_status active_messages::execute_on_buffer(const am_request& r, int source) {
   if (am_staged_kind(h.what)) { // the origin's heap is mapped here: copy, reply the status only
     std::byte* data = heap_peer_address(source, h.operand);
     if (!data || h.offset == device_heap_buffer) return am_status::refused;
-    bool taken = false;
-    const am_status status = serve_buffer_request(
-        h.offset, static_cast<std::uint32_t>(h.compare), r.runs, [&](std::byte* base) {
-          if (!(taken = take_staged_ticket(data, h.op))) return;
-          shm_backend::transfer(h.what == am_kind::buffer_put_staged, base, r.runs, data);
-        });
-    return status == am_status::ok && !taken ? am_status::cancelled : status;
+    const am_status status =
+        serve_staged_request(h.what == am_kind::buffer_put_staged, h.offset,
+                             static_cast<std::uint32_t>(h.compare), r.runs, data, h.op);
+    posted_.watch(source, data, heap_size_); // its later requests come without MPI
+    return status;
   }
   if (h.offset == device_heap_buffer) return execute_on_device(r, source);
   const int tag = am_data_tag(h.id);

@@ -2,14 +2,21 @@
 #pragma once
 #include "am_codec.hpp"
 #include "backend.hpp"
+#include "host_staging.hpp"
 #include <atomic>
 #include <list>
 #include <mpi.h>
 #include <mutex>
 #include <span>
+#include <string>
 #include <vector>
 
 namespace crown::detail {
+
+/// Throws what a target's refusal `status` means, `what` naming the operation (a heap
+/// of `heap_size` bytes for a request outside it).
+[[noreturn]] void throw_am_refusal(const std::string& what, am_status status,
+                                   std::size_t heap_size);
 
 /// The cross-host path for networks without RDMA (CROWN_TRANSPORT=am): a put, get or
 /// atomic is one request message to the target and one reply back, on a communicator of
@@ -51,7 +58,8 @@ public:
   /// A no-op request to every target sent anything since the last quiet: its reply
   /// comes after every earlier request was executed there.
   void quiet() override;
-  /// Executes every request that has arrived (one thread serves at a time).
+  /// Executes every request that has arrived, and those posted in the staging slots of
+  /// readers on this host that it watches (one thread serves at a time).
   bool progress() noexcept override;
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
 
@@ -93,6 +101,8 @@ private:
   std::atomic<std::uint32_t> next_id_{0};
   std::mutex sent_mutex_;
   std::vector<char> sent_to_; ///< per rank: requests sent there since the last quiet
+  posted_slots posted_;       ///< by the serving thread
+  int my_rank_ = 0;           ///< in comm_, a copy of the world
 };
 
 } // namespace crown::detail

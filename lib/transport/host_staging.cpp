@@ -2,7 +2,10 @@
 // that let it cancel a request its owner has not taken, and the probe that decides
 // from which size the slots beat a kernel copy.
 #include "host_staging.hpp"
+#include "active_messages.hpp"
+#include "buffer_registry.hpp"
 #include "host_collectives.hpp"
+#include "shm_backend.hpp"
 #include "test_hooks.hpp"
 #include <algorithm>
 #include <array>
@@ -13,6 +16,8 @@
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
+#include <crown/runtime.hpp>
+#include <cstring>
 #include <mutex>
 #include <unistd.h>
 #include <unordered_map>
@@ -25,10 +30,26 @@ using clock = std::chrono::steady_clock;
 
 constexpr std::size_t slot_count = 4;
 constexpr std::size_t slot_bytes = std::size_t{256} << 10;
-/// Each slot follows a cache line whose last word holds its request's ticket.
+/// Each slot follows a cache line: its request (words line_*), the ticket word last.
 constexpr std::size_t slot_stride = slot_bytes + 64;
+enum line_word : std::size_t {
+  line_id,             ///< the remote_buffer's id
+  line_offset,         ///< the chunk's offset in the buffer
+  line_bytes,          ///< and its size
+  line_generation_put, ///< the buffer's generation; bit 32: a put
+  line_owner,          ///< the world rank asked to serve it
+  line_slots,          ///< heap offset of the first slot's line: where the slots lie
+  line_ticket = 7,
+};
+/// After the slots: one bit per world rank, set by owners that watch them.
+std::size_t watched_words(int ranks) { return (static_cast<std::size_t>(ranks) + 63) / 64; }
+std::size_t slots_bytes(int ranks) { return slot_count * slot_stride + 8 * watched_words(ranks); }
 constexpr std::uint64_t no_slots = ~std::uint64_t{0};
-constexpr std::uint64_t taken = std::uint64_t{1} << 63, cancelled = std::uint64_t{1} << 62;
+/// The ticket word: the ticket in the low 32 bits; posted (in the line, no message),
+/// taken (the owner is copying), done (a posted one: the status in bits 32-39), or
+/// cancelled alone (by the reader, before the owner took it).
+constexpr std::uint64_t taken = std::uint64_t{1} << 63, cancelled = std::uint64_t{1} << 62,
+                        posted = std::uint64_t{1} << 61, done = std::uint64_t{1} << 60;
 /// How long a chunk may wait for its owner to take it, and how long an owner that let
 /// one wait is then left to kernel copies. A serving owner takes chunks within
 /// microseconds, but one descheduled (2 vCPUs, 2 ranks and mpirun) took up to 5 ms;
@@ -49,6 +70,7 @@ struct slots {
   std::uint64_t offset = no_slots;
   bool no_room = false; ///< the heap could not hold them: not asked again this runtime
   std::uint32_t next_ticket = 0;
+  std::uint64_t posted = 0;                             ///< chunks posted without MPI (for tests)
   std::vector<async_handle> cancelled;                  ///< waiting for their refusals
   std::unordered_map<int, clock::time_point> shy_until; ///< per owner rank
 };
@@ -58,21 +80,61 @@ slots& the_slots() {
   return s;
 }
 
+/// Word `w` of the line before the slot whose data lies at `data` (another process
+/// writes it too: atomic, relaxed but for the ticket's hand-overs).
+std::atomic_ref<std::uint64_t> line(std::byte* data, line_word w) noexcept {
+  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(data - 64 + 8 * w));
+}
 std::atomic_ref<std::uint64_t> ticket_word(std::byte* data) noexcept {
-  return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(data - 8));
+  return line(data, line_ticket);
 }
 
-/// Chunks of a quarter of the transfer, 64 KiB to a slot: each costs a request's round
-/// trip (about 5 µs here), so smaller ones do not pay for their overlap.
-std::size_t chunk_for(std::size_t bytes) {
+/// Chunks of a quarter of the transfer, up to a slot: no smaller than 16 KiB where the
+/// requests are posted (a round trip of well under 1 µs), 64 KiB where each is an
+/// active message (about 5 µs here), so that their overlap pays for them.
+std::size_t chunk_for(std::size_t bytes, bool posting) {
   const std::size_t quarter = (bytes / slot_count + 4095) / 4096 * 4096;
-  return std::clamp(quarter, std::size_t{64} << 10, slot_bytes);
+  return std::clamp(quarter, (posting ? std::size_t{16} : std::size_t{64}) << 10, slot_bytes);
 }
+
+/// The posted request's status, once its owner served it.
+class posted_op final : public async_op {
+public:
+  posted_op(int owner, std::byte* data, const char* what) noexcept
+      : async_op(owner), data_(data), what_(what) {}
+  bool test_local() override { return test_remote(); }
+  bool test_remote() override {
+    if (finished_) return true;
+    const std::uint64_t w = ticket_word(data_).load(std::memory_order_acquire);
+    if (w == cancelled) return finished_ = true; // by this rank: the owner never takes it
+    if (!(w & done)) return false;
+    finished_ = true;
+    const auto status = static_cast<am_status>((w >> 32) & 0xff);
+    if (status == am_status::refused) // only a malformed line is
+      throw argument_error(std::string(what_) + " (rank " + std::to_string(target()) + ")",
+                           "the owner refused a malformed staged request");
+    if (status != am_status::ok)
+      throw_am_refusal(std::string(what_) + " (rank " + std::to_string(target()) + ")", status, 0);
+    return true;
+  }
+
+private:
+  std::byte* data_;
+  const char* what_;
+  bool finished_ = false;
+};
 
 bool allocate(slots& s) {
   if (s.offset != no_slots) return true;
   try {
-    s.offset = heap_allocate_local(slot_count * slot_stride, "remote_buffer staging");
+    const std::size_t bytes = slots_bytes(this_runtime().size());
+    s.offset = heap_allocate_local(bytes, "remote_buffer staging");
+    std::byte* const at = heap_address(s.offset);
+    for (std::size_t k = 0; k < slot_count; ++k) { // no owner watches them yet
+      std::memset(at + k * slot_stride, 0, 64);
+      line(at + k * slot_stride + 64, line_slots).store(s.offset, std::memory_order_relaxed);
+    }
+    std::memset(at + slot_count * slot_stride, 0, bytes - slot_count * slot_stride);
     return true;
   } catch (const resource_error& e) {
     s.no_room = true;
@@ -82,9 +144,34 @@ bool allocate(slots& s) {
   }
 }
 
+/// True when `op` completed within a few microseconds of polling it alone: a posted
+/// request's owner answers in a fraction of that, and this rank's own progress (an MPI
+/// probe, about 1 µs) on every poll would delay each chunk by as much.
+bool answered_soon(async_op& op) {
+  for (int polls = 0; polls < 2048; ++polls) {
+    if (op.test_remote()) return true;
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+  }
+  return false;
+}
+
+/// Whether `owner` watches this rank's slots (set there by the owner): requests to it
+/// are posted, not sent.
+bool watches(const slots& s, int owner) {
+  const auto* watched =
+      reinterpret_cast<const std::uint64_t*>(heap_address(s.offset) + slot_count * slot_stride);
+  return (std::atomic_ref<const std::uint64_t>(watched[owner / 64])
+              .load(std::memory_order_acquire) >>
+          (owner % 64)) &
+         1;
+}
+
 /// Waits for `op` as wait_remote does; false once `owner_deadline` passed without the
 /// owner taking its ticket (once taken, the owner is copying: that is waited for).
 bool wait_at_most(async_op& op, std::byte* slot, const char* what) {
+  if (answered_soon(op)) return true;
   backoff pause(wait_site{what, op.target(), nullptr, true});
   const auto until = clock::now() + owner_deadline;
   for (unsigned polls = 1; !op.test_remote(); ++polls) {
@@ -102,9 +189,11 @@ std::atomic<std::size_t> g_forced_from{never}; ///< the tests' switch; never: pr
 /// Times one process_vm_readv of this process's own memory against copy_bytes at a few
 /// sizes (best of 3 after a warm-up each) and returns the smallest size at which the
 /// kernel copy took more than 1.25 copies plus 16 µs: about what a staged transfer
-/// costs, its two copies overlapping on two cores, plus the round trips of its first
-/// and last chunks (2-core Zen 5 VM, 2026-12-05: 16 MiB staged in 0.7 ms, by the
-/// kernel in 1.4-1.6; at 1 MiB a toss-up, 45-50 µs either way; 64 KiB 6 µs against 5).
+/// costs, its two copies overlapping on two cores, plus the first and last chunks'
+/// hand-overs (2-core Zen 5 VM, 2026-12-05, posted requests: 4 MiB staged in 155 µs, by
+/// the kernel in 183; 1 MiB 45-48 against 50-56; 256 KiB 13.8 against 13.3; 64 KiB 6.0
+/// against 6.4: the reader's copy out of a slot just written on the other core runs at
+/// a quarter of a cached copy's speed, so small chunks gain nothing).
 std::size_t probe_staging_from() {
   for (const std::size_t bytes : {std::size_t{64} << 10, std::size_t{256} << 10,
                                   std::size_t{1} << 20, std::size_t{4} << 20}) {
@@ -123,15 +212,79 @@ std::size_t probe_staging_from() {
 
 } // namespace
 
-bool take_staged_ticket(std::byte* data, std::uint32_t ticket) noexcept {
-  std::uint64_t expected = ticket;
-  return ticket_word(data).compare_exchange_strong(expected, ticket | taken,
-                                                   std::memory_order_acq_rel);
+am_status serve_staged_request(bool put, std::uint64_t id, std::uint32_t generation,
+                               std::span<const run> runs, std::byte* data, std::uint32_t ticket) {
+  bool taken_here = false;
+  const am_status status = serve_buffer_request(id, generation, runs, [&](std::byte* base) {
+    std::uint64_t expected = ticket;
+    taken_here = ticket_word(data).compare_exchange_strong(expected, ticket | taken,
+                                                           std::memory_order_acq_rel);
+    if (taken_here) shm_backend::transfer(put, base, runs, data);
+  });
+  return status == am_status::ok && !taken_here ? am_status::cancelled : status;
 }
 
-bool transfer_through_host_slots(int owner, bool put, const run& r, std::byte* local,
-                                 const host_staging_request& request,
+void posted_slots::watch(int source, std::byte* data, std::size_t heap_size) noexcept {
+  for (const reader& r : readers_)
+    if (r.rank == source) return;
+  // The line is the reader's to write: trust it only where it agrees with the request.
+  const std::uint64_t first = line(data, line_slots).load(std::memory_order_relaxed);
+  std::byte* const slots = heap_peer_address(source, first);
+  const int ranks = this_runtime().size(), me = this_runtime().rank();
+  if (!slots || first > heap_size || slots_bytes(ranks) > heap_size - first || data < slots + 64)
+    return;
+  const auto from_first = static_cast<std::size_t>(data - slots - 64);
+  if (from_first % slot_stride != 0 || from_first / slot_stride >= slot_count) return;
+  readers_.push_back({source, slots});
+  auto* watched = reinterpret_cast<std::uint64_t*>(slots + slot_count * slot_stride);
+  std::atomic_ref<std::uint64_t>(watched[me / 64])
+      .fetch_or(std::uint64_t{1} << (me % 64), std::memory_order_release);
+}
+
+bool posted_slots::serve(int me) noexcept {
+  bool moved = false;
+  for (const reader& r : readers_)
+    for (std::size_t k = 0; k < slot_count; ++k) {
+      std::byte* const data = r.slots + k * slot_stride + 64;
+      std::uint64_t w = ticket_word(data).load(std::memory_order_acquire);
+      if ((w & (posted | taken | cancelled | done)) != posted ||
+          line(data, line_owner).load(std::memory_order_relaxed) != static_cast<std::uint64_t>(me))
+        continue;
+      const std::uint64_t id = line(data, line_id).load(std::memory_order_relaxed),
+                          generation_put =
+                              line(data, line_generation_put).load(std::memory_order_relaxed);
+      const run at{line(data, line_offset).load(std::memory_order_relaxed),
+                   line(data, line_bytes).load(std::memory_order_relaxed)};
+      // Taken, the line is ours until done: the reader neither cancels nor rewrites it.
+      if (!ticket_word(data).compare_exchange_strong(w, w | taken, std::memory_order_acq_rel))
+        continue;
+      requests_served().fetch_add(1, std::memory_order_relaxed);
+      auto status = am_status::refused;
+      if (at.bytes <= slot_bytes && (generation_put >> 33) == 0) {
+        try {
+          status = serve_buffer_request(
+              id, static_cast<std::uint32_t>(generation_put), {&at, 1}, [&](std::byte* base) {
+                shm_backend::transfer((generation_put >> 32) != 0, base, {&at, 1}, data);
+              });
+        } catch (const std::exception& e) {
+          log(log_level::error, "a staged request posted by rank ", r.rank, " failed: ", e.what());
+        }
+      } else {
+        log(log_level::error, "refused a malformed staged request posted by rank ", r.rank, " (",
+            at.bytes, " bytes, flags ", generation_put >> 32, ")");
+      }
+      ticket_word(data).store(w | taken | done |
+                                  std::uint64_t{static_cast<std::uint8_t>(status)} << 32,
+                              std::memory_order_release);
+      moved = true;
+    }
+  return moved;
+}
+
+bool transfer_through_host_slots(const host_staging_buffer& to, bool put, const run& r,
+                                 std::byte* local, const host_staging_request& request,
                                  const host_staging_fallback& fallback, const char* what) {
+  const int owner = to.owner;
   slots& s = the_slots();
   const std::unique_lock lock(s.mutex, std::try_to_lock);
   if (!lock || s.no_room) return false;
@@ -148,7 +301,8 @@ bool transfer_through_host_slots(int owner, bool put, const run& r, std::byte* l
     }
   });
   std::byte* const base = heap_address(0);
-  const std::size_t chunk = chunk_for(r.bytes), n = (r.bytes + chunk - 1) / chunk;
+  const bool posting = watches(s, owner);
+  const std::size_t chunk = chunk_for(r.bytes, posting), n = (r.bytes + chunk - 1) / chunk;
   const auto slot = [&](std::size_t k) {
     return base + s.offset + (k % slot_count) * slot_stride + 64;
   };
@@ -158,15 +312,39 @@ bool transfer_through_host_slots(int owner, bool put, const run& r, std::byte* l
   struct in_flight {
     async_handle op;
     std::size_t chunk = 0;
-    std::uint32_t ticket = 0;
+    std::uint64_t word = 0; ///< the ticket word as the request left it
   };
   std::array<in_flight, slot_count> flying;
   bool given_up = !fallback; // waits without a deadline where nothing else reaches the owner
   const auto send = [&](std::size_t k) {
-    if (put) copy_bytes(slot(k), local + k * chunk, at(k).bytes);
+    std::byte* const data = slot(k);
+    if (put) copy_bytes(data, local + k * chunk, at(k).bytes);
     const std::uint32_t ticket = ++s.next_ticket;
-    ticket_word(slot(k)).store(ticket, std::memory_order_release);
-    flying[k % slot_count] = {request(put, at(k), slot(k) - base, ticket), k, ticket};
+    line(data, line_id).store(to.id, std::memory_order_relaxed);
+    line(data, line_offset).store(at(k).offset, std::memory_order_relaxed);
+    line(data, line_bytes).store(at(k).bytes, std::memory_order_relaxed);
+    line(data, line_generation_put)
+        .store(to.generation | std::uint64_t{put} << 32, std::memory_order_relaxed);
+    line(data, line_owner).store(static_cast<std::uint64_t>(owner), std::memory_order_relaxed);
+    if (posting) {
+      ++s.posted;
+      ticket_word(data).store(ticket | posted, std::memory_order_release);
+      flying[k % slot_count] = {async_handle(new posted_op(owner, data, what)), k, ticket | posted};
+    } else {
+      ticket_word(data).store(ticket, std::memory_order_release);
+      flying[k % slot_count] = {request(put, at(k), data - base, ticket), k, ticket};
+    }
+  };
+  // Cancels the request in slot k unless the owner took it; true when cancelled. An
+  // active message is kept until its refusal arrives; a posted one needs nothing more.
+  const auto cancel = [&](in_flight& f) {
+    std::uint64_t expected = f.word;
+    if (!ticket_word(slot(f.chunk))
+             .compare_exchange_strong(expected, cancelled, std::memory_order_acq_rel))
+      return false;
+    if (!(f.word & posted)) s.cancelled.push_back(std::move(f.op));
+    f.op = {};
+    return true;
   };
   // Completes the request in flight in slot k; an owner that does not take it in time
   // has it cancelled, and it and every later chunk go by the fallback.
@@ -179,14 +357,10 @@ bool transfer_through_host_slots(int owner, bool put, const run& r, std::byte* l
       log(log_level::debug, "remote_buffer: rank ", owner,
           " did not serve a staged chunk in time; kernel copies take the rest");
     }
-    std::uint64_t expected = f.ticket;
-    if (fallback && given_up &&
-        ticket_word(slot(k)).compare_exchange_strong(expected, cancelled,
-                                                     std::memory_order_acq_rel)) {
-      s.cancelled.push_back(std::move(f.op));
+    if (fallback && given_up && cancel(f)) {
       fallback(put, at(k), local + k * chunk);
     } else { // taken: the owner is copying it now
-      wait_remote(*f.op, what);
+      if (!answered_soon(*f.op)) wait_remote(*f.op, what);
       if (!put) copy_bytes(local + k * chunk, slot(k), at(k).bytes);
     }
     f.op = {};
@@ -198,14 +372,14 @@ bool transfer_through_host_slots(int owner, bool put, const run& r, std::byte* l
       send(k);
   };
   // A transfer that fails (a refusal, a fallback's error) cancels what the owner has not
-  // taken: destroying those handles would wait for the owner to answer.
-  const auto cancel_untaken = [&] {
-    for (in_flight& f : flying) {
-      std::uint64_t expected = f.ticket;
-      if (f.op && ticket_word(slot(f.chunk))
-                      .compare_exchange_strong(expected, cancelled, std::memory_order_acq_rel))
-        s.cancelled.push_back(std::move(f.op));
-    }
+  // taken (destroying those handles would wait for the owner to answer) and waits for
+  // what it has, which writes into the slots the next transfer fills.
+  const auto end_after_failure = [&] {
+    for (in_flight& f : flying)
+      if (f.op && !cancel(f)) try {
+          wait_remote(*f.op, what);
+        } catch (const std::exception&) { // the first failure is the one reported
+        }
   };
   try {
     if (put) {
@@ -223,7 +397,7 @@ bool transfer_through_host_slots(int owner, bool put, const run& r, std::byte* l
       }
     }
   } catch (...) {
-    cancel_untaken();
+    end_after_failure();
     throw;
   }
   return true;
@@ -246,6 +420,28 @@ void set_host_staging_from(std::optional<std::size_t> bytes) noexcept {
   slots& s = the_slots();
   const std::lock_guard lock(s.mutex);
   s.shy_until.clear();
+}
+
+std::uint64_t host_staging_posted() noexcept {
+  slots& s = the_slots();
+  const std::lock_guard lock(s.mutex);
+  return s.posted;
+}
+
+std::optional<int> post_raw_staged_line(int owner, const raw_staged_line& raw) {
+  slots& s = the_slots();
+  const std::lock_guard lock(s.mutex);
+  if (s.offset == no_slots || !watches(s, owner)) return std::nullopt;
+  std::byte* const data = heap_address(s.offset) + 64;
+  line(data, line_id).store(raw.id);
+  line(data, line_offset).store(raw.offset);
+  line(data, line_bytes).store(raw.bytes);
+  line(data, line_generation_put).store(raw.generation_put);
+  line(data, line_owner).store(static_cast<std::uint64_t>(owner));
+  ticket_word(data).store(++s.next_ticket | posted, std::memory_order_release);
+  wait_until(wait_site{"post_raw_staged_line", owner, nullptr, true},
+             [&] { return (ticket_word(data).load(std::memory_order_acquire) & done) != 0; });
+  return static_cast<int>((ticket_word(data).load() >> 32) & 0xff);
 }
 
 void forget_host_staging() noexcept {

@@ -278,7 +278,7 @@ bool transfer_staged(const buffer_descriptor& d, const buffer_piece& p, active_m
   };
   return naming_refusals(d, [&] {
     return transfer_through_host_slots(
-        d.rank, p.write, run{p.offset, p.bytes}, p.local,
+        host_staging_buffer{d.rank, d.id, d.generation}, p.write, run{p.offset, p.bytes}, p.local,
         [&](bool put, const run& at, std::uint64_t heap_offset, std::uint32_t ticket) {
           return am.start_buffer_staged(put, d.rank, d.id, d.generation, {&at, 1}, heap_offset,
                                         ticket);

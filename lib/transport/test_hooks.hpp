@@ -4,6 +4,7 @@
 #pragma once
 #include <crown/mesh.hpp>
 #include <cstddef>
+#include <cstdint>
 #include <mpi.h>
 #include <optional>
 
@@ -38,6 +39,19 @@ enum class single_copy_state { unprobed, unavailable, slower, in_use };
 /// returns to the probe's size (host_staging.hpp). Either way, owners that lately left
 /// a staged chunk unserved are forgotten (staged transfers go to them again at once).
 void set_host_staging_from(std::optional<std::size_t> bytes) noexcept;
+
+/// Staged chunks this process posted in its slots to owners that watch them (no MPI).
+[[nodiscard]] std::uint64_t host_staging_posted() noexcept;
+
+/// A staged request's line as a reader might write it, wrong or not.
+struct raw_staged_line {
+  std::uint64_t id = 0, offset = 0, bytes = 0;
+  std::uint64_t generation_put = 0; ///< the generation; bit 32: a put; no other bit
+};
+/// Posts `line` in this rank's first slot for `owner` (on this host) and waits for its
+/// answer: the owner's am_status, or nullopt where that owner does not watch this
+/// rank's slots (no staged transfer reached it yet).
+[[nodiscard]] std::optional<int> post_raw_staged_line(int owner, const raw_staged_line& line);
 
 /// True while Crown has made this process readable by any process of its user
 /// (PR_SET_PTRACER_ANY), which it does only under Yama ptrace_scope 1, and only when

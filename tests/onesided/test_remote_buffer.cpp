@@ -3,6 +3,7 @@
 // each rank reads and writes its neighbours' memory; values checked against what the
 // owner put there. CROWNTEST_BUFFER_PATHS lists the paths a variant must use towards
 // other ranks (process_vm, ucx, am), and every listed one must be seen by some rank.
+#include "transport/am_codec.hpp"   // am_status, for the owner's answers
 #include "transport/test_hooks.hpp" // crown::detail knobs, not installed
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
@@ -332,6 +333,7 @@ BOOST_AUTO_TEST_CASE(staged_transfers_through_the_reader_s_heap_arrive_whole) {
   const crown::remote_buffer<double> mine(std::span<double>(data), "staged");
   const auto handles = exchange(mine);
   const auto& theirs = handles[static_cast<std::size_t>(right())];
+  const std::uint64_t posted_before = crown::detail::host_staging_posted();
   std::vector<double> got(big, -1.0);
   theirs.read_into(got);
   BOOST_TEST(got == owned_values(right(), big), boost::test_tools::per_element());
@@ -347,6 +349,11 @@ BOOST_AUTO_TEST_CASE(staged_transfers_through_the_reader_s_heap_arrive_whole) {
       .read_into(theirs, std::span<double>(again), 12345); // after the write: its values
   batch.run();
   BOOST_TEST(again == negated, boost::test_tools::per_element());
+  // The first request to the owner was a message; serving it, the owner began to watch
+  // this rank's slots, and the later ones were posted there.
+  if (const std::string path = theirs.path();
+      crown::detail::heap_peer_address(right(), 0) && (path == "process_vm" || path == "staged"))
+    BOOST_TEST(crown::detail::host_staging_posted() > posted_before);
   crown::sync_all(w());
   wrong = 0;
   for (std::size_t i = 0; i < big; ++i) {
@@ -354,6 +361,51 @@ BOOST_AUTO_TEST_CASE(staged_transfers_through_the_reader_s_heap_arrive_whole) {
     wrong += data[i] != (written ? -value_of(me(), i) : value_of(me(), i));
   }
   BOOST_TEST(wrong == 0u);
+  crown::detail::set_host_staging_from(std::nullopt);
+  crown::sync_all(w());
+}
+
+// A request posted in a reader's slot is the reader's to write, so the owner checks
+// it: a chunk larger than a slot, an unknown flag, a buffer it does not have (or not of
+// that generation) and bytes outside the buffer are refused with their status, and
+// nothing moves; a well-formed line is served.
+BOOST_AUTO_TEST_CASE(malformed_posted_staged_requests_are_refused_and_move_nothing) {
+  crown::detail::set_host_staging_from(0);
+  const std::size_t elements = 65536; // 512 KiB: larger than a slot
+  auto data = owned_values(me(), elements);
+  const crown::remote_buffer<double> mine(std::span<double>(data), "posted");
+  const auto handles = exchange(mine);
+  const auto& theirs = handles[static_cast<std::size_t>(right())];
+  std::vector<double> got(elements, -1.0);
+  theirs.read_into(got); // a message at first: from now on its owner watches our slots
+  theirs.read_into(got);
+  BOOST_TEST(got == owned_values(right(), elements), boost::test_tools::per_element());
+  using crown::detail::am_status;
+  const auto& d = theirs.descriptor();
+  const std::uint64_t put = std::uint64_t{1} << 32, bytes = elements * sizeof(double);
+  const std::pair<crown::detail::raw_staged_line, am_status> cases[] = {
+      {{d.id, 0, (256 << 10) + 1, d.generation | put}, am_status::refused}, // beyond the slot
+      {{d.id, 0, 64, d.generation | std::uint64_t{1} << 40}, am_status::refused},
+      {{d.id + 1000, 0, 64, d.generation | put}, am_status::buffer_freed},
+      {{d.id, 0, 64, (d.generation + 1) | put}, am_status::buffer_freed},
+      {{d.id, bytes - 8, 16, d.generation | put}, am_status::outside_buffer},
+      {{d.id, 8, 8, d.generation}, am_status::ok}, // a get of one element
+  };
+  int watched = 1;
+  for (const auto& [line, expected] : cases) {
+    const auto status = crown::detail::post_raw_staged_line(right(), line);
+    if (!status) {
+      watched = 0; // another host, or a path without slots
+      break;
+    }
+    BOOST_TEST(*status == static_cast<int>(expected),
+               "line for " << line.bytes << " bytes at " << line.offset << ": " << *status);
+  }
+  if (crown::detail::heap_peer_address(right(), 0) && right() != me() &&
+      std::string(theirs.path()) == "process_vm")
+    BOOST_TEST(watched == 1);
+  crown::sync_all(w());
+  BOOST_TEST(data == owned_values(me(), elements), boost::test_tools::per_element());
   crown::detail::set_host_staging_from(std::nullopt);
   crown::sync_all(w());
 }
