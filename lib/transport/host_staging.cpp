@@ -188,7 +188,7 @@ std::atomic<std::size_t> g_forced_from{never}; ///< the tests' switch; never: pr
 
 /// Times one process_vm_readv of this process's own memory against copy_bytes at a few
 /// sizes (best of 3 after a warm-up each) and returns the smallest size at which the
-/// kernel copy took more than 1.25 copies plus 16 µs: about what a staged transfer
+/// kernel copy took more than 1.25 copies plus 8 µs: about what a staged transfer
 /// costs, its two copies overlapping on two cores, plus the first and last chunks'
 /// hand-overs (2-core Zen 5 VM, 2026-12-05, posted requests: 4 MiB staged in 155 µs, by
 /// the kernel in 183; 1 MiB 45-48 against 50-56; 256 KiB 13.8 against 13.3; 64 KiB 6.0
@@ -205,7 +205,7 @@ std::size_t probe_staging_from() {
                  copy_us = std::chrono::duration<double, std::micro>(t->copy).count();
     log(log_level::debug, "remote_buffer: ", bytes, " bytes took ", kernel_us,
         " us by process_vm_readv, ", copy_us, " us by memcpy");
-    if (kernel_us > 1.25 * copy_us + 16) return bytes;
+    if (kernel_us > 1.25 * copy_us + 8) return bytes;
   }
   return never;
 }
