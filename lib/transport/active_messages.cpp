@@ -437,7 +437,8 @@ am_status active_messages::execute_on_buffer(const am_request& r, int source) {
     const am_status status =
         serve_staged_request(h.what == am_kind::buffer_put_staged, h.offset,
                              static_cast<std::uint32_t>(h.compare), r.runs, data, h.op);
-    posted_.watch(source, data, heap_size_); // its later requests come without MPI
+    // Its later requests come without MPI.
+    posted_.watch(source, h.operand, heap_size_, my_rank_, static_cast<int>(sent_to_.size()));
     return status;
   }
   if (h.offset == device_heap_buffer) return execute_on_device(r, source);

@@ -61,6 +61,11 @@ public:
   /// Executes every request that has arrived, and those posted in the staging slots of
   /// readers on this host that it watches (one thread serves at a time).
   bool progress() noexcept override;
+  /// Only the requests posted in watched slots: no MPI call (a staged transfer's
+  /// reader serves its own owners this way while it waits for its chunks).
+  bool serve_posted() noexcept {
+    return serving_.run([this]() noexcept { return posted_.serve(my_rank_); });
+  }
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
 
 private:

@@ -4,6 +4,7 @@
 #include "host_staging.hpp"
 #include "active_messages.hpp"
 #include "buffer_registry.hpp"
+#include "heap_state.hpp"
 #include "host_collectives.hpp"
 #include "shm_backend.hpp"
 #include "test_hooks.hpp"
@@ -110,9 +111,9 @@ public:
     if (!(w & done)) return false;
     finished_ = true;
     const auto status = static_cast<am_status>((w >> 32) & 0xff);
-    if (status == am_status::refused) // only a malformed line is
+    if (status == am_status::refused) // a malformed line, or a copy that failed there
       throw argument_error(std::string(what_) + " (rank " + std::to_string(target()) + ")",
-                           "the owner refused a malformed staged request");
+                           "the owner refused the staged request (its log says why)");
     if (status != am_status::ok)
       throw_am_refusal(std::string(what_) + " (rank " + std::to_string(target()) + ")", status, 0);
     return true;
@@ -144,15 +145,20 @@ bool allocate(slots& s) {
   }
 }
 
-/// True when `op` completed within a few microseconds of polling it alone: a posted
-/// request's owner answers in a fraction of that, and this rank's own progress (an MPI
-/// probe, about 1 µs) on every poll would delay each chunk by as much.
+/// True when a posted request completed within a few microseconds of polling it and
+/// serving this rank's own watched slots (another reader may wait on us), without the
+/// rest of this rank's progress (an MPI probe, about 1 µs a poll, would delay each chunk
+/// by as much). Not where waits do not spin (CROWN_WAIT_SPINS=0: more ranks than cores).
 bool answered_soon(async_op& op) {
-  for (int polls = 0; polls < 2048; ++polls) {
+  active_messages* const am = active_heap() ? active_heap()->messages() : nullptr;
+  const int polls = std::min(wait_spins(), 256);
+  for (int poll = 0; poll < polls; ++poll) {
     if (op.test_remote()) return true;
+    if (!am || !am->serve_posted()) {
 #if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
+      __builtin_ia32_pause();
 #endif
+    }
   }
   return false;
 }
@@ -168,10 +174,11 @@ bool watches(const slots& s, int owner) {
          1;
 }
 
-/// Waits for `op` as wait_remote does; false once `owner_deadline` passed without the
-/// owner taking its ticket (once taken, the owner is copying: that is waited for).
-bool wait_at_most(async_op& op, std::byte* slot, const char* what) {
-  if (answered_soon(op)) return true;
+/// Waits for `op` (`posted_request`: posted, not sent) as wait_remote does; false once
+/// `owner_deadline` passed without the owner taking its ticket (once taken, the owner is copying:
+/// that is waited for).
+bool wait_at_most(async_op& op, bool posted_request, std::byte* slot, const char* what) {
+  if (posted_request && answered_soon(op)) return true;
   backoff pause(wait_site{what, op.target(), nullptr, true});
   const auto until = clock::now() + owner_deadline;
   for (unsigned polls = 1; !op.test_remote(); ++polls) {
@@ -224,18 +231,25 @@ am_status serve_staged_request(bool put, std::uint64_t id, std::uint32_t generat
   return status == am_status::ok && !taken_here ? am_status::cancelled : status;
 }
 
-void posted_slots::watch(int source, std::byte* data, std::size_t heap_size) noexcept {
+void posted_slots::watch(int source, std::uint64_t data_offset, std::size_t heap_size, int me,
+                         int ranks) noexcept {
   for (const reader& r : readers_)
     if (r.rank == source) return;
-  // The line is the reader's to write: trust it only where it agrees with the request.
-  const std::uint64_t first = line(data, line_slots).load(std::memory_order_relaxed);
-  std::byte* const slots = heap_peer_address(source, first);
-  const int ranks = this_runtime().size(), me = this_runtime().rank();
-  if (!slots || first > heap_size || slots_bytes(ranks) > heap_size - first || data < slots + 64)
+  // The line is the reader's to write: trust it only where it agrees with the request,
+  // and read it only where the request's own checks put it inside the reader's heap.
+  if (data_offset < 64) return;
+  const std::uint64_t first =
+      line(heap_peer_address(source, data_offset), line_slots).load(std::memory_order_relaxed);
+  if (first > heap_size || slots_bytes(ranks) > heap_size - first || data_offset < first + 64 ||
+      (data_offset - first - 64) % slot_stride != 0 ||
+      (data_offset - first - 64) / slot_stride >= slot_count)
     return;
-  const auto from_first = static_cast<std::size_t>(data - slots - 64);
-  if (from_first % slot_stride != 0 || from_first / slot_stride >= slot_count) return;
-  readers_.push_back({source, slots});
+  std::byte* const slots = heap_peer_address(source, first);
+  try {
+    readers_.push_back({source, slots});
+  } catch (const std::bad_alloc&) { // then its requests keep coming as messages
+    return;
+  }
   auto* watched = reinterpret_cast<std::uint64_t*>(slots + slot_count * slot_stride);
   std::atomic_ref<std::uint64_t>(watched[me / 64])
       .fetch_or(std::uint64_t{1} << (me % 64), std::memory_order_release);
@@ -326,14 +340,23 @@ bool transfer_through_host_slots(const host_staging_buffer& to, bool put, const 
     line(data, line_generation_put)
         .store(to.generation | std::uint64_t{put} << 32, std::memory_order_relaxed);
     line(data, line_owner).store(static_cast<std::uint64_t>(owner), std::memory_order_relaxed);
-    if (posting) {
+    if (posting) { // the handle first: a request published is always waited for
+      async_handle op(new posted_op(owner, data, what));
       ++s.posted;
       ticket_word(data).store(ticket | posted, std::memory_order_release);
-      flying[k % slot_count] = {async_handle(new posted_op(owner, data, what)), k, ticket | posted};
+      flying[k % slot_count] = {std::move(op), k, ticket | posted};
     } else {
       ticket_word(data).store(ticket, std::memory_order_release);
       flying[k % slot_count] = {request(put, at(k), data - base, ticket), k, ticket};
     }
+  };
+  // Ends the handle of a request that completed or was cancelled: a posted one without
+  // the wait (and its progress pass) that releasing a handle does.
+  const auto drop = [&](in_flight& f) {
+    if (f.word & posted)
+      delete f.op.release();
+    else
+      f.op = {};
   };
   // Cancels the request in slot k unless the owner took it; true when cancelled. An
   // active message is kept until its refusal arrives; a posted one needs nothing more.
@@ -342,15 +365,18 @@ bool transfer_through_host_slots(const host_staging_buffer& to, bool put, const 
     if (!ticket_word(slot(f.chunk))
              .compare_exchange_strong(expected, cancelled, std::memory_order_acq_rel))
       return false;
-    if (!(f.word & posted)) s.cancelled.push_back(std::move(f.op));
-    f.op = {};
+    if (f.word & posted)
+      drop(f);
+    else
+      s.cancelled.push_back(std::move(f.op)); // until its refusal arrives
     return true;
   };
   // Completes the request in flight in slot k; an owner that does not take it in time
   // has it cancelled, and it and every later chunk go by the fallback.
   const auto settle = [&](std::size_t k) {
     in_flight& f = flying[k % slot_count];
-    const bool in_time = !fallback || given_up || wait_at_most(*f.op, slot(k), what);
+    const bool in_time =
+        !fallback || given_up || wait_at_most(*f.op, (f.word & posted) != 0, slot(k), what);
     if (!in_time) {
       given_up = true;
       s.shy_until[owner] = clock::now() + shy_for;
@@ -360,10 +386,10 @@ bool transfer_through_host_slots(const host_staging_buffer& to, bool put, const 
     if (fallback && given_up && cancel(f)) {
       fallback(put, at(k), local + k * chunk);
     } else { // taken: the owner is copying it now
-      if (!answered_soon(*f.op)) wait_remote(*f.op, what);
+      if (!(f.word & posted) || !answered_soon(*f.op)) wait_remote(*f.op, what);
       if (!put) copy_bytes(local + k * chunk, slot(k), at(k).bytes);
+      drop(f);
     }
-    f.op = {};
   };
   const auto start = [&](std::size_t k) {
     if (fallback && given_up)
@@ -431,7 +457,8 @@ std::uint64_t host_staging_posted() noexcept {
 std::optional<int> post_raw_staged_line(int owner, const raw_staged_line& raw) {
   slots& s = the_slots();
   const std::lock_guard lock(s.mutex);
-  if (s.offset == no_slots || !watches(s, owner)) return std::nullopt;
+  if (s.offset == no_slots || owner < 0 || owner >= this_runtime().size() || !watches(s, owner))
+    return std::nullopt;
   std::byte* const data = heap_address(s.offset) + 64;
   line(data, line_id).store(raw.id);
   line(data, line_offset).store(raw.offset);

@@ -55,9 +55,11 @@ am_status serve_staged_request(bool put, std::uint64_t id, std::uint32_t generat
 /// serving thread of one runtime's active messages only.
 class posted_slots {
 public:
-  /// After serving a staged request from `source` whose data lay at `data` (mapped
-  /// here): watches the slots it lies in, when they are where that request's line says.
-  void watch(int source, std::byte* data, std::size_t heap_size) noexcept;
+  /// After serving a staged request from `source` whose data lay at `data_offset` of
+  /// its heap (mapped here, `heap_size` bytes): watches the slots it lies in, when they
+  /// are where that request's line says. `me` and `ranks`: this rank and the world's size.
+  void watch(int source, std::uint64_t data_offset, std::size_t heap_size, int me,
+             int ranks) noexcept;
   /// Serves the requests posted for rank `me` in the slots watched; true when it
   /// served any.
   bool serve(int me) noexcept;
