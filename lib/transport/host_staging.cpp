@@ -454,6 +454,16 @@ std::uint64_t host_staging_posted() noexcept {
   return s.posted;
 }
 
+void forget_slot_watchers() noexcept {
+  slots& s = the_slots();
+  const std::lock_guard lock(s.mutex);
+  if (s.offset == no_slots) return;
+  auto* watched =
+      reinterpret_cast<std::uint64_t*>(heap_address(s.offset) + slot_count * slot_stride);
+  for (std::size_t w = 0; w < watched_words(this_runtime().size()); ++w)
+    std::atomic_ref<std::uint64_t>(watched[w]).store(0, std::memory_order_relaxed);
+}
+
 std::optional<int> post_raw_staged_line(int owner, const raw_staged_line& raw) {
   slots& s = the_slots();
   const std::lock_guard lock(s.mutex);

@@ -43,6 +43,10 @@ void set_host_staging_from(std::optional<std::size_t> bytes) noexcept;
 /// Staged chunks this process posted in its slots to owners that watch them (no MPI).
 [[nodiscard]] std::uint64_t host_staging_posted() noexcept;
 
+/// Forgets which owners watch this rank's slots: its staged requests to them go as
+/// active messages again (they do not watch anew: they already do).
+void forget_slot_watchers() noexcept;
+
 /// A staged request's line as a reader might write it, wrong or not.
 struct raw_staged_line {
   std::uint64_t id = 0, offset = 0, bytes = 0;
