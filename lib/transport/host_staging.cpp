@@ -89,6 +89,20 @@ std::atomic_ref<std::uint64_t> line(std::byte* data, line_word w) noexcept {
 std::atomic_ref<std::uint64_t> ticket_word(std::byte* data) noexcept {
   return line(data, line_ticket);
 }
+/// Writes a request into the line before the slot at `data` (its ticket word apart).
+void write_line(std::byte* data, std::uint64_t id, const run& at, std::uint64_t generation_put,
+                int owner) noexcept {
+  line(data, line_id).store(id, std::memory_order_relaxed);
+  line(data, line_offset).store(at.offset, std::memory_order_relaxed);
+  line(data, line_bytes).store(at.bytes, std::memory_order_relaxed);
+  line(data, line_generation_put).store(generation_put, std::memory_order_relaxed);
+  line(data, line_owner).store(static_cast<std::uint64_t>(owner), std::memory_order_relaxed);
+}
+/// Word `w` of the bitmap after the slots that start at `slots` (their first line).
+std::atomic_ref<std::uint64_t> watched_word(std::byte* slots, std::size_t w) noexcept {
+  return std::atomic_ref<std::uint64_t>(
+      reinterpret_cast<std::uint64_t*>(slots + slot_count * slot_stride)[w]);
+}
 
 /// Chunks of a quarter of the transfer, up to a slot: no smaller than 16 KiB where the
 /// requests are posted (a round trip of well under 1 µs), 64 KiB where each is an
@@ -111,12 +125,11 @@ public:
     if (!(w & done)) return false;
     finished_ = true;
     const auto status = static_cast<am_status>((w >> 32) & 0xff);
+    if (status == am_status::ok) return true;
+    const std::string where = std::string(what_) + " (rank " + std::to_string(target()) + ")";
     if (status == am_status::refused) // a malformed line, or a copy that failed there
-      throw argument_error(std::string(what_) + " (rank " + std::to_string(target()) + ")",
-                           "the owner refused the staged request (its log says why)");
-    if (status != am_status::ok)
-      throw_am_refusal(std::string(what_) + " (rank " + std::to_string(target()) + ")", status, 0);
-    return true;
+      throw argument_error(where, "the owner refused the staged request (its log says why)");
+    throw_am_refusal(where, status, 0);
   }
 
 private:
@@ -166,9 +179,7 @@ bool answered_soon(async_op& op) {
 /// Whether `owner` watches this rank's slots (set there by the owner): requests to it
 /// are posted, not sent.
 bool watches(const slots& s, int owner) {
-  const auto* watched =
-      reinterpret_cast<const std::uint64_t*>(heap_address(s.offset) + slot_count * slot_stride);
-  return (std::atomic_ref<const std::uint64_t>(watched[owner / 64])
+  return (watched_word(heap_address(s.offset), static_cast<std::size_t>(owner) / 64)
               .load(std::memory_order_acquire) >>
           (owner % 64)) &
          1;
@@ -250,8 +261,7 @@ void posted_slots::watch(int source, std::uint64_t data_offset, std::size_t heap
   } catch (const std::bad_alloc&) { // then its requests keep coming as messages
     return;
   }
-  auto* watched = reinterpret_cast<std::uint64_t*>(slots + slot_count * slot_stride);
-  std::atomic_ref<std::uint64_t>(watched[me / 64])
+  watched_word(slots, static_cast<std::size_t>(me) / 64)
       .fetch_or(std::uint64_t{1} << (me % 64), std::memory_order_release);
 }
 
@@ -334,12 +344,7 @@ bool transfer_through_host_slots(const host_staging_buffer& to, bool put, const 
     std::byte* const data = slot(k);
     if (put) copy_bytes(data, local + k * chunk, at(k).bytes);
     const std::uint32_t ticket = ++s.next_ticket;
-    line(data, line_id).store(to.id, std::memory_order_relaxed);
-    line(data, line_offset).store(at(k).offset, std::memory_order_relaxed);
-    line(data, line_bytes).store(at(k).bytes, std::memory_order_relaxed);
-    line(data, line_generation_put)
-        .store(to.generation | std::uint64_t{put} << 32, std::memory_order_relaxed);
-    line(data, line_owner).store(static_cast<std::uint64_t>(owner), std::memory_order_relaxed);
+    write_line(data, to.id, at(k), to.generation | std::uint64_t{put} << 32, owner);
     if (posting) { // the handle first: a request published is always waited for
       async_handle op(new posted_op(owner, data, what));
       ++s.posted;
@@ -458,10 +463,8 @@ void forget_slot_watchers() noexcept {
   slots& s = the_slots();
   const std::lock_guard lock(s.mutex);
   if (s.offset == no_slots) return;
-  auto* watched =
-      reinterpret_cast<std::uint64_t*>(heap_address(s.offset) + slot_count * slot_stride);
   for (std::size_t w = 0; w < watched_words(this_runtime().size()); ++w)
-    std::atomic_ref<std::uint64_t>(watched[w]).store(0, std::memory_order_relaxed);
+    watched_word(heap_address(s.offset), w).store(0, std::memory_order_relaxed);
 }
 
 std::optional<int> post_raw_staged_line(int owner, const raw_staged_line& raw) {
@@ -470,11 +473,7 @@ std::optional<int> post_raw_staged_line(int owner, const raw_staged_line& raw) {
   if (s.offset == no_slots || owner < 0 || owner >= this_runtime().size() || !watches(s, owner))
     return std::nullopt;
   std::byte* const data = heap_address(s.offset) + 64;
-  line(data, line_id).store(raw.id);
-  line(data, line_offset).store(raw.offset);
-  line(data, line_bytes).store(raw.bytes);
-  line(data, line_generation_put).store(raw.generation_put);
-  line(data, line_owner).store(static_cast<std::uint64_t>(owner));
+  write_line(data, raw.id, run{raw.offset, raw.bytes}, raw.generation_put, owner);
   ticket_word(data).store(++s.next_ticket | posted, std::memory_order_release);
   wait_until(wait_site{"post_raw_staged_line", owner, nullptr, true},
              [&] { return (ticket_word(data).load(std::memory_order_acquire) & done) != 0; });
