@@ -1,7 +1,7 @@
 // crown-bench actors: the controller's round trips, pipelined throughput, broadcast of
 // payloads and memory use, beside raw MPI measured in the same run on the same ranks:
 // a ping-pong between ranks 0 and 1 and a pipelined one with as many messages in
-// flight (both timed alternately with Crown's figures), MPI_Bcast + MPI_Gather.
+// flight, MPI_Bcast + MPI_Gather (each timed alternately with Crown's figures).
 #include "bench.hpp"
 #include <crown/crown.hpp>
 #include <fstream>
@@ -53,6 +53,9 @@ double mpi_stream(int me);
 /// Seconds for `ring_messages` MPI hops around ranks 1..n-1 of g_comm (one token per
 /// lap, rank 1 starts it); every one of those ranks calls it.
 double mpi_ring();
+/// Seconds for `ops` rounds of MPI_Bcast of `bytes` from rank 0 of g_comm and MPI_Gather
+/// of one int back (the broadcast's baseline); every rank of g_comm calls it.
+double mpi_bcast_gather(std::size_t bytes, int ops);
 
 struct bench_actor {
   void noop() {}
@@ -62,6 +65,8 @@ struct bench_actor {
   void mpi_stream_send() { mpi_stream(1); }
   /// This rank's part of the MPI ring (the port ring's baseline, same session).
   double mpi_ring_lap() { return mpi_ring(); }
+  /// This rank's part of MPI broadcasts (the broadcast's baseline, same session).
+  void mpi_bcast_side(std::size_t bytes, int ops) { (void)mpi_bcast_gather(bytes, ops); }
   /// A large array reaches a span parameter in the bytes received and a vector parameter
   /// as the vector it was received into (no copy either way).
   std::size_t sink(std::span<const char> payload) { return payload.size(); }
@@ -114,11 +119,12 @@ struct bench_actor {
         p.get(std::span<char>(local));
     });
   }
-  static constexpr auto endpoints = crown::endpoints(
-      &bench_actor::noop, &bench_actor::mpi_answer, &bench_actor::mpi_stream_send,
-      &bench_actor::mpi_ring_lap, &bench_actor::sink, &bench_actor::sink_vector,
-      &bench_actor::round_trips, &bench_actor::send_many, &bench_actor::open_ring,
-      &bench_actor::circulate, &bench_actor::buffer_transfers, &bench_actor::heap_transfers);
+  static constexpr auto endpoints =
+      crown::endpoints(&bench_actor::noop, &bench_actor::mpi_answer, &bench_actor::mpi_stream_send,
+                       &bench_actor::mpi_ring_lap, &bench_actor::mpi_bcast_side, &bench_actor::sink,
+                       &bench_actor::sink_vector, &bench_actor::round_trips,
+                       &bench_actor::send_many, &bench_actor::open_ring, &bench_actor::circulate,
+                       &bench_actor::buffer_transfers, &bench_actor::heap_transfers);
 
 private:
   template <typename F>
@@ -153,7 +159,6 @@ double rss_kib() {
 struct baselines {
   double worker_ping_pong = 0;   ///< s per round trip, ranks 1 and 2 (3 or more ranks)
   double bcast_gather_small = 0; ///< s, 8 bytes out, one int back from everyone
-  std::vector<std::pair<std::size_t, double>> bcast_gather; ///< bytes, s
 };
 
 constexpr int window = 1000;
@@ -196,8 +201,24 @@ double mpi_ring() {
   return MPI_Wtime() - start;
 }
 
+double mpi_bcast_gather(std::size_t bytes, int ops) {
+  int me = 0, n = 0, token = 0;
+  MPI_Comm_rank(g_comm, &me);
+  MPI_Comm_size(g_comm, &n);
+  // Kept from call to call, as Crown's actors keep the vectors attachments arrive in.
+  static std::vector<char> payload;
+  payload.resize(bytes, 'x');
+  std::vector<int> gathered(static_cast<std::size_t>(n));
+  const double start = MPI_Wtime();
+  for (int i = 0; i < ops; ++i) {
+    MPI_Bcast(payload.data(), static_cast<int>(bytes), MPI_CHAR, 0, g_comm);
+    MPI_Gather(&token, 1, MPI_INT, gathered.data(), 1, MPI_INT, 0, g_comm);
+  }
+  return MPI_Wtime() - start;
+}
+
 /// Raw MPI on a communicator of its own, every rank taking part.
-baselines measure_mpi(const options& o, MPI_Comm comm, const std::vector<std::size_t>& sizes) {
+baselines measure_mpi(const options& o, MPI_Comm comm) {
   baselines b;
   int me = 0, n = 0;
   MPI_Comm_rank(comm, &me);
@@ -221,19 +242,9 @@ baselines measure_mpi(const options& o, MPI_Comm comm, const std::vector<std::si
   // Rank 0 prints: the figures measured on workers travel to it.
   MPI_Bcast(&b.worker_ping_pong, 1, MPI_DOUBLE, n >= 3 ? 1 : 0, comm);
   MPI_Barrier(comm);
-  std::vector<int> gathered(static_cast<std::size_t>(n));
-  auto bcast_gather = [&](std::vector<char>& payload) {
-    return median_seconds(o, std::max(3, ops_for(payload.size(), o.smoke) / 4), [&] {
-      MPI_Bcast(payload.data(), static_cast<int>(payload.size()), MPI_CHAR, 0, comm);
-      MPI_Gather(&token, 1, MPI_INT, gathered.data(), 1, MPI_INT, 0, comm);
-    });
-  };
-  std::vector<char> small(8);
-  b.bcast_gather_small = bcast_gather(small);
-  for (std::size_t bytes : sizes) {
-    std::vector<char> payload(bytes, 'x');
-    b.bcast_gather.emplace_back(bytes, bcast_gather(payload));
-  }
+  const int small_ops = std::max(3, ops_for(8, o.smoke) / 4);
+  b.bcast_gather_small =
+      median_seconds(o, 1, [&] { (void)mpi_bcast_gather(8, small_ops); }) / small_ops;
   return b;
 }
 
@@ -249,7 +260,7 @@ void actors(const options& o) {
        b *= (o.smoke ? 64 : 4))
     sizes.push_back(b);
   MPI_Comm_dup(MPI_COMM_WORLD, &g_comm);
-  const baselines mpi = measure_mpi(o, g_comm, sizes);
+  const baselines mpi = measure_mpi(o, g_comm);
 
   const int code = rt.control([&](crown::controller& c) {
     const std::string group = "actors";
@@ -362,18 +373,37 @@ void actors(const options& o) {
       print_line(group, "port_ring_1000", static_cast<std::size_t>(actors), "us",
                  median(laps) * 1e6, "mpi_ring_1000", median(mpi_laps) * 1e6);
     }
-    for (const auto& [bytes, seconds] : mpi.bcast_gather) {
+    // Batches of Crown's broadcasts (span and vector parameters) and of MPI_Bcast +
+    // MPI_Gather on the same ranks, alternately (the workers run their side of MPI's in
+    // an endpoint).
+    for (const std::size_t bytes : sizes) {
       const std::vector<char> payload(bytes, 'x');
-      const auto broadcast = [&](auto endpoint) {
-        return median_seconds(o, std::max(3, ops_for(bytes, o.smoke) / 4), [&] {
+      const int calls = std::max(3, ops_for(bytes, o.smoke) / 4);
+      std::vector<double> span_t, vector_t, mpi_t;
+      const auto batch = [&](auto endpoint) {
+        const double start = MPI_Wtime();
+        for (int i = 0; i < calls; ++i) {
           a.broadcast(endpoint, payload);
           c.flush();
-        });
+        }
+        return (MPI_Wtime() - start) / calls;
       };
-      print_line(group, "broadcast", bytes, "us", broadcast(&bench_actor::sink) * 1e6,
-                 "mpi_bcast_gather", seconds * 1e6);
-      print_line(group, "broadcast_vector", bytes, "us", broadcast(&bench_actor::sink_vector) * 1e6,
-                 "mpi_bcast_gather", seconds * 1e6);
+      for (int b = -1; b < (o.smoke ? 3 : o.batches); ++b) { // -1: warm-up
+        const double span_s = batch(&bench_actor::sink),
+                     vector_s = batch(&bench_actor::sink_vector);
+        auto sides = a.call(&bench_actor::mpi_bcast_side, bytes, calls);
+        const double mpi_s = mpi_bcast_gather(bytes, calls) / calls;
+        (void)sides.get();
+        if (b < 0) continue;
+        span_t.push_back(span_s);
+        vector_t.push_back(vector_s);
+        mpi_t.push_back(mpi_s);
+      }
+      const double mpi_s = median(mpi_t);
+      print_line(group, "broadcast", bytes, "us", median(span_t) * 1e6, "mpi_bcast_gather",
+                 mpi_s * 1e6);
+      print_line(group, "broadcast_vector", bytes, "us", median(vector_t) * 1e6, "mpi_bcast_gather",
+                 mpi_s * 1e6);
     }
     // remote_buffer over the controller's ordinary memory, read and written by the actor
     // on rank 1, beside the one-sided layer's get and put of rank 0's heap (same ranks).
