@@ -133,24 +133,30 @@ BOOST_AUTO_TEST_CASE(large_heap_reductions_take_the_shared_path_and_agree) {
 BOOST_AUTO_TEST_CASE(every_size_and_place_reduces_to_the_serial_result) {
   // Sizes around the host paths' edges (56 B: values in the flag line; 2 KiB: reduced
   // whole by every image; 64 KiB: kernel copies above; 256 KiB: one buffer chunk), in
-  // ordinary memory, in the heap at one offset, and in the heap at different offsets on
-  // different images; to all images and to one; with and without kernel copies.
+  // ordinary memory, in the heap at one offset, in the heap at different offsets on
+  // different images, and in ordinary memory on even images but the heap on odd ones;
+  // to all images and to one; with and without kernel copies.
   auto value = [](std::size_t i, int r) { return 1.0 / (1.0 + double(i % 1000) * (r + 2)); };
   crown::coarray<double> heap(w(), 100003);
   crown::coarray<double> skew(w(), 100003 + 8);
+  crown::coarray<double> odd_in_heap(w(), 100003);
   for (bool single_copy : {true, false}) {
     crown::detail::set_host_single_copy(single_copy);
     for (std::size_t count :
          {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{255}, std::size_t{256},
           std::size_t{513}, std::size_t{8193}, std::size_t{32769}, std::size_t{100003}}) {
       for (int root = -1; root < std::min(n(), 2); ++root) {
-        std::vector<double> plain(count);
+        std::vector<double> plain(count), even_plain(count);
         const std::size_t shift = static_cast<std::size_t>(me() % 2); // offsets differ
         std::span<double> in_heap(heap.data(), count), skewed(skew.data() + shift, count);
-        for (std::size_t i = 0; i < count; ++i) plain[i] = in_heap[i] = skewed[i] = value(i, me());
+        const std::span<double> mixed =
+            me() % 2 ? std::span(odd_in_heap.data(), count) : std::span(even_plain);
+        for (std::size_t i = 0; i < count; ++i)
+          plain[i] = in_heap[i] = skewed[i] = mixed[i] = value(i, me());
         crown::co_sum(w(), std::span(plain), root);
         crown::co_sum(w(), in_heap, root);
         crown::co_sum(w(), skewed, root);
+        crown::co_sum(w(), mixed, root);
         bool ok = true;
         for (std::size_t i = 0; i < count; ++i) {
           double expected = value(i, me());
@@ -160,7 +166,8 @@ BOOST_AUTO_TEST_CASE(every_size_and_place_reduces_to_the_serial_result) {
           }
           const double tol = 1e-12 * std::abs(expected);
           ok = ok && std::abs(plain[i] - expected) <= tol &&
-               std::abs(in_heap[i] - expected) <= tol && std::abs(skewed[i] - expected) <= tol;
+               std::abs(in_heap[i] - expected) <= tol && std::abs(skewed[i] - expected) <= tol &&
+               std::abs(mixed[i] - expected) <= tol;
         }
         BOOST_TEST(ok, "count " << count << ", result_image " << root);
         if (root < 0) {
