@@ -1,6 +1,7 @@
 // Reductions among ranks of one host: flag barriers and buffers in the symmetric heap.
 #include "host_collectives.hpp"
 #include "image_share.hpp"
+#include "stream_copy.hpp"
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -60,6 +61,12 @@ constexpr std::size_t tiny_bytes = line_bytes - 8;
 constexpr std::size_t slot_bytes = 256 << 10;
 constexpr std::size_t single_copy_bytes = 64 << 10; ///< above: kernel copies between processes
 constexpr std::size_t small_bytes = 2048;           ///< below: every image reduces it all
+/// From this size the chunks' slots are written with streaming stores (stream_bytes).
+/// At 2 images on a 2-core Zen 5 VM (2026-12-06, alternate runs of five batches): 64 KiB
+/// 8.6-10 us against 10-14 with ordinary stores, 256 KiB 20-24 against 33-46, 2 MiB
+/// 165-237 against 310-440, 16 MiB 1.7-2.1 ms against 3.0-3.3; at 32 KiB they lose (5.5
+/// us against 2.4: the reader's lines then come from memory instead of a cache).
+constexpr std::size_t stream_from_bytes = 64 << 10;
 constexpr std::size_t block_bytes = flag_bytes + 4 * slot_bytes; ///< flag, 2 in, 2 out
 
 /// Flags and buffers of one mesh: a collective heap block, per image
@@ -174,6 +181,7 @@ void wait_for_image(const scratch& s, std::size_t i, std::size_t offset) {
 /// member has reached it.
 void flag_barrier(scratch& s, int me, const announcement* a = nullptr) {
   std::byte* mine = s.image[static_cast<std::size_t>(me)];
+  streamed_stores_visible(); // what the slots received, before the flag says so
   if (a) std::memcpy(announcement_slot(mine, s.generation + 1), a, sizeof *a);
   flag_of(mine).store(flag_word(++s.generation, s.signature), std::memory_order_release);
   for (std::size_t i = 0; i < s.image.size(); ++i) wait_for_image(s, i, 0);
@@ -316,9 +324,11 @@ void apply(T* acc, const T* a, const T* b, std::size_t len, reduction op) noexce
 
 /// outputs[k][i] = inputs[0][i] op inputs[1][i] op ... for i in [begin, end), image
 /// order. An output may be an input: every input of a block is read before it is written.
+/// The first `streamed` outputs (slots that other images read next) are written with
+/// stream_bytes.
 template <typename T>
 void combine(const std::vector<const std::byte*>& inputs, const std::vector<std::byte*>& outputs,
-             std::size_t begin, std::size_t end, reduction op) {
+             std::size_t begin, std::size_t end, reduction op, std::size_t streamed) {
   constexpr std::size_t block = 2048 / sizeof(T); // a stack accumulator: no allocation
   T acc[block];
   const auto in = [&](std::size_t j, std::size_t b) {
@@ -331,12 +341,13 @@ void combine(const std::vector<const std::byte*>& inputs, const std::vector<std:
     else
       apply(acc, in(0, b), in(1, b), len, op);
     for (std::size_t j = 2; j < inputs.size(); ++j) apply(acc, acc, in(j, b), len, op);
-    for (std::byte* out : outputs) copy_block(out + b * sizeof(T), acc, len * sizeof(T));
+    for (std::size_t k = 0; k < outputs.size(); ++k)
+      (k < streamed ? stream_bytes : copy_block)(outputs[k] + b * sizeof(T), acc, len * sizeof(T));
   }
 }
 
 using combine_fn = void (*)(const std::vector<const std::byte*>&, const std::vector<std::byte*>&,
-                            std::size_t, std::size_t, reduction);
+                            std::size_t, std::size_t, reduction, std::size_t);
 
 /// Pointer lists reused from call to call: a small reduction allocates nothing.
 struct pointer_lists {
@@ -447,7 +458,7 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
     tiny_exchange(*s, me, bytes, total, l.inputs);
     if (receives) {
       l.outputs.push_back(bytes);
-      fn(l.inputs, l.outputs, 0, count, op);
+      fn(l.inputs, l.outputs, 0, count, op, 0);
     }
     return true;
   }
@@ -459,7 +470,7 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
       pointer_lists& l = lists();
       for (std::byte* b : s->image) l.inputs.push_back(in_slot(b, round));
       l.outputs.push_back(bytes);
-      fn(l.inputs, l.outputs, 0, count, op);
+      fn(l.inputs, l.outputs, 0, count, op, 0);
     }
     return true;
   }
@@ -479,7 +490,7 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
       if (result_image < 0 || image++ == result_image) l.outputs.push_back(copy);
     }
     const auto [begin, end] = image_share(count, n, static_cast<std::size_t>(me));
-    fn(l.inputs, l.outputs, begin, end, op);
+    fn(l.inputs, l.outputs, begin, end, op, 0);
     flag_barrier(*s, me); // nobody reads a result before every share is written
     return true;
   }
@@ -525,7 +536,7 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
         l.inputs.push_back(staged);
       }
       l.outputs.push_back(bytes);
-      fn(l.inputs, l.outputs, at, at + len, op);
+      fn(l.inputs, l.outputs, at, at + len, op, 0);
     }
     flag_barrier(*s, me);
     for (std::size_t j = 0; j < n; ++j) {
@@ -548,23 +559,27 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
   // were read by nobody else), and the receivers copy the other shares out. Staging the
   // whole chunk and copying every share out moved 11 bytes per byte reduced at 2
   // images, this 8: 2 MiB sums went from 0.98x to 1.3x MPI_Allreduce on a 2-core AMD VM.
+  // From stream_from_bytes the slots, which another image reads next, are written with
+  // streaming stores (the user's buffer keeps ordinary ones).
   const std::size_t per_chunk = slot_bytes / elem_size;
   const auto self = static_cast<std::size_t>(me);
+  const bool streams = total >= stream_from_bytes;
+  const auto stage_copy = streams ? stream_bytes : copy_bytes;
   for (std::size_t at = 0; at < count; at += per_chunk) {
     const std::size_t len = std::min(per_chunk, count - at);
     const std::uint64_t round = s->rounds++;
     std::byte* const chunk = bytes + at * elem_size;
     std::byte* const staged = in_slot(s->image[self], round);
     const auto [begin, end] = image_share(len, n, self);
-    copy_bytes(staged, chunk, begin * elem_size);
-    copy_bytes(staged + end * elem_size, chunk + end * elem_size, (len - end) * elem_size);
+    stage_copy(staged, chunk, begin * elem_size);
+    stage_copy(staged + end * elem_size, chunk + end * elem_size, (len - end) * elem_size);
     flag_barrier(*s, me);
     pointer_lists& l = lists();
     for (std::size_t j = 0; j < n; ++j)
       l.inputs.push_back(j == self ? chunk : in_slot(s->image[j], round));
     l.outputs.push_back(out_slot(s->image[self], round));
     if (receives) l.outputs.push_back(chunk); // in place: combine() reads before it writes
-    fn(l.inputs, l.outputs, begin, end, op);
+    fn(l.inputs, l.outputs, begin, end, op, streams ? 1 : 0);
     flag_barrier(*s, me);
     if (!receives) continue;
     for (std::size_t j = 0; j < n; ++j) {
