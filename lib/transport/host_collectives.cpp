@@ -3,6 +3,7 @@
 #include "image_share.hpp"
 #include "stream_copy.hpp"
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <crown/detail/copy.hpp>
@@ -61,11 +62,12 @@ constexpr std::size_t tiny_bytes = line_bytes - 8;
 constexpr std::size_t slot_bytes = 256 << 10;
 constexpr std::size_t single_copy_bytes = 64 << 10; ///< above: kernel copies between processes
 constexpr std::size_t small_bytes = 2048;           ///< below: every image reduces it all
-/// From this size the chunks' slots are written with streaming stores (stream_bytes).
-/// At 2 images on a 2-core Zen 5 VM (2026-12-06, alternate runs of five batches): 64 KiB
-/// 8.6-10 us against 10-14 with ordinary stores, 256 KiB 20-24 against 33-46, 2 MiB
-/// 165-237 against 310-440, 16 MiB 1.7-2.1 ms against 3.0-3.3; at 32 KiB they lose (5.5
-/// us against 2.4: the reader's lines then come from memory instead of a cache).
+/// From this size the chunks' slots are written with streaming stores (stream_bytes)
+/// where they pay (streaming_pays). At 2 images on a 2-core Zen 5 VM whose vCPUs sat far
+/// apart (2026-12-06, alternate runs of five batches): 64 KiB 8.6-10 us against 10-14
+/// with ordinary stores, 256 KiB 20-24 against 33-46, 2 MiB 165-237 against 310-440, 16
+/// MiB 1.7-2.1 ms against 3.0-3.3; at 32 KiB they lose (5.5 us against 2.4: the reader's
+/// lines then come from memory instead of a cache).
 constexpr std::size_t stream_from_bytes = 64 << 10;
 constexpr std::size_t block_bytes = flag_bytes + 4 * slot_bytes; ///< flag, 2 in, 2 out
 
@@ -82,11 +84,16 @@ struct scratch {
   std::vector<pid_t> pids;       ///< every member's process, for single-copy reads
   /// Probed at the first reduction that would use kernel copies, never before: a mesh
   /// that only reduces scalars asks for no ptrace rights.
-  single_copy_state single_copy = single_copy_state::unprobed;
+  single_copy_state single_copy =
+      single_copy_state::unprobed; /// Whether the slots are written with streaming stores: probed
+                                   /// at the first reduction
+  /// that would (streaming_pays).
+  std::optional<bool> streams;
 };
 
 std::atomic<bool> g_single_copy_allowed{true}; ///< the tests' switch
 std::atomic<bool> g_single_copy_timed{true};   ///< the tests' switch: false takes it untimed
+std::atomic<int> g_streaming{-1};              ///< the tests' switch: -1 probed, 0 no, 1 yes
 std::atomic<bool> g_single_copy_setting{true}; ///< CROWN_SINGLE_COPY
 std::atomic<bool> g_ptracer_granted{false};    ///< this process set PR_SET_PTRACER_ANY
 std::mutex g_mutex;
@@ -322,6 +329,43 @@ void apply(T* acc, const T* a, const T* b, std::size_t len, reduction op) noexce
     for (std::size_t i = 0; i < len; ++i) acc[i] = std::max(a[i], b[i]);
 }
 
+/// Whether streaming stores into the slots beat ordinary ones here, with one answer on
+/// every image. They win where a line that another core read is slow to take back (2 MiB
+/// sums twice as fast on a Zen 5 VM whose two vCPUs were ~550 ns apart) and can lose where
+/// the cores share a cache (the same VM in a run where they were ~110 ns apart: 2 MiB at
+/// 0.63x MPI_Allreduce, streamed). Each image does what combine() does to a chunk: it
+/// reads 128 KiB of its neighbour's slot, 2 KiB at a time, and writes each piece into
+/// its own slot, which its other neighbour has just read; four times each way in turn.
+/// Streaming is taken where on every image its best time was the lower. Nine flag
+/// barriers, once per mesh.
+bool streaming_pays(scratch& s, int me) {
+  const std::size_t n = s.image.size();
+  if (n < 2) return false; // an image reading its own slots gains nothing
+  constexpr std::size_t bytes = 128 << 10, piece = 2048;
+  std::byte* const mine = in_slot(s.image[static_cast<std::size_t>(me)], 0);
+  const std::byte* const theirs = in_slot(s.image[(static_cast<std::size_t>(me) + 1) % n], 0);
+  std::array<std::byte, piece> acc;
+  std::chrono::steady_clock::duration best[2] = {std::chrono::hours(1), std::chrono::hours(1)};
+  flag_barrier(s, me);
+  for (int t = 0; t < 8; ++t) {
+    const bool stream = t % 2 != 0;
+    const auto start = std::chrono::steady_clock::now();
+    for (std::size_t b = 0; b < bytes; b += piece) {
+      copy_block(acc.data(), theirs + b, piece);
+      (stream ? stream_bytes : copy_block)(mine + b, acc.data(), piece);
+    }
+    flag_barrier(s, me); // timed until every image is done, on every image alike
+    best[stream] = std::min(best[stream], std::chrono::steady_clock::now() - start);
+  }
+  const bool pays = best[1] < best[0];
+  log(log_level::debug, "co_* of ordinary memory: 128 KiB read from image ",
+      (me + 1) % static_cast<int>(n), " and written to this image's slot in ",
+      std::chrono::duration<double, std::micro>(best[0]).count(), " us with ordinary stores, ",
+      std::chrono::duration<double, std::micro>(best[1]).count(),
+      " us with streaming stores: they ", pays ? "pay here" : "do not pay here");
+  return all_say_yes(s, me, pays);
+}
+
 /// outputs[k][i] = inputs[0][i] op inputs[1][i] op ... for i in [begin, end), image
 /// order. An output may be an input: every input of a block is read before it is written.
 /// The first `streamed` outputs (slots that other images read next) are written with
@@ -407,6 +451,9 @@ scratch* scratch_for(const mesh& m) {
 
 void set_host_single_copy(bool allowed) noexcept { g_single_copy_allowed = allowed; }
 void set_host_single_copy_timed(bool timed) noexcept { g_single_copy_timed = timed; }
+void set_host_streaming(std::optional<bool> forced) noexcept {
+  g_streaming = forced ? int{*forced} : -1;
+}
 
 void configure_host_collectives(const config& c) noexcept { g_single_copy_setting = c.single_copy; }
 
@@ -563,7 +610,9 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
   // streaming stores (the user's buffer keeps ordinary ones).
   const std::size_t per_chunk = slot_bytes / elem_size;
   const auto self = static_cast<std::size_t>(me);
-  const bool streams = total >= stream_from_bytes;
+  const int forced = g_streaming.load();
+  if (total >= stream_from_bytes && forced < 0 && !s->streams) s->streams = streaming_pays(*s, me);
+  const bool streams = total >= stream_from_bytes && (forced >= 0 ? forced != 0 : *s->streams);
   const auto stage_copy = streams ? stream_bytes : copy_bytes;
   for (std::size_t at = 0; at < count; at += per_chunk) {
     const std::size_t len = std::min(per_chunk, count - at);

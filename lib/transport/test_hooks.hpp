@@ -24,6 +24,10 @@ void set_host_single_copy(bool allowed) noexcept;
 /// Whether the probe times kernel copies against the heap path (default on; tests turn
 /// it off, on every image alike, to exercise the kernel copies on any machine).
 void set_host_single_copy_timed(bool timed) noexcept;
+/// How co_* write the slots that other images read: as streaming_pays finds (nullopt,
+/// the default), or streamed (true) or with ordinary stores (false) whatever it would
+/// find; on every image alike.
+void set_host_streaming(std::optional<bool> forced) noexcept;
 
 /// Whether host-local co_* on a mesh read the other images' buffers with one kernel
 /// copy (process_vm_readv): not yet asked (no reduction needed it), refused by the

@@ -140,8 +140,10 @@ BOOST_AUTO_TEST_CASE(every_size_and_place_reduces_to_the_serial_result) {
   crown::coarray<double> heap(w(), 100003);
   crown::coarray<double> skew(w(), 100003 + 8);
   crown::coarray<double> odd_in_heap(w(), 100003);
-  for (bool single_copy : {true, false}) {
-    crown::detail::set_host_single_copy(single_copy);
+  // Kernel copies; then the slots, written with ordinary and with streaming stores.
+  for (const int way : {0, 1, 2}) {
+    crown::detail::set_host_single_copy(way == 0);
+    crown::detail::set_host_streaming(way == 0 ? std::nullopt : std::optional(way == 2));
     for (std::size_t count :
          {std::size_t{1}, std::size_t{7}, std::size_t{8}, std::size_t{255}, std::size_t{256},
           std::size_t{513}, std::size_t{8193}, std::size_t{32769}, std::size_t{100003}}) {
@@ -169,7 +171,7 @@ BOOST_AUTO_TEST_CASE(every_size_and_place_reduces_to_the_serial_result) {
                std::abs(in_heap[i] - expected) <= tol && std::abs(skewed[i] - expected) <= tol &&
                std::abs(mixed[i] - expected) <= tol;
         }
-        BOOST_TEST(ok, "count " << count << ", result_image " << root);
+        BOOST_TEST(ok, "count " << count << ", result_image " << root << ", way " << way);
         if (root < 0) {
           BOOST_TEST(same_everywhere(plain.data(), count * sizeof(double)));
           BOOST_TEST(std::memcmp(plain.data(), in_heap.data(), count * sizeof(double)) == 0);
@@ -178,6 +180,7 @@ BOOST_AUTO_TEST_CASE(every_size_and_place_reduces_to_the_serial_result) {
     }
   }
   crown::detail::set_host_single_copy(true);
+  crown::detail::set_host_streaming(std::nullopt);
   crown::sync_all();
 }
 
