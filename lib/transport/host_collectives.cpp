@@ -84,9 +84,8 @@ struct scratch {
   std::vector<pid_t> pids;       ///< every member's process, for single-copy reads
   /// Probed at the first reduction that would use kernel copies, never before: a mesh
   /// that only reduces scalars asks for no ptrace rights.
-  single_copy_state single_copy =
-      single_copy_state::unprobed; /// Whether the slots are written with streaming stores: probed
-                                   /// at the first reduction
+  single_copy_state single_copy = single_copy_state::unprobed;
+  /// Whether the slots are written with streaming stores: probed at the first reduction
   /// that would (streaming_pays).
   std::optional<bool> streams;
 };
