@@ -197,6 +197,7 @@ void flag_barrier(scratch& s, int me, const announcement* a = nullptr) {
 /// generation, then a wait for every image's line of the same parity to reach it.
 /// Returns the data of every image, in mesh order. A line is rewritten two tiny rounds
 /// later, after a barrier that no image passes before it has read this one.
+/// It has no fence for streamed stores: no reduction leaves any unfenced before it.
 void tiny_exchange(scratch& s, int me, const std::byte* data, std::size_t bytes,
                    std::vector<const std::byte*>& values) {
   const std::size_t line = line_bytes * (1 + s.tiny_rounds++ % 2);
@@ -332,33 +333,36 @@ void apply(T* acc, const T* a, const T* b, std::size_t len, reduction op) noexce
 /// every image. They win where a line that another core read is slow to take back (2 MiB
 /// sums twice as fast on a Zen 5 VM whose two vCPUs were ~550 ns apart) and can lose where
 /// the cores share a cache (the same VM in a run where they were ~110 ns apart: 2 MiB at
-/// 0.63x MPI_Allreduce, streamed). Each image does what combine() does to a chunk: it
-/// reads 128 KiB of its neighbour's slot, 2 KiB at a time, and writes each piece into
-/// its own slot, which its other neighbour has just read; four times each way in turn.
-/// Streaming is taken where on every image its best time was the lower. Nine flag
-/// barriers, once per mesh.
+/// 0.63x MPI_Allreduce, streamed). Each image does to 128 KiB what combine() does to a
+/// chunk: it reads, 2 KiB at a time, what its neighbour wrote in the pass before, and
+/// writes each piece over what its other neighbour read in the pass before, between
+/// flag barriers; two passes each way in turn, four times, the second of each pair timed
+/// (it reads what was written the same way). Streaming is taken where on every image it
+/// was the faster. Eighteen flag barriers, once per mesh.
 bool streaming_pays(scratch& s, int me) {
   const std::size_t n = s.image.size();
   if (n < 2) return false; // an image reading its own slots gains nothing
   constexpr std::size_t bytes = 128 << 10, piece = 2048;
-  std::byte* const mine = in_slot(s.image[static_cast<std::size_t>(me)], 0);
-  const std::byte* const theirs = in_slot(s.image[(static_cast<std::size_t>(me) + 1) % n], 0);
+  const auto self = static_cast<std::size_t>(me);
   std::array<std::byte, piece> acc;
   std::chrono::steady_clock::duration best[2] = {std::chrono::hours(1), std::chrono::hours(1)};
   flag_barrier(s, me);
-  for (int t = 0; t < 8; ++t) {
-    const bool stream = t % 2 != 0;
+  for (int pass = 0; pass < 16; ++pass) {
+    const bool stream = pass / 2 % 2 != 0;
+    const std::byte* const theirs = in_slot(s.image[(self + 1) % n], pass + 1);
+    std::byte* const mine = in_slot(s.image[self], pass);
     const auto start = std::chrono::steady_clock::now();
     for (std::size_t b = 0; b < bytes; b += piece) {
       copy_block(acc.data(), theirs + b, piece);
       (stream ? stream_bytes : copy_block)(mine + b, acc.data(), piece);
     }
     flag_barrier(s, me); // timed until every image is done, on every image alike
-    best[stream] = std::min(best[stream], std::chrono::steady_clock::now() - start);
+    if (pass % 2 != 0)
+      best[stream] = std::min(best[stream], std::chrono::steady_clock::now() - start);
   }
   const bool pays = best[1] < best[0];
-  log(log_level::debug, "co_* of ordinary memory: 128 KiB read from image ",
-      (me + 1) % static_cast<int>(n), " and written to this image's slot in ",
+  log(log_level::debug, "co_* of ordinary memory: 128 KiB read from image ", (me + 1) % n,
+      "'s slot and written to this image's in ",
       std::chrono::duration<double, std::micro>(best[0]).count(), " us with ordinary stores, ",
       std::chrono::duration<double, std::micro>(best[1]).count(),
       " us with streaming stores: they ", pays ? "pay here" : "do not pay here");
@@ -606,13 +610,15 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
   // whole chunk and copying every share out moved 11 bytes per byte reduced at 2
   // images, this 8: 2 MiB sums went from 0.98x to 1.3x MPI_Allreduce on a 2-core AMD VM.
   // From stream_from_bytes the slots, which another image reads next, are written with
-  // streaming stores (the user's buffer keeps ordinary ones).
+  // streaming stores where streaming_pays finds them faster (or the tests' switch says
+  // so; it may differ between images: the probe runs on all, fences on all); the user's
+  // buffer keeps ordinary ones.
   const std::size_t per_chunk = slot_bytes / elem_size;
   const auto self = static_cast<std::size_t>(me);
+  if (total >= stream_from_bytes && !s->streams) s->streams = streaming_pays(*s, me);
   const int forced = g_streaming.load();
-  if (total >= stream_from_bytes && forced < 0 && !s->streams) s->streams = streaming_pays(*s, me);
-  const bool streams = total >= stream_from_bytes && (forced >= 0 ? forced != 0 : *s->streams);
-  const auto stage_copy = streams ? stream_bytes : copy_bytes;
+  const bool stream_slots = total >= stream_from_bytes && (forced >= 0 ? forced != 0 : *s->streams);
+  const auto stage_copy = stream_slots ? stream_bytes : copy_bytes;
   for (std::size_t at = 0; at < count; at += per_chunk) {
     const std::size_t len = std::min(per_chunk, count - at);
     const std::uint64_t round = s->rounds++;
@@ -627,7 +633,7 @@ bool reduce_in(scratch& sc, const mesh& m, void* data, std::size_t count, combin
       l.inputs.push_back(j == self ? chunk : in_slot(s->image[j], round));
     l.outputs.push_back(out_slot(s->image[self], round));
     if (receives) l.outputs.push_back(chunk); // in place: combine() reads before it writes
-    fn(l.inputs, l.outputs, begin, end, op, streams ? 1 : 0);
+    fn(l.inputs, l.outputs, begin, end, op, stream_slots ? 1 : 0); // the out slot
     flag_barrier(*s, me);
     if (!receives) continue;
     for (std::size_t j = 0; j < n; ++j) {

@@ -15,13 +15,14 @@ namespace crown::detail {
 /// for ownership), a streaming store writes the whole line without it, and the reader
 /// finds it in memory (co_sum's slots: figures at stream_from_bytes in
 /// host_collectives.cpp). Visible to other processes only after
-/// streamed_stores_visible(). Below 256 bytes, and for the unaligned head and tail, it
-/// is copy_bytes.
+/// streamed_stores_visible(). Below 256 bytes, and for the head before the first whole
+/// line and the tail after the last 16 bytes, it is copy_bytes.
 inline void stream_bytes(void* dst, const void* src, std::size_t bytes) noexcept {
 #if defined(__SSE2__)
   auto* d = static_cast<std::byte*>(dst);
   const auto* s = static_cast<const std::byte*>(src);
-  const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(d) % 16) % 16;
+  // To a line's start: a line written partly by ordinary stores would be read for them.
+  const std::size_t head = (64 - reinterpret_cast<std::uintptr_t>(d) % 64) % 64;
   if (bytes < head + 256) {
     copy_bytes(dst, src, bytes);
     return;

@@ -184,6 +184,29 @@ BOOST_AUTO_TEST_CASE(every_size_and_place_reduces_to_the_serial_result) {
   crown::sync_all();
 }
 
+BOOST_AUTO_TEST_CASE(four_byte_elements_through_streamed_slots) {
+  // Shares of 4-byte elements start where streamed copies need a head and a tail.
+  struct restore {
+    ~restore() {
+      crown::detail::set_host_single_copy(true);
+      crown::detail::set_host_streaming(std::nullopt);
+    }
+  } at_exit;
+  crown::detail::set_host_single_copy(false);
+  for (const bool stream : {false, true}) {
+    crown::detail::set_host_streaming(stream);
+    for (const std::size_t count : {std::size_t{16385}, std::size_t{70001}}) {
+      std::vector<float> v(count);
+      for (std::size_t i = 0; i < count; ++i) v[i] = static_cast<float>(i % 7 + me());
+      crown::co_sum(w(), std::span(v));
+      bool ok = true;
+      for (std::size_t i = 0; i < count; ++i) // small integers: exact in float
+        ok = ok && v[i] == static_cast<float>(n() * (i % 7) + n() * (n() - 1) / 2);
+      BOOST_TEST(ok, count << " floats, streamed " << stream);
+    }
+  }
+}
+
 BOOST_AUTO_TEST_CASE(first_reductions_on_a_new_mesh_agree_on_their_path) {
   // The first large reduction on a mesh follows the probe for kernel copies; every
   // image must take the same path (a race here once gave silently wrong sums).
