@@ -130,6 +130,14 @@ BOOST_AUTO_TEST_CASE(large_heap_reductions_take_the_shared_path_and_agree) {
   crown::sync_all();
 }
 
+/// Puts the host paths' test switches back as a test ends, even by an exception.
+struct host_paths_restored {
+  ~host_paths_restored() {
+    crown::detail::set_host_single_copy(true);
+    crown::detail::set_host_streaming(std::nullopt);
+  }
+};
+
 BOOST_AUTO_TEST_CASE(every_size_and_place_reduces_to_the_serial_result) {
   // Sizes around the host paths' edges (56 B: values in the flag line; 2 KiB: reduced
   // whole by every image; 64 KiB: kernel copies above; 256 KiB: one buffer chunk), in
@@ -140,6 +148,7 @@ BOOST_AUTO_TEST_CASE(every_size_and_place_reduces_to_the_serial_result) {
   crown::coarray<double> heap(w(), 100003);
   crown::coarray<double> skew(w(), 100003 + 8);
   crown::coarray<double> odd_in_heap(w(), 100003);
+  const host_paths_restored at_exit;
   // Kernel copies; then the slots, written with ordinary and with streaming stores.
   for (const int way : {0, 1, 2}) {
     crown::detail::set_host_single_copy(way == 0);
@@ -179,19 +188,12 @@ BOOST_AUTO_TEST_CASE(every_size_and_place_reduces_to_the_serial_result) {
       }
     }
   }
-  crown::detail::set_host_single_copy(true);
-  crown::detail::set_host_streaming(std::nullopt);
   crown::sync_all();
 }
 
 BOOST_AUTO_TEST_CASE(four_byte_elements_through_streamed_slots) {
   // Shares of 4-byte elements start where streamed copies need a head and a tail.
-  struct restore {
-    ~restore() {
-      crown::detail::set_host_single_copy(true);
-      crown::detail::set_host_streaming(std::nullopt);
-    }
-  } at_exit;
+  const host_paths_restored at_exit;
   crown::detail::set_host_single_copy(false);
   for (const bool stream : {false, true}) {
     crown::detail::set_host_streaming(stream);
