@@ -8,9 +8,11 @@
 #include <crown/log.hpp>
 #include <cstdint>
 #include <cstring>
+#include <memory>
 #include <mutex>
 #include <new>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <tuple>
 
@@ -26,57 +28,74 @@ void check(int rc, const char* call, int rank) {
               std::string("controller channel: ") + call + " with rank " + std::to_string(rank));
 }
 
-/// Storage for attachments, kept for the next command of a similar size: a payload
-/// sent again and again (a broadcast each step) then needs no new pages, and none is
-/// zero-filled. At most two blocks are kept (the largest seen).
-struct bulk_pool {
-  std::mutex lock;
-  struct block {
-    std::byte* data;
-    std::size_t capacity;
+/// What the pools below keep for the next command of a similar size: a payload sent
+/// again and again (a broadcast each step) then needs no new pages, and none is
+/// zero-filled. At most two items, the largest given; `take` hands out the smallest
+/// that has room.
+template <typename Item>
+class keep_largest {
+public:
+  /// The smallest kept item of at least `bytes` that `fits` accepts, if any; its size
+  /// in `size` where given.
+  template <typename Fits>
+  std::optional<Item> take(std::size_t bytes, Fits&& fits, std::size_t* size = nullptr) {
+    const std::lock_guard hold(lock_);
+    auto best = kept_.end();
+    for (auto it = kept_.begin(); it != kept_.end(); ++it)
+      if (it->bytes >= bytes && fits(it->item) && (best == kept_.end() || it->bytes < best->bytes))
+        best = it;
+    if (best == kept_.end()) return std::nullopt;
+    if (size) *size = best->bytes;
+    std::optional<Item> item(std::move(best->item));
+    kept_.erase(best);
+    return item;
+  }
+  /// Keeps `item` (`bytes` of room) unless two larger ones are kept; the one dropped,
+  /// if any, is destroyed here.
+  void give(Item item, std::size_t bytes) {
+    const std::lock_guard hold(lock_);
+    kept_.push_back({std::move(item), bytes});
+    std::sort(kept_.begin(), kept_.end(),
+              [](const entry& x, const entry& y) { return x.bytes > y.bytes; });
+    if (kept_.size() > 2) kept_.pop_back();
+  }
+
+private:
+  struct entry {
+    Item item;
+    std::size_t bytes;
   };
-  std::vector<block> free;
+  std::mutex lock_;
+  std::vector<entry> kept_;
+};
+
+/// Blocks for attachments that arrive as plain bytes (64-byte aligned, uninitialised).
+struct bulk_pool {
+  struct free_aligned {
+    void operator()(std::byte* p) const noexcept { ::operator delete[](p, alignment); }
+  };
+  using block = std::unique_ptr<std::byte[], free_aligned>;
+  static constexpr std::align_val_t alignment{64}; ///< a cache line (and any arithmetic type)
+  keep_largest<block> kept;
   static bulk_pool& get() {
     static bulk_pool pool;
     return pool;
   }
-  ~bulk_pool() {
-    for (block& b : free) release(b);
-  }
-  static void release(const block& b) { ::operator delete[](b.data, alignment); }
-  static constexpr std::align_val_t alignment{64}; ///< a cache line (and any arithmetic type)
-  /// At least `bytes`, or null when the memory cannot be had.
-  block take(std::size_t bytes) {
-    {
-      const std::lock_guard hold(lock);
-      for (auto it = free.begin(); it != free.end(); ++it)
-        if (it->capacity >= bytes) {
-          const block b = *it;
-          free.erase(it);
-          return b;
-        }
-    }
-    // Uninitialised (no zero fill); null when the memory cannot be had.
-    return {static_cast<std::byte*>(::operator new[](bytes, alignment, std::nothrow)), bytes};
-  }
-  void give(block b) {
-    const std::lock_guard hold(lock);
-    free.push_back(b);
-    std::sort(free.begin(), free.end(),
-              [](const block& x, const block& y) { return x.capacity > y.capacity; });
-    for (; free.size() > 2; free.pop_back()) release(free.back());
+  /// At least `bytes` (a kept block, else a new one) and its size; null when the memory
+  /// cannot be had.
+  std::pair<block, std::size_t> take(std::size_t bytes) {
+    std::size_t size = bytes;
+    const auto any_block = [](const block&) { return true; };
+    if (auto b = kept.take(bytes, any_block, &size)) return {std::move(*b), size};
+    return {block(static_cast<std::byte*>(::operator new[](bytes, alignment, std::nothrow))),
+            bytes};
   }
 };
 
 /// The std::vectors attachments arrive in (bulk_element_types, by code), kept for the
-/// next attachment of their type: at most two, the largest, as bulk_pool keeps blocks.
+/// next attachment of their type.
 struct vector_pool {
-  std::mutex lock;
-  struct kept {
-    std::any vector;
-    std::size_t bytes; ///< its capacity
-  };
-  std::vector<kept> free;
+  keep_largest<std::any> kept;
   static vector_pool& get() {
     static vector_pool pool;
     return pool;
@@ -104,18 +123,9 @@ struct vector_pool {
   /// a new one: only what it grows by is zero-filled); its data. Throws std::bad_alloc.
   template <typename T>
   std::byte* take(std::any& into, std::size_t count) {
-    {
-      const std::lock_guard hold(lock);
-      auto best = free.end();
-      for (auto it = free.begin(); it != free.end(); ++it)
-        if (it->bytes >= count * sizeof(T) && std::any_cast<std::vector<T>>(&it->vector) &&
-            (best == free.end() || it->bytes < best->bytes))
-          best = it;
-      if (best != free.end()) {
-        into = std::move(best->vector);
-        free.erase(best);
-      }
-    }
+    if (auto v = kept.take(count * sizeof(T),
+                           [](const std::any& a) { return std::any_cast<std::vector<T>>(&a); }))
+      into = std::move(*v);
     if (!into.has_value()) into = std::vector<T>();
     auto& v = *std::any_cast<std::vector<T>>(&into);
     v.resize(count);
@@ -123,12 +133,7 @@ struct vector_pool {
   }
   void give(std::any v) {
     const std::size_t bytes = capacity_bytes(v);
-    if (bytes < attach_threshold) return;
-    const std::lock_guard hold(lock);
-    free.push_back({std::move(v), bytes});
-    std::sort(free.begin(), free.end(),
-              [](const kept& x, const kept& y) { return x.bytes > y.bytes; });
-    if (free.size() > 2) free.pop_back();
+    if (bytes >= attach_threshold) kept.give(std::move(v), bytes);
   }
 };
 
@@ -146,7 +151,7 @@ bulk_in::~bulk_in() {
     MPI_Cancel(&p.request);
     MPI_Wait(&p.request, MPI_STATUS_IGNORE);
   }
-  if (storage_) bulk_pool::get().give({storage_, capacity_});
+  if (storage_) bulk_pool::get().kept.give(bulk_pool::block(storage_), capacity_);
   for (std::any& v : vectors_)
     if (v.has_value()) vector_pool::get().give(std::move(v));
 }
@@ -380,9 +385,9 @@ std::shared_ptr<bulk_in> channel::receive_bulk(int source, int tag,
     if (!at[part]) total += aligned(sizes[part]);
   }
   if (b->stored_ && total > 0) {
-    const auto block = bulk_pool::get().take(total);
-    b->storage_ = block.data;
-    b->capacity_ = block.capacity;
+    auto [block, size] = bulk_pool::get().take(total);
+    b->storage_ = block.release();
+    b->capacity_ = size;
     b->stored_ = b->storage_ != nullptr;
   }
   if (!b->stored_) {

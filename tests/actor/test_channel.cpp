@@ -150,6 +150,38 @@ BOOST_AUTO_TEST_CASE(attachments_arrive_whole_and_aligned) {
   BOOST_TEST(s.ch->sent(last));
 }
 
+// Plain bytes land in blocks kept from earlier commands: the smallest with room, so a
+// small attachment does not take the block a large one comes back for.
+BOOST_AUTO_TEST_CASE(plain_attachments_land_in_the_smallest_kept_block_with_room) {
+  self_channel s;
+  const auto arrive = [&](std::size_t bytes, int seed) {
+    std::vector<std::byte> data(bytes);
+    for (std::size_t i = 0; i < bytes; ++i) data[i] = std::byte(i * 13 + seed);
+    const int tag = s.ch->next_bulk_tag();
+    const std::span<const std::byte> parts[] = {data};
+    const auto last = s.ch->send_bulk(parts, 64 << 10, 0, tag, {});
+    auto b = s.ch->receive_bulk(0, tag, std::vector<std::uint64_t>{bytes}, 64 << 10, {}, 0);
+    for (int i = 0; i < 100000 && !b->complete(); ++i) s.ch->progress_bulk();
+    for (int i = 0; i < 1000 && !s.ch->sent(last); ++i) s.ch->poll_sends();
+    BOOST_TEST_REQUIRE(b->complete());
+    BOOST_TEST_REQUIRE(b->arrived().parts.size() == 1u);
+    BOOST_TEST(std::memcmp(b->arrived().parts[0].data(), data.data(), bytes) == 0);
+    return b;
+  };
+  const auto at = [](const auto& b) { return b->arrived().parts[0].data(); };
+  // Two blocks larger than any this process kept before, held at once, then given back.
+  auto large = arrive(300 << 10, 1), medium = arrive(100 << 10, 2);
+  const std::byte* const large_at = at(large);
+  const std::byte* const medium_at = at(medium);
+  BOOST_TEST(large_at != medium_at);
+  large.reset();
+  medium.reset();
+  const auto small = arrive(50 << 10, 3);
+  BOOST_TEST(at(small) == medium_at);
+  const auto again = arrive(200 << 10, 4);
+  BOOST_TEST(at(again) == large_at);
+}
+
 // An attachment whose sender names its element type lands in a std::vector of it, which
 // the vector parameter reading it takes (no copy) and gives back for the next one.
 BOOST_AUTO_TEST_CASE(typed_attachments_land_in_the_vector_a_parameter_takes) {
