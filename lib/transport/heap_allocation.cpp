@@ -6,6 +6,7 @@
 #include "async_collectives.hpp"
 #include "heap_state.hpp"
 #include "host_collectives.hpp"
+#include "host_staging.hpp"
 #include "offset_agreement.hpp"
 #include "test_hooks.hpp"
 #include "transfer.hpp"
@@ -19,6 +20,8 @@
 #include <crown/log.hpp>
 #include <crown/mesh.hpp>
 #include <cstring>
+#include <string>
+#include <vector>
 
 namespace crown::detail {
 namespace {
@@ -42,17 +45,24 @@ std::size_t checked_rounded(const symmetric_heap& h, std::size_t bytes, const st
   return (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
 }
 
-/// The end of a heap-full message: what is in use, how much of it Crown's own co_*
-/// scratch holds, and the advice.
+/// The end of a heap-full message: what is in use, how much of it Crown itself holds
+/// until the runtime ends (co_* scratch, remote_buffer's staging slots), and the advice.
 std::string heap_usage(const symmetric_heap& h, const char* where) {
   std::string s = "heap " + std::to_string(h.size()) + " bytes per rank, " +
                   std::to_string(h.space.in_use()) + " in use" + where;
-  const host_scratch_usage scratch = host_scratch_in_use();
-  if (scratch.bytes > 0)
-    s += " (of which " + std::to_string(scratch.bytes) + " bytes are the co_* scratch of " +
-         std::to_string(scratch.meshes) + (scratch.meshes == 1 ? " mesh" : " meshes") +
-         " that reduced among ranks of one host, 1 MiB per distinct mesh, kept until the "
-         "runtime ends)";
+  std::vector<std::string> crown_own;
+  if (const host_scratch_usage scratch = host_scratch_in_use(); scratch.bytes > 0)
+    crown_own.push_back(std::to_string(scratch.bytes) + " bytes are the co_* scratch of " +
+                        std::to_string(scratch.meshes) +
+                        (scratch.meshes == 1 ? " mesh" : " meshes") +
+                        " that reduced among ranks of one host, 1 MiB per distinct mesh");
+  if (const std::size_t slots = host_staging_in_use(); slots > 0)
+    crown_own.push_back(std::to_string(slots) +
+                        " bytes are remote_buffer's staging slots, taken at this rank's first "
+                        "staged transfer");
+  for (std::size_t i = 0; i < crown_own.size(); ++i)
+    s += (i == 0 ? " (of which " : ", and ") + crown_own[i];
+  if (!crown_own.empty()) s += ", kept until the runtime ends)";
   return s + ", largest free block" + where + " " + std::to_string(h.space.largest_free()) +
          "; raise CROWN_HEAP_SIZE";
 }

@@ -80,6 +80,9 @@ slots& the_slots() {
   static slots s;
   return s;
 }
+/// What the slots hold, read without their lock (a heap-full message is written under
+/// the heap's, which a transfer holding the slots' lock may be waiting for).
+std::atomic<std::size_t> g_slots_bytes{0};
 
 /// Word `w` of the line before the slot whose data lies at `data` (another process
 /// writes it too: atomic, relaxed but for the ticket's hand-overs).
@@ -149,6 +152,7 @@ bool allocate(slots& s) {
       line(at + k * slot_stride + 64, line_slots).store(s.offset, std::memory_order_relaxed);
     }
     std::memset(at + slot_count * slot_stride, 0, bytes - slot_count * slot_stride);
+    g_slots_bytes.store(bytes, std::memory_order_relaxed);
     return true;
   } catch (const resource_error& e) {
     s.no_room = true;
@@ -488,6 +492,9 @@ void forget_host_staging() noexcept {
   s.shy_until.clear();
   s.offset = no_slots;
   s.no_room = false;
+  g_slots_bytes.store(0, std::memory_order_relaxed);
 }
+
+std::size_t host_staging_in_use() noexcept { return g_slots_bytes.load(std::memory_order_relaxed); }
 
 } // namespace crown::detail

@@ -76,6 +76,10 @@ private:
 /// reach goes through the slots instead: probed once per process.
 std::size_t host_staging_from() noexcept;
 
+/// Heap bytes this process's slots hold (0 until its first staged transfer): named in
+/// a heap-full message, as they stay until the runtime ends.
+std::size_t host_staging_in_use() noexcept;
+
 /// Gives up the slots (their heap is going away) and the cancelled requests still
 /// waiting for their refusals; the next runtime allocates its own.
 void forget_host_staging() noexcept;

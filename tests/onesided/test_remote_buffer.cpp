@@ -3,8 +3,9 @@
 // each rank reads and writes its neighbours' memory; values checked against what the
 // owner put there. CROWNTEST_BUFFER_PATHS lists the paths a variant must use towards
 // other ranks (process_vm, ucx, am), and every listed one must be seen by some rank.
-#include "transport/am_codec.hpp"   // am_status, for the owner's answers
-#include "transport/test_hooks.hpp" // crown::detail knobs, not installed
+#include "transport/am_codec.hpp"     // am_status, for the owner's answers
+#include "transport/host_staging.hpp" // host_staging_in_use
+#include "transport/test_hooks.hpp"   // crown::detail knobs, not installed
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cereal/archives/binary.hpp>
@@ -370,6 +371,32 @@ BOOST_AUTO_TEST_CASE(staged_transfers_through_the_reader_s_heap_arrive_whole) {
   }
   BOOST_TEST(wrong == 0u);
   crown::detail::set_host_staging_from(std::nullopt);
+  crown::sync_all(w());
+}
+
+BOOST_AUTO_TEST_CASE(a_full_heap_counts_the_staging_slots) {
+  // A rank's first staged transfer takes slots in its heap until the runtime ends; an
+  // allocation that fails later says how much of the heap they hold.
+  // Every rank alike (the steps below are collective): staged only among one host's ranks.
+  if (n() == 1 || !crown::detail::world_shares_memory()) return;
+  crown::detail::set_host_staging_from(0);
+  auto data = owned_values(me(), 1 << 16);
+  const crown::remote_buffer<double> mine(std::span<double>(data), "staged");
+  const auto handles = exchange(mine);
+  std::vector<double> got(data.size(), -1.0);
+  handles[static_cast<std::size_t>(right())].read_into(got);
+  BOOST_TEST(got == owned_values(right(), data.size()), boost::test_tools::per_element());
+  crown::detail::set_host_staging_from(std::nullopt);
+  const std::size_t slots = crown::detail::host_staging_in_use();
+  const std::size_t heap = crown::this_runtime().config().heap_size;
+  const auto m = what_of<crown::resource_error>([&] { crown::coarray<char> a(w(), heap - 4096); });
+  BOOST_TEST(m.find("symmetric heap full") != std::string::npos, m);
+  // Staged unless this variant's transport reads the owner's memory another way.
+  const std::string named = std::to_string(slots) + " bytes are remote_buffer's staging slots";
+  if (slots > 0)
+    BOOST_TEST(m.find(named) != std::string::npos, m);
+  else
+    BOOST_TEST(m.find("staging slots") == std::string::npos, m);
   crown::sync_all(w());
 }
 
