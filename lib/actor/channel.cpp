@@ -35,6 +35,7 @@ void check(int rc, const char* call, int rank) {
 template <typename Item>
 class keep_largest {
 public:
+  keep_largest() { kept_.reserve(3); } // give() then never allocates (bulk_in's destructor)
   /// The smallest kept item of at least `bytes` that `fits` accepts, if any; its size
   /// in `size` where given.
   template <typename Fits>

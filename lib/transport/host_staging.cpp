@@ -152,7 +152,7 @@ bool allocate(slots& s) {
       line(at + k * slot_stride + 64, line_slots).store(s.offset, std::memory_order_relaxed);
     }
     std::memset(at + slot_count * slot_stride, 0, bytes - slot_count * slot_stride);
-    g_slots_bytes.store(bytes, std::memory_order_relaxed);
+    g_slots_bytes.store((bytes + 63) / 64 * 64, std::memory_order_relaxed); // as the heap counts
     return true;
   } catch (const resource_error& e) {
     s.no_room = true;
