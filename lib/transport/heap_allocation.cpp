@@ -45,6 +45,12 @@ std::size_t checked_rounded(const symmetric_heap& h, std::size_t bytes, const st
   return (std::max<std::size_t>(bytes, 1) + alignment - 1) / alignment * alignment;
 }
 
+/// The heap bytes of remote_buffer's staging slots (0 without them); under the heap's lock.
+std::size_t host_staging_heap_bytes(const symmetric_heap& h) {
+  const auto at = host_staging_offset();
+  return at ? h.space.block_bytes(*at) : 0;
+}
+
 /// The end of a heap-full message: what is in use, how much of it Crown itself holds
 /// until the runtime ends (co_* scratch, remote_buffer's staging slots), and the advice.
 std::string heap_usage(const symmetric_heap& h, const char* where) {
@@ -56,7 +62,7 @@ std::string heap_usage(const symmetric_heap& h, const char* where) {
                         std::to_string(scratch.meshes) +
                         (scratch.meshes == 1 ? " mesh" : " meshes") +
                         " that reduced among ranks of one host, 1 MiB per distinct mesh");
-  if (const std::size_t slots = host_staging_in_use(); slots > 0)
+  if (const std::size_t slots = host_staging_heap_bytes(h); slots > 0)
     crown_own.push_back(std::to_string(slots) +
                         " bytes are remote_buffer's staging slots, taken at this rank's first "
                         "staged transfer");
@@ -171,6 +177,12 @@ void heap_release_local(std::uint64_t offset) {
   if (!h.space.give(offset))
     throw argument_error("deallocate(offset " + std::to_string(offset) + ")",
                          "no allocation starts there (freed twice, or never allocated)");
+}
+
+std::size_t host_staging_in_use() {
+  symmetric_heap& h = active_heap("host_staging_in_use");
+  const std::lock_guard lock(h.mutex);
+  return host_staging_heap_bytes(h);
 }
 
 std::byte* heap_address(std::uint64_t offset) noexcept {

@@ -80,9 +80,8 @@ slots& the_slots() {
   static slots s;
   return s;
 }
-/// What the slots hold, read without their lock (a heap-full message is written under
-/// the heap's, which a transfer holding the slots' lock may be waiting for).
-std::atomic<std::size_t> g_slots_bytes{0};
+/// Where the slots are, for host_staging_offset (read without their lock).
+std::atomic<std::uint64_t> g_slots_offset{no_slots};
 
 /// Word `w` of the line before the slot whose data lies at `data` (another process
 /// writes it too: atomic, relaxed but for the ticket's hand-overs).
@@ -152,7 +151,7 @@ bool allocate(slots& s) {
       line(at + k * slot_stride + 64, line_slots).store(s.offset, std::memory_order_relaxed);
     }
     std::memset(at + slot_count * slot_stride, 0, bytes - slot_count * slot_stride);
-    g_slots_bytes.store((bytes + 63) / 64 * 64, std::memory_order_relaxed); // as the heap counts
+    g_slots_offset.store(s.offset, std::memory_order_relaxed);
     return true;
   } catch (const resource_error& e) {
     s.no_room = true;
@@ -492,9 +491,12 @@ void forget_host_staging() noexcept {
   s.shy_until.clear();
   s.offset = no_slots;
   s.no_room = false;
-  g_slots_bytes.store(0, std::memory_order_relaxed);
+  g_slots_offset.store(no_slots, std::memory_order_relaxed);
 }
 
-std::size_t host_staging_in_use() noexcept { return g_slots_bytes.load(std::memory_order_relaxed); }
+std::optional<std::uint64_t> host_staging_offset() noexcept {
+  const std::uint64_t at = g_slots_offset.load(std::memory_order_relaxed);
+  return at == no_slots ? std::nullopt : std::optional(at);
+}
 
 } // namespace crown::detail

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <vector>
 
 namespace crown::detail {
@@ -76,9 +77,11 @@ private:
 /// reach goes through the slots instead: probed once per process.
 std::size_t host_staging_from() noexcept;
 
-/// Heap bytes this process's slots hold (0 until its first staged transfer): named in
-/// a heap-full message, as they stay until the runtime ends.
-std::size_t host_staging_in_use() noexcept;
+/// The heap offset of this process's slots (nullopt until its first staged transfer):
+/// a heap-full message names their block, as it stays until the runtime ends. Read
+/// without the slots' lock (the message is written under the heap's, which a transfer
+/// holding the slots' lock may be waiting for).
+std::optional<std::uint64_t> host_staging_offset() noexcept;
 
 /// Gives up the slots (their heap is going away) and the cancelled requests still
 /// waiting for their refusals; the next runtime allocates its own.

@@ -71,6 +71,11 @@ std::size_t free_list::largest_free() const {
   return best;
 }
 
+std::size_t free_list::block_bytes(std::uint64_t offset) const {
+  const auto used = used_.find(offset);
+  return used == used_.end() ? 0 : used->second;
+}
+
 symmetric_heap::symmetric_heap(runtime_state& st)
     : space(st.cfg.heap_size), size_(st.cfg.heap_size) {
   const auto& topo = *st.topo;

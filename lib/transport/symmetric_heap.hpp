@@ -31,6 +31,8 @@ public:
   [[nodiscard]] std::size_t capacity() const noexcept { return capacity_; }
   [[nodiscard]] std::size_t in_use() const noexcept { return in_use_; }
   [[nodiscard]] std::size_t largest_free() const;
+  /// Bytes of the block taken at `offset`, or 0 when no block starts there.
+  [[nodiscard]] std::size_t block_bytes(std::uint64_t offset) const;
 
 private:
   std::size_t capacity_;

@@ -47,6 +47,10 @@ void set_host_staging_from(std::optional<std::size_t> bytes) noexcept;
 /// Staged chunks this process posted in its slots to owners that watch them (no MPI).
 [[nodiscard]] std::uint64_t host_staging_posted() noexcept;
 
+/// Heap bytes this process's staging slots hold, as the heap counts them (0 before its
+/// first staged transfer): what a heap-full message names.
+[[nodiscard]] std::size_t host_staging_in_use();
+
 /// Forgets which owners watch this rank's slots: its staged requests to them go as
 /// active messages again (they do not watch anew: they already do).
 void forget_slot_watchers() noexcept;

@@ -3,9 +3,8 @@
 // each rank reads and writes its neighbours' memory; values checked against what the
 // owner put there. CROWNTEST_BUFFER_PATHS lists the paths a variant must use towards
 // other ranks (process_vm, ucx, am), and every listed one must be seen by some rank.
-#include "transport/am_codec.hpp"     // am_status, for the owner's answers
-#include "transport/host_staging.hpp" // host_staging_in_use
-#include "transport/test_hooks.hpp"   // crown::detail knobs, not installed
+#include "transport/am_codec.hpp"   // am_status, for the owner's answers
+#include "transport/test_hooks.hpp" // crown::detail knobs, not installed
 #include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <cereal/archives/binary.hpp>
