@@ -21,8 +21,9 @@ struct options {
   int batches = 11;
   bool smoke = false;
   std::string shmem_file;
-  std::string nvshmem_file;              ///< gpu: crown-nvshmem-baseline's output
-  std::string torch_file;                ///< parallel: torch_baseline.py's output
+  std::string nvshmem_file; ///< gpu: crown-nvshmem-baseline's output
+  bool mps = false;         ///< gpu: only the kernel flag hand-off, labelled as run under MPS
+  std::string torch_file;   ///< parallel: torch_baseline.py's output
   std::string crown_file, baseline_file; ///< fortran: crown-caf-bench's output on each runtime
 };
 

@@ -2,9 +2,18 @@
 // process reaches on its own GPU, and beside NVSHMEM (--nvshmem FILE: the output of
 // crown-nvshmem-baseline, run just before by scripts/gpu-check). Rank 0 drives, rank 1
 // is the target. Lines:
-//   put_bw/get_bw 4 KiB..256 MiB   Crown device put/get (device buffers) vs cudaMemcpy D2D
-//   put_latency/get_latency 8 B..4 KiB  host-initiated, vs cudaMemcpyAsync + stream sync
+//   put_bw/get_bw 4 KiB..256 MiB   Crown device put/get (device buffers) vs cudaMemcpyAsync
+//                                  device to device into (out of) the same peer mapping + sync
+//   put_latency/get_latency 8 B..4 KiB  host-initiated, vs cudaMemcpyAsync between host
+//                                  memory and the same peer mapping + stream sync
 //   kernel_store_latency 8 B        a kernel's store into the peer + sync vs a local store
+//   kernel_flag_handoff 8 B         one way of a ping-pong between the two ranks' kernels
+//                                  (a one-element put into the peer's flag, quiet, then
+//                                  wait_until on its own)
+//                                  vs the same between two blocks of one kernel; with --mps
+//                                  (scripts/gpu-check starts MPS) only this line, named
+//                                  kernel_flag_handoff_mps: without MPS the two processes'
+//                                  kernels take turns on the GPU, so it measures time-slicing
 //   kernel_put_bw (one block)      one block copying into the peer vs one block locally
 //   heat2d (MLUP/s)                crown-heat2d --gpu's solver vs a plain CUDA+MPI version
 //                                  (halos staged by hand) and vs the CPU solver, each
@@ -117,6 +126,72 @@ void staged_figures(const options& o, const crown::mesh& w, std::uint64_t at, vo
   gpu_side::pinned_free(pinned);
 }
 
+/// One way of a kernel-to-kernel flag ping-pong between the two ranks (rank 0 prints):
+/// medians of batches of as many round trips as take about 20 ms (calibrated on 8 after
+/// a launch that loads the kernels; one count for both ranks), each halved, beside two
+/// blocks of one kernel on rank 0 doing the same (calibrated on its own). A batch that
+/// does not finish within 2 s is released and reported, and the measurement stops after
+/// about 4 s (the bench step has 60 s for everything): without MPS a hop takes a time
+/// slice.
+void flag_handoff(const options& o, const crown::mesh& w, bool mps, CUstream_st* stream) {
+  const int me = w.rank();
+  crown::coarray<std::int64_t, 1, crown::memory_kind::cuda> flags(w, 1); // zeroed
+  const auto v = flags.device();
+  device_buffer local(2 * sizeof(std::int64_t));
+  const std::int64_t zero[2] = {0, 0};
+  gpu_side::memcpy_async_sync(local.p, zero, sizeof zero, stream);
+  auto* const local_flags = static_cast<std::int64_t*>(local.p);
+  constexpr double deadline = 2, cap = 4; // seconds: per batch, in all
+  std::int64_t crossed = 0, beside = 0;   // rounds done so far: the flags' values
+  int late = 0;                           // a batch was released (rank 0 knows)
+  const auto per_round = [](double seconds, int rounds) { return seconds / std::max(rounds, 1); };
+  const auto cross = [&](int rounds) { // seconds per round trip (rank 0's clock)
+    MPI_Barrier(w.comm());
+    const double start = MPI_Wtime();
+    gpu_side::start_flag_ping_pong(v, me, crossed, rounds, stream);
+    int released = !gpu_side::finish_or_release(stream, flags.data(), 1, deadline);
+    const double seconds = MPI_Wtime() - start;
+    crossed += rounds;
+    MPI_Allreduce(MPI_IN_PLACE, &released, 1, MPI_INT, MPI_LOR, w.comm());
+    late |= released;
+    return per_round(seconds, rounds);
+  };
+  const auto alone = [&](int rounds) { // rank 0 only
+    const double start = MPI_Wtime();
+    gpu_side::start_flag_ping_pong_local(local_flags, beside, rounds, stream);
+    late |= !gpu_side::finish_or_release(stream, local_flags, 2, deadline);
+    beside += rounds;
+    return per_round(MPI_Wtime() - start, rounds);
+  };
+  const auto rounds_for = [](double seconds_per_round) {
+    return std::clamp(static_cast<int>(0.02 / seconds_per_round), 8, 20000);
+  };
+  const double began = MPI_Wtime();
+  cross(0); // loads the kernel in both processes: not while the other one spins
+  int setup[3] = {rounds_for(cross(8)), 8, 0}; // rounds across, in one process; stop
+  if (me == 0) {
+    alone(0);
+    setup[1] = rounds_for(alone(8));
+    setup[2] = late; // the calibration's releases: only rank 0 knows of its own
+  }
+  MPI_Bcast(setup, 3, MPI_INT, 0, w.comm());
+  std::vector<double> crown_t, base_t;
+  for (int stop = setup[2]; !stop;) {
+    crown_t.push_back(cross(setup[0]) / 2);
+    if (me == 0 && !late) base_t.push_back(alone(setup[1]) / 2);
+    stop = late || static_cast<int>(crown_t.size()) == o.batches || MPI_Wtime() - began > cap;
+    MPI_Bcast(&stop, 1, MPI_INT, 0, w.comm());
+  }
+  if (me != 0) return;
+  std::printf("# kernel flag hand-off: %s; %zu batches of %d (%d in one process) round trips%s\n",
+              mps ? "under MPS (scripts/gpu-check started it)" : "without MPS (time-slicing)",
+              crown_t.size(), setup[0], setup[1],
+              late ? "; a batch was RELEASED after 2 s: no figure" : "");
+  if (!late)
+    line(mps ? "kernel_flag_handoff_mps" : "kernel_flag_handoff", 8, "us", median(crown_t) * 1e6,
+         "same_process_flag", median(base_t) * 1e6);
+}
+
 } // namespace
 
 void gpu(const options& o) {
@@ -124,16 +199,22 @@ void gpu(const options& o) {
   const auto& w = crown::world();
   if (w.size() != 2) throw crown::argument_error("crown-bench gpu", "run it on exactly 2 ranks");
   const int me = w.rank();
+  CUstream_st* stream = gpu_side::stream_create();
+  if (me == 0) print_header();
+  if (o.mps) {
+    flag_handoff(o, w, true, stream);
+    return gpu_side::stream_destroy(stream);
+  }
   const std::size_t max_bytes = o.smoke ? (std::size_t{4} << 20) : (std::size_t{256} << 20);
   crown::coarray<char, 1, crown::memory_kind::cuda> a(w, max_bytes);
   device_buffer src(max_bytes), dst(max_bytes);
-  CUstream_st* stream = gpu_side::stream_create();
   const std::uint64_t at = a.block().offset;
-  if (me == 0) print_header();
   if (std::string_view(crown::device_link(1 - me)) == "staged") {
     staged_figures(o, w, at, src.p, dst.p, max_bytes, stream);
     return gpu_side::stream_destroy(stream);
   }
+  // Rank 1's block as mapped here: where the baselines copy to and from.
+  void* const peer = crown::detail::device_peer_address(1 - me, at);
   const auto run = [&](const std::function<void()>& body) {
     if (me == 0) body();
     MPI_Barrier(w.comm()); // the target has nothing to do: copies need no progress there
@@ -149,8 +230,14 @@ void gpu(const options& o) {
           else
             crown::detail::device_get(1, at, dst.p, b);
         });
-        const double m = median_seconds(o, ops, [&] { gpu_side::memcpy_d2d(dst.p, src.p, b); });
-        line(put ? "put_bw" : "get_bw", b, "GB/s", b / c / 1e9, "cudaMemcpy_d2d", b / m / 1e9);
+        const double m = median_seconds(o, ops, [&] {
+          if (put)
+            gpu_side::memcpy_async_sync(peer, src.p, b, stream);
+          else
+            gpu_side::memcpy_async_sync(dst.p, peer, b, stream);
+        });
+        line(put ? "put_bw" : "get_bw", b, "GB/s", b / c / 1e9, "cudaMemcpyAsync_peer",
+             b / m / 1e9);
       });
 
   std::vector<char> host(4096, 1);
@@ -166,9 +253,9 @@ void gpu(const options& o) {
         });
         const double m = median_seconds(o, ops, [&] {
           if (put)
-            gpu_side::memcpy_async_sync(dst.p, host.data(), b, stream);
+            gpu_side::memcpy_async_sync(peer, host.data(), b, stream);
           else
-            gpu_side::memcpy_async_sync(host.data(), src.p, b, stream);
+            gpu_side::memcpy_async_sync(host.data(), peer, b, stream);
         });
         line(put ? "put_latency" : "get_latency", b, "us", c * 1e6, "cudaMemcpyAsync_sync",
              m * 1e6);
@@ -232,6 +319,7 @@ void gpu(const options& o) {
           o, ops, [&] { gpu_side::kernel_store_local(static_cast<double*>(dst.p)); });
       line("kernel_store_latency", 8, "us", c * 1e6, "local_store_kernel", l * 1e6);
     });
+    flag_handoff(o, w, false, stream);
     const std::size_t block_bytes = o.smoke ? (std::size_t{4} << 20) : (std::size_t{64} << 20);
     run([&] {
       const int ops = o.smoke ? 3 : 10;

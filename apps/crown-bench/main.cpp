@@ -6,7 +6,9 @@
 //   mpirun -np 2 -x CROWN_FAKE_HOSTS=2 crown-bench progress [--smoke]
 //                                   (overlap, idle CPU, latency with the progress thread)
 //   crown-bench fortran --crown FILE --baseline FILE   (coarray Fortran: scripts/bench-fortran)
-//   mpirun -np 2 crown-bench gpu [--smoke] [--nvshmem FILE]   (device coarrays: scripts/gpu-check)
+//   mpirun -np 2 crown-bench gpu [--smoke] [--nvshmem FILE] [--mps]
+//                                   (device coarrays: scripts/gpu-check; --mps: only the
+//                                   kernel flag hand-off, run again under MPS)
 //   mpirun -np 2 crown-bench parallel [--smoke] [--torch FILE] (DDP training vs MPI and PyTorch)
 //   mpirun -np N crown-bench checkpoint [--smoke]      (checkpoint write/read vs dd)
 //   crown-bench plan [--smoke]    (crown-plan's search time; `parallel` prints it too)
@@ -37,6 +39,8 @@ int main(int argc, char** argv) {
       o.torch_file = argv[++i];
     } else if (a == "--nvshmem" && i + 1 < argc && group == "gpu") {
       o.nvshmem_file = argv[++i];
+    } else if (a == "--mps" && group == "gpu") {
+      o.mps = true;
     } else if (a == "--crown" && i + 1 < argc && group == "fortran") {
       o.crown_file = argv[++i];
     } else if (a == "--baseline" && i + 1 < argc && group == "fortran") {
@@ -55,7 +59,7 @@ int main(int argc, char** argv) {
         "       mpirun -np N %s engine [--smoke]\n"
         "       mpirun -np 2 -x CROWN_FAKE_HOSTS=2 %s progress [--smoke]\n"
         "       %s fortran --crown FILE --baseline FILE   (scripts/bench-fortran runs it)\n"
-        "       mpirun -np 2 %s gpu [--smoke] [--nvshmem FILE]\n"
+        "       mpirun -np 2 %s gpu [--smoke] [--nvshmem FILE] [--mps]\n"
         "       mpirun -np N %s checkpoint [--smoke]\n"
         "       mpirun -np 2 %s parallel [--smoke] [--torch FILE]\n"
         "       %s plan [--smoke]\n",
