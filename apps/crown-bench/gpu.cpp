@@ -18,6 +18,9 @@
 //   heat2d (MLUP/s)                crown-heat2d --gpu's solver vs a plain CUDA+MPI version
 //                                  (halos staged by hand) and vs the CPU solver, each
 //                                  checksum bitwise the CPU's
+//   dist_tensor_halo_rows/_columns  a 2-D device tensor's halo exchange (split in rows,
+//                                  in columns) by the box copy kernel vs copies per plane
+//                                  (CROWN_GPU_HALOS)
 //   co_sum_device 8 B..64 MiB      co_sum of a device coarray of doubles on the mesh's
 //                                  path (printed first) vs the same bytes staged by hand:
 //                                  cudaMemcpy to host, the host co_sum, cudaMemcpy back
@@ -192,6 +195,35 @@ void flag_handoff(const options& o, const crown::mesh& w, bool mps, CUstream_st*
          "same_process_flag", median(base_t) * 1e6);
 }
 
+/// dist_tensor's halo exchange on the GPU by the box copy kernel against copies per
+/// plane (CROWN_GPU_HALOS: the default is whichever wins here), alternating batch by
+/// batch: an n x n tensor of doubles split in rows (halos are rows: one run each) and
+/// in columns (halos are columns: one element per row), halos of width 1, periodic.
+void halo_paths(const options& o, const crown::mesh& w) {
+  const std::size_t n = o.smoke ? 1024 : 4096;
+  const crown::gpu_halos_choice before = crown::detail::device_halos();
+  if (w.rank() == 0)
+    std::printf("# dist_tensor halos: the box copy kernel (crown) vs copies per plane "
+                "(baseline); ratio > 1: the kernel is faster\n");
+  for (const std::size_t split : {0, 1}) {
+    crown::dist_tensor<double, 2, crown::memory_kind::cuda> t(w, {n, n}, {crown::shard(split)},
+                                                              {{1, 1}, {true, true}});
+    const auto exchange = [&](crown::gpu_halos_choice how) {
+      return [&t, how] {
+        crown::detail::set_device_halos(how);
+        t.exchange_halos();
+      };
+    };
+    const auto m = medians_alternating(
+        o, o.smoke ? 20 : 200,
+        {exchange(crown::gpu_halos_choice::kernel), exchange(crown::gpu_halos_choice::copies)});
+    if (w.rank() == 0)
+      line(split == 0 ? "dist_tensor_halo_rows" : "dist_tensor_halo_columns", n, "us", m[0] * 1e6,
+           "copies_per_plane", m[1] * 1e6);
+  }
+  crown::detail::set_device_halos(before);
+}
+
 } // namespace
 
 void gpu(const options& o) {
@@ -307,6 +339,8 @@ void gpu(const options& o) {
       if (me == 0) line("co_sum_device", b, "us", c * 1e6, "staged_host_co_sum", h * 1e6);
     }
   }
+
+  halo_paths(o, w);
 
   {
     const std::size_t n = max_bytes / sizeof(double);

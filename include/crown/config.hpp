@@ -18,6 +18,9 @@ enum class transport_choice { automatic, mpi, am, ucx };
 enum class gpu_mapping_choice { automatic, vmm, ipc };
 /// How co_* and the block collectives of device coarrays move data (CROWN_GPU_COLLECTIVES).
 enum class gpu_collectives_choice { automatic, peer, nccl, host };
+/// How dist_tensor's device box copies (halos, redistribution) move between device
+/// blocks of one host (CROWN_GPU_HALOS).
+enum class gpu_halos_choice { copies, kernel };
 /// Where the training stack's GEMMs run (CROWN_GEMM).
 enum class gemm_choice { automatic, cpu, cublas };
 
@@ -104,7 +107,8 @@ struct config {
   gpu_mapping_choice gpu_mapping = gpu_mapping_choice::automatic; ///< CROWN_GPU_MAPPING
   /// CROWN_GPU_COLLECTIVES
   gpu_collectives_choice gpu_collectives = gpu_collectives_choice::automatic;
-  gemm_choice gemm = gemm_choice::automatic; ///< CROWN_GEMM
+  gpu_halos_choice gpu_halos = gpu_halos_choice::copies; ///< CROWN_GPU_HALOS
+  gemm_choice gemm = gemm_choice::automatic;             ///< CROWN_GEMM
   /// CROWN_TRACE: the directory each rank writes its trace file to (empty: no tracing)
   std::string trace;
 
@@ -125,6 +129,7 @@ struct config {
 [[nodiscard]] std::string to_string(const fault_spec&);
 [[nodiscard]] std::string_view to_string(gpu_mapping_choice);
 [[nodiscard]] std::string_view to_string(gpu_collectives_choice);
+[[nodiscard]] std::string_view to_string(gpu_halos_choice);
 [[nodiscard]] std::string_view to_string(gemm_choice);
 
 } // namespace crown

@@ -6,7 +6,10 @@
 #include "../transport/offset_agreement.hpp"
 #include "../transport/transfer.hpp"
 #include "cuda_error.hpp"
+#include "device_boxes.hpp"
 #include "device_heap.hpp"
+#include <algorithm>
+#include <atomic>
 #include <crown/detail/device_heap.hpp>
 #include <crown/detail/wait.hpp>
 #include <crown/error.hpp>
@@ -14,6 +17,7 @@
 #include <crown/mesh.hpp>
 #include <cstdio>
 #include <utility>
+#include <vector>
 
 namespace crown::detail {
 namespace {
@@ -29,6 +33,46 @@ void check_range(const device_heap& h, std::uint64_t offset, std::size_t bytes,
                                               std::to_string(h.size()) + " bytes");
 }
 
+/// Whether this rank's GPU reaches memory of GPU `device` (its own, or a peer's).
+bool reaches(const device_heap& h, int device) {
+  if (device == h.device()) return true;
+  int can = 0;
+  (void)cudaDeviceCanAccessPeer(&can, h.device(), device);
+  (void)cudaGetLastError();
+  return can != 0;
+}
+
+/// Whether this rank's kernels reach `p`: device memory of a GPU its GPU reaches (its
+/// own blocks and mapped peers'), not host memory.
+bool kernels_reach(const device_heap& h, const void* p) {
+  cudaPointerAttributes a{};
+  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return false;
+  }
+  return a.type == cudaMemoryTypeDevice && reaches(h, a.device);
+}
+
+std::atomic<gpu_halos_choice> g_halos{gpu_halos_choice::copies};
+
+/// Enqueues box `b` on `stream` as copies: one per plane (cudaMemcpy2D limits a pitch
+/// to about 2 GiB, so a plane that is one run goes without one).
+void enqueue_box_copies(const box3& b, std::size_t elem, cudaStream_t stream, const char* op) {
+  for (std::size_t z = 0; z < b.ex[0]; ++z) {
+    std::byte* const to = b.to + b.to_offset(z, 0, 0) * elem;
+    const std::byte* const from = b.from + b.from_offset(z, 0, 0) * elem;
+    if (b.planes_contiguous())
+      check_cuda(cudaMemcpyAsync(to, from, b.ex[1] * b.ex[2] * elem, cudaMemcpyDefault, stream),
+                 std::string(op) + ": cudaMemcpyAsync(" + std::to_string(b.ex[1] * b.ex[2] * elem) +
+                     " bytes)");
+    else
+      check_cuda(cudaMemcpy2DAsync(to, b.te[2] * elem, from, b.fe[2] * elem, b.ex[2] * elem,
+                                   b.ex[1], cudaMemcpyDefault, stream),
+                 std::string(op) + ": cudaMemcpy2DAsync(" + std::to_string(b.ex[1]) + " rows of " +
+                     std::to_string(b.ex[2] * elem) + " bytes)");
+  }
+}
+
 /// Checks a caller's buffer for a device transfer: memory of another GPU that this
 /// rank's GPU cannot reach is refused (always; device paths check every buffer), and
 /// so is pageable host memory for stream-ordered transfers (`stream_ordered`), which
@@ -41,16 +85,12 @@ void check_buffer(const device_heap& h, const void* p, std::size_t bytes, bool s
     (void)cudaGetLastError();
     a.type = cudaMemoryTypeUnregistered;
   }
-  if (a.type == cudaMemoryTypeDevice && a.device != h.device()) {
-    int can = 0;
-    (void)cudaDeviceCanAccessPeer(&can, h.device(), a.device);
-    (void)cudaGetLastError();
-    if (!can)
-      throw argument_error(std::string(op),
-                           "the buffer at " + std::to_string(reinterpret_cast<std::uintptr_t>(p)) +
-                               " is memory of GPU " + std::to_string(a.device) +
-                               ", which this rank's GPU " + std::to_string(h.device()) +
-                               " cannot reach");
+  if (a.type == cudaMemoryTypeDevice && !reaches(h, a.device)) {
+    throw argument_error(std::string(op), "the buffer at " +
+                                              std::to_string(reinterpret_cast<std::uintptr_t>(p)) +
+                                              " is memory of GPU " + std::to_string(a.device) +
+                                              ", which this rank's GPU " +
+                                              std::to_string(h.device()) + " cannot reach");
   }
   if (stream_ordered && a.type == cudaMemoryTypeUnregistered)
     throw argument_error(std::string(op),
@@ -333,46 +373,37 @@ void device_put_notify(int world_rank, std::uint64_t offset, const void* src, st
   b.put_notify(world_rank, {&r, 1}, static_cast<const std::byte*>(src), flag, add);
 }
 
-void device_copy_box(std::size_t elem, std::size_t dims, const void* from,
-                     const std::size_t* from_ext, const std::size_t* from_at, void* to,
-                     const std::size_t* to_ext, const std::size_t* to_at,
-                     const std::size_t* extent) {
+void device_copy_boxes(std::size_t elem, std::size_t dims, std::span<const box_copy> boxes) {
   const char* op = "dist_tensor copy (device)";
   if (dims < 1 || dims > 3)
     throw argument_error(op, std::to_string(dims) + " dimensions (1 to 3 are supported)");
-  // As three dimensions [planes, rows, columns], leading ones of extent 1.
-  std::size_t fe[3] = {1, 1, 1}, fa[3] = {}, te[3] = {1, 1, 1}, ta[3] = {}, ex[3] = {1, 1, 1};
-  for (std::size_t d = 0; d < dims; ++d) {
-    const std::size_t k = 3 - dims + d;
-    fe[k] = from_ext[d];
-    fa[k] = from_at[d];
-    te[k] = to_ext[d];
-    ta[k] = to_at[d];
-    ex[k] = extent[d];
-  }
-  if (ex[0] == 0 || ex[1] == 0 || ex[2] == 0) return;
   device_heap& h = active_device_heap(op);
   const device_guard on(h.device());
-  const auto* src = static_cast<const std::byte*>(from);
-  auto* dst = static_cast<std::byte*>(to);
-  // A plane whose rows are one run on both sides (or one row) is one copy: no pitch,
-  // which cudaMemcpy2D limits to the device's maximum (about 2 GiB).
-  const bool runs = ex[1] == 1 || (ex[2] == fe[2] && ex[2] == te[2]);
-  for (std::size_t z = 0; z < ex[0]; ++z) {
-    const std::size_t f = ((fa[0] + z) * fe[1] + fa[1]) * fe[2] + fa[2];
-    const std::size_t t = ((ta[0] + z) * te[1] + ta[1]) * te[2] + ta[2];
-    if (runs)
-      check_cuda(cudaMemcpyAsync(dst + t * elem, src + f * elem, ex[1] * ex[2] * elem,
-                                 cudaMemcpyDefault, h.stream()),
-                 std::string(op) + ": cudaMemcpyAsync(" + std::to_string(ex[1] * ex[2] * elem) +
-                     " bytes)");
-    else
-      check_cuda(cudaMemcpy2DAsync(dst + t * elem, te[2] * elem, src + f * elem, fe[2] * elem,
-                                   ex[2] * elem, ex[1], cudaMemcpyDefault, h.stream()),
-                 std::string(op) + ": cudaMemcpy2DAsync(" + std::to_string(ex[1]) + " rows of " +
-                     std::to_string(ex[2] * elem) + " bytes)");
+  const bool by_kernel = g_halos.load(std::memory_order_relaxed) == gpu_halos_choice::kernel;
+  std::vector<box3> kernel_boxes;
+  std::size_t word = 8;
+  for (const box_copy& c : boxes) {
+    const box3 b =
+        make_box3(dims, c.from, c.from_ext, c.from_at, c.to, c.to_ext, c.to_at, c.extent);
+    if (b.count() == 0) continue;
+    if (by_kernel && kernels_reach(h, c.from) && kernels_reach(h, c.to)) {
+      kernel_boxes.push_back(b);
+      word = std::min(word, box_word_bytes(b, elem));
+    } else {
+      enqueue_box_copies(b, elem, h.stream(), op);
+    }
   }
+  for (std::size_t k = 0; k < kernel_boxes.size(); k += boxes_per_launch)
+    check_cuda(launch_box_copies(h.stream(), kernel_boxes.data() + k,
+                                 std::min(boxes_per_launch, kernel_boxes.size() - k), elem, word),
+               std::string(op) + ": the box copy kernel (" + std::to_string(kernel_boxes.size()) +
+                   " boxes of " + std::to_string(elem) + "-byte elements)");
   wait_for_gpu([&] { return cudaStreamQuery(h.stream()); }, std::string(op) + ": cudaStreamQuery");
+}
+
+gpu_halos_choice device_halos() noexcept { return g_halos.load(std::memory_order_relaxed); }
+void set_device_halos(gpu_halos_choice how) noexcept {
+  g_halos.store(how, std::memory_order_relaxed);
 }
 
 void device_quiet() {

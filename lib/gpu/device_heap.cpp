@@ -6,6 +6,7 @@
 #include "host_agreement.hpp"
 #include "offhost_path.hpp"
 #include "pointer_checks.hpp"
+#include <crown/detail/device_heap.hpp>
 #include <crown/detail/fault.hpp>
 #include <crown/error.hpp>
 #include <crown/log.hpp>
@@ -262,6 +263,7 @@ bool settings_chosen(const config& c) {
 } // namespace
 
 void start_device_heap(runtime_state& st) {
+  set_device_halos(st.cfg.gpu_halos);
   // Without a visible GPU there is no device memory to pass by mistake: no checks.
   g_check_host_buffers = st.cfg.check == 1 && st.topo->host().gpus > 0;
   g_device_heap.reset();

@@ -47,10 +47,11 @@ void device_put_notify(int, std::uint64_t, const void*, std::size_t, std::uint64
   no_cuda("device put_notify");
 }
 void device_quiet() {}
-void device_copy_box(std::size_t, std::size_t, const void*, const std::size_t*, const std::size_t*,
-                     void*, const std::size_t*, const std::size_t*, const std::size_t*) {
+void device_copy_boxes(std::size_t, std::size_t, std::span<const box_copy>) {
   no_cuda("dist_tensor copy (device)");
 }
+gpu_halos_choice device_halos() noexcept { return gpu_halos_choice::copies; }
+void set_device_halos(gpu_halos_choice) noexcept {}
 void* device_view_table(const mesh&, std::uint64_t, std::string_view what) { no_cuda(what); }
 
 void run_device_collective(const device_collective& c) {

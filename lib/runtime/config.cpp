@@ -20,7 +20,7 @@ namespace {
 constexpr std::uint64_t max_heap_bytes = std::uint64_t{1} << 44; ///< 16 TiB per rank
 constexpr double min_watchdog_seconds = 1;
 
-constexpr std::array<config_variable, 26> variables{{
+constexpr std::array<config_variable, 27> variables{{
     {"CROWN_LOG", "warn", "Log level: error, warn, info, debug or trace.", true},
     {"CROWN_BIND", "keep",
      "Binding: keep (the launcher's), core (one core per rank), numa (one NUMA node per rank), "
@@ -124,6 +124,11 @@ constexpr std::array<config_variable, 26> variables{{
      "image), host (staged through host memory and the host collectives), auto (nccl where "
      "every image has a GPU of its own and Crown was built with NCCL, else peer where every "
      "image is mapped here, else host)."},
+    {"CROWN_GPU_HALOS", "copies",
+     "How dist_tensor's device box copies (halos, redistribution, read and gather) move "
+     "between device blocks of one host: copies (cudaMemcpyAsync/cudaMemcpy2DAsync per plane "
+     "on Crown's stream, one wait for all), kernel (one kernel over every box through the "
+     "peer mappings, one wait). Boxes with a host side are copied either way."},
     {"CROWN_GEMM", "auto",
      "Where crown::parallel's GEMMs run: cpu (OpenBLAS), cublas (cuBLAS on the rank's GPU, "
      "operands copied there and back; an error where Crown was built without CUDA or no GPU "
@@ -322,6 +327,11 @@ std::string_view to_string(gpu_collectives_choice c) {
   return names.at(static_cast<std::size_t>(c));
 }
 
+std::string_view to_string(gpu_halos_choice h) {
+  constexpr std::array<std::string_view, 2> names{"copies", "kernel"};
+  return names.at(static_cast<std::size_t>(h));
+}
+
 std::string_view to_string(gemm_choice g) {
   constexpr std::array<std::string_view, 3> names{"auto", "cpu", "cublas"};
   return names.at(static_cast<std::size_t>(g));
@@ -369,6 +379,9 @@ config config::parse(const std::map<std::string, std::string>& vars,
           parse_choice(name, value,
                        std::array{gpu_collectives_choice::automatic, gpu_collectives_choice::peer,
                                   gpu_collectives_choice::nccl, gpu_collectives_choice::host});
+    } else if (name == "CROWN_GPU_HALOS") {
+      c.gpu_halos =
+          parse_choice(name, value, std::array{gpu_halos_choice::copies, gpu_halos_choice::kernel});
     } else if (name == "CROWN_GEMM") {
       c.gemm = parse_choice(
           name, value, std::array{gemm_choice::automatic, gemm_choice::cpu, gemm_choice::cublas});

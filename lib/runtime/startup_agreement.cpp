@@ -82,6 +82,7 @@ std::string canonical_value(const config& c, std::string_view name) {
   if (name == "CROWN_GPU_HEAP_SIZE") return std::to_string(c.gpu_heap_size);
   if (name == "CROWN_GPU_MAPPING") return std::string(to_string(c.gpu_mapping));
   if (name == "CROWN_GPU_COLLECTIVES") return std::string(to_string(c.gpu_collectives));
+  if (name == "CROWN_GPU_HALOS") return std::string(to_string(c.gpu_halos));
   if (name == "CROWN_GEMM") return std::string(to_string(c.gemm));
   throw std::logic_error("canonical_value: unknown variable " + std::string(name));
 }

@@ -2,13 +2,16 @@
 // (itself tested against serial references in tests/tensor): padded blocks after halo
 // exchanges of every width and periodicity, redistribution, gather, scatter, fill,
 // get/set and the reductions. Needs a GPU (skipped without one): compiled in CI, run by
-// scripts/gpu-check; the fake2 variant puts half the images on another pretend host.
+// scripts/gpu-check; the fake2 variant puts half the images on another pretend host, the
+// halo_kernel variant copies same-host boxes by the box copy kernel.
 #include "kernels.hpp"
 #include "rank_gpu.hpp"
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <crown/crown.hpp>
+#include <cstdlib>
 #include <harness/crown_test.hpp>
+#include <string>
 #include <vector>
 
 using crown::memory_kind;
@@ -104,6 +107,16 @@ BOOST_AUTO_TEST_CASE(halos_of_every_width_and_periodicity_match_the_host_tensor)
                             : std::vector<crown::placement>{crown::shard(2), crown::shard(0)},
                         {{1, width, 1}, {periodic, periodic, true}}, overlap);
         }
+}
+
+// The halo_kernel variant runs this suite with CROWN_GPU_HALOS=kernel: its same-host
+// boxes then go by the box copy kernel, the others by copies.
+BOOST_AUTO_TEST_CASE(box_copies_go_the_way_crown_gpu_halos_says) {
+  const char* set = std::getenv("CROWN_GPU_HALOS");
+  const std::string expected = set ? set : "copies";
+  BOOST_TEST(crown::to_string(crown::detail::device_halos()) == expected);
+  BOOST_TEST_MESSAGE("rank " << w().rank() << ": dist_tensor's device box copies by "
+                             << crown::to_string(crown::detail::device_halos()));
 }
 
 BOOST_AUTO_TEST_CASE(redistribution_gather_and_scatter_keep_every_element) {

@@ -47,6 +47,7 @@ const std::map<std::string, std::pair<std::string, std::string>> good_values{
     {"CROWN_GPU_HEAP_SIZE", {"2M", "0"}},
     {"CROWN_GPU_MAPPING", {"auto", "ipc"}},
     {"CROWN_GPU_COLLECTIVES", {"auto", "host"}},
+    {"CROWN_GPU_HALOS", {"copies", "kernel"}},
     {"CROWN_GEMM", {"auto", "cpu"}},
     {"CROWN_TRACE", {"", "crown-trace-fuzz"}}, // differing values fail before the directory is made
 };

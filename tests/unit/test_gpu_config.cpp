@@ -1,10 +1,13 @@
-// CROWN_GPU_HEAP_SIZE, CROWN_GPU_MAPPING and CROWN_GPU_COLLECTIVES: parsing, limits,
-// canonical values; the path device collectives choose from agreed facts and how they
-// split elements between images; and the kernel view's host-side type. No MPI, no GPU.
+// CROWN_GPU_HEAP_SIZE, CROWN_GPU_MAPPING, CROWN_GPU_COLLECTIVES and CROWN_GPU_HALOS:
+// parsing, limits, canonical values; the path device collectives choose from agreed
+// facts and how they split elements between images; the kernel view's host-side type;
+// and the element arithmetic of dist_tensor's box copy kernel. No MPI, no GPU.
 #include <boost/test/unit_test.hpp>
 #include <crown/config.hpp>
 #include <crown/device/coarray_view.hpp>
 #include <crown/error.hpp>
+#include <crown/tensor/dist_tensor.hpp>
+#include <gpu/box_copy.hpp>
 #include <gpu/collective_path.hpp>
 #include <gpu/offhost_path.hpp>
 #include <harness/crown_test.hpp>
@@ -58,6 +61,94 @@ BOOST_AUTO_TEST_CASE(gpu_collectives_is_auto_peer_nccl_or_host) {
   BOOST_TEST(message_of({{"CROWN_GPU_COLLECTIVES", "mpi"}}) ==
              "crown::config_error: rank ?: CROWN_GPU_COLLECTIVES: invalid value 'mpi' (allowed: "
              "auto, peer, nccl, host)");
+}
+
+BOOST_AUTO_TEST_CASE(gpu_halos_is_copies_or_kernel) {
+  BOOST_TEST((config::parse({}).gpu_halos == crown::gpu_halos_choice::copies));
+  for (auto h : {"copies", "kernel"}) {
+    const config parsed = config::parse({{"CROWN_GPU_HALOS", h}});
+    BOOST_TEST(crown::to_string(parsed.gpu_halos) == h);
+    BOOST_TEST(crown::detail::canonical_value(parsed, "CROWN_GPU_HALOS") == h);
+  }
+  BOOST_TEST(message_of({{"CROWN_GPU_HALOS", "auto"}}) ==
+             "crown::config_error: rank ?: CROWN_GPU_HALOS: invalid value 'auto' (allowed: "
+             "copies, kernel)");
+}
+
+namespace {
+/// Box `extent` of blocks `fe` and `te` (N dimensions) from `fa` to `ta`, copied element
+/// by element as the box copy kernel copies it (box3's position and offsets), against
+/// the host tensor's copy_box; the rest of `to` must stay as it was.
+template <std::size_t N>
+void box_kernel_matches_host(const std::array<std::size_t, N>& fe,
+                             const std::array<std::size_t, N>& fa,
+                             const std::array<std::size_t, N>& te,
+                             const std::array<std::size_t, N>& ta,
+                             const std::array<std::size_t, N>& ex) {
+  std::size_t from_n = 1, to_n = 1;
+  for (std::size_t d = 0; d < N; ++d) {
+    from_n *= fe[d];
+    to_n *= te[d];
+  }
+  std::vector<double> from(from_n), expected(to_n, -1.0), got(to_n, -1.0);
+  for (std::size_t i = 0; i < from_n; ++i) from[i] = static_cast<double>(i);
+  crown::detail::copy_box(from.data(), fe, fa, expected.data(), te, ta, ex);
+  const crown::detail::box3 b = crown::detail::make_box3(
+      N, from.data(), fe.data(), fa.data(), got.data(), te.data(), ta.data(), ex.data());
+  std::size_t count = 1;
+  for (std::size_t d = 0; d < N; ++d) count *= ex[d];
+  BOOST_TEST(b.count() == count);
+  for (std::size_t i = 0; i < b.count(); ++i) { // one "thread" per element
+    std::size_t z = 0, y = 0, x = 0;
+    b.position(i, z, y, x);
+    got[b.to_offset(z, y, x)] = from[b.from_offset(z, y, x)];
+  }
+  BOOST_TEST(got == expected, boost::test_tools::per_element());
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_box_copy_kernel_moves_what_the_host_box_copy_moves) {
+  box_kernel_matches_host<1>({10}, {3}, {12}, {0}, {7});
+  box_kernel_matches_host<2>({6, 9}, {1, 7}, {8, 4}, {5, 1}, {3, 2}); // a halo column
+  box_kernel_matches_host<2>({6, 9}, {2, 0}, {6, 9}, {0, 0}, {1, 9}); // a whole row
+  box_kernel_matches_host<2>({5, 4}, {0, 0}, {5, 4}, {0, 0}, {5, 4}); // all of it
+  box_kernel_matches_host<3>({4, 5, 6}, {1, 2, 3}, {3, 7, 8}, {0, 1, 2}, {2, 3, 3});
+  box_kernel_matches_host<3>({4, 5, 6}, {0, 4, 0}, {4, 1, 6}, {0, 0, 0}, {4, 1, 6}); // a face
+  box_kernel_matches_host<3>({3, 3, 3}, {2, 2, 2}, {3, 3, 3}, {0, 0, 0}, {1, 1, 1}); // a corner
+}
+
+BOOST_AUTO_TEST_CASE(a_box_plane_is_one_copy_only_where_its_rows_are_one_run) {
+  const std::size_t fe[2] = {6, 9}, te[2] = {6, 9}, te_narrow[2] = {6, 4}, at[2] = {};
+  const std::size_t row[2] = {1, 9}, rows[2] = {3, 9}, column[2] = {3, 1}, block[2] = {3, 4};
+  using crown::detail::make_box3;
+  BOOST_TEST(make_box3(2, nullptr, fe, at, nullptr, te, at, row).planes_contiguous());
+  BOOST_TEST(make_box3(2, nullptr, fe, at, nullptr, te, at, rows).planes_contiguous());
+  BOOST_TEST(!make_box3(2, nullptr, fe, at, nullptr, te, at, column).planes_contiguous());
+  BOOST_TEST(!make_box3(2, nullptr, fe, at, nullptr, te_narrow, at, block).planes_contiguous());
+  const std::size_t one[1] = {5}, one_at[1] = {2};
+  const auto b = make_box3(1, nullptr, one, one_at, nullptr, one, one_at, one);
+  BOOST_TEST(b.ex[0] == 1u); // leading dimensions of extent 1
+  BOOST_TEST(b.ex[1] == 1u);
+  BOOST_TEST(b.ex[2] == 5u);
+  BOOST_TEST(b.fa[2] == 2u);
+}
+
+BOOST_AUTO_TEST_CASE(the_box_kernel_moves_the_widest_aligned_word) {
+  alignas(16) static std::byte memory[64];
+  const auto box = [](std::size_t from, std::size_t to) {
+    crown::detail::box3 b;
+    b.from = memory + from;
+    b.to = memory + to;
+    return b;
+  };
+  using crown::detail::box_word_bytes;
+  BOOST_TEST(box_word_bytes(box(0, 8), 8) == 8u);   // double
+  BOOST_TEST(box_word_bytes(box(0, 8), 16) == 8u);  // complex<double>
+  BOOST_TEST(box_word_bytes(box(0, 4), 8) == 4u);   // complex<float> at a 4-byte address
+  BOOST_TEST(box_word_bytes(box(0, 16), 12) == 4u); // three floats
+  BOOST_TEST(box_word_bytes(box(0, 16), 2) == 2u);
+  BOOST_TEST(box_word_bytes(box(1, 16), 8) == 1u);
+  BOOST_TEST(box_word_bytes(box(0, 0), 3) == 1u);
 }
 
 namespace {

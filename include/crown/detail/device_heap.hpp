@@ -3,9 +3,11 @@
 // mapped by the ranks of its host at start-up). Implemented in lib/gpu/ (CUDA builds;
 // elsewhere every call throws, naming the missing CUDA).
 #pragma once
+#include <crown/config.hpp>
 #include <crown/detail/heap.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <span>
 #include <string_view>
 
 struct CUstream_st; // cudaStream_t is CUstream_st*: no CUDA header needed here
@@ -67,15 +69,26 @@ void device_put_notify(int world_rank, std::uint64_t offset, const void* src, st
 /// Completes every device transfer this rank started on Crown's stream.
 void device_quiet();
 
-/// Copies a box of `extent` elements of `elem` bytes between two row-major blocks of
-/// `dims` (1-3) dimensions, extents `from_ext` and `to_ext`, from `from_at` to `to_at`:
-/// either side host memory, this rank's device memory or a mapped peer's (dist_tensor's
-/// halos and redistribution). One copy per plane on Crown's stream; returns once the
-/// copy is done (serving other ranks' requests while it waits).
-void device_copy_box(std::size_t elem, std::size_t dims, const void* from,
-                     const std::size_t* from_ext, const std::size_t* from_at, void* to,
-                     const std::size_t* to_ext, const std::size_t* to_at,
-                     const std::size_t* extent);
+/// One box of device_copy_boxes: `extent` elements between two row-major blocks of the
+/// call's `dims` (1-3) dimensions (the first `dims` entries of each array count),
+/// extents `from_ext` and `to_ext`, from `from_at` to `to_at`.
+struct box_copy {
+  const void* from = nullptr;
+  void* to = nullptr;
+  std::size_t from_ext[3] = {}, from_at[3] = {}, to_ext[3] = {}, to_at[3] = {}, extent[3] = {};
+};
+
+/// Copies every box, of `elem`-byte elements: either side host memory, this rank's
+/// device memory or a mapped peer's (dist_tensor's halos and redistribution). Boxes
+/// between device memory this GPU's kernels reach go as CROWN_GPU_HALOS says (copies:
+/// one copy per plane on Crown's stream; kernel: one kernel over all of them), the
+/// others by copies; returns once every box is done (serving other ranks' requests
+/// while it waits).
+void device_copy_boxes(std::size_t elem, std::size_t dims, std::span<const box_copy> boxes);
+/// How device_copy_boxes copies device-to-device boxes: CROWN_GPU_HALOS at start-up,
+/// or what set_device_halos chose since (crown-bench gpu measures both).
+gpu_halos_choice device_halos() noexcept;
+void set_device_halos(gpu_halos_choice how) noexcept;
 
 /// A device array of `m`'s members' base addresses of the block at `offset` (image
 /// order), for kernel views; made once per block and freed with it. Throws when an

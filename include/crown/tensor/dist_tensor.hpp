@@ -325,16 +325,19 @@ public:
       throw state_error("dist_tensor::exchange_halos_start", "the previous exchange is not "
                                                              "finished (exchange_halos_finish)");
     sync_images(mesh(), neighbours_); // their blocks are complete
+    std::vector<box_copy> same_host;
     for (halo_transfer& t : transfers_) {
       if (const T* peer = peer_storage(t.source)) { // same host: straight into the halo
         index_type from;
         for (std::size_t d = 0; d < N; ++d) from[d] = t.from[d].begin;
-        copy_box(peer, store_.extents(), from, store_.data(), store_.extents(), t.to, t.extent);
+        same_host.push_back(
+            {peer, store_.extents(), from, store_.data(), store_.extents(), t.to, t.extent});
         continue;
       }
       t.done = store_.on(t.source).get_async(t.from, std::span<T>(t.buffer));
       t.staged = true;
     }
+    copy_boxes(same_host);
     halos_in_flight_ = true;
   }
   /// Non-blocking, between start and finish: true once every halo has arrived (finish
@@ -350,12 +353,14 @@ public:
   void exchange_halos_finish() {
     if (!halos_in_flight_)
       throw state_error("dist_tensor::exchange_halos_finish", "no exchange was started");
+    std::vector<box_copy> arrived;
     for (halo_transfer& t : transfers_) {
       if (!std::exchange(t.staged, false)) continue;
       t.done.wait();
-      copy_box(t.buffer.data(), t.extent, index_type{}, store_.data(), store_.extents(), t.to,
-               t.extent);
+      arrived.push_back({t.buffer.data(), t.extent, index_type{}, store_.data(), store_.extents(),
+                         t.to, t.extent});
     }
+    copy_boxes(arrived);
     halos_in_flight_ = false;
     sync_images(mesh(), neighbours_); // they may change their blocks again
   }
@@ -479,15 +484,40 @@ private:
       detail::for_each_index(own_, [&](const index_type& i) { f(element(i)); });
     }
   }
-  /// A box copy between blocks of this kind's memory and host memory (either side).
+  /// A box copy between blocks of this kind's memory and host memory (either side):
+  /// `extent` elements from `from_at` of `from` (extents `from_ext`) to `to_at` of `to`.
+  struct box_copy {
+    const T* from;
+    index_type from_ext, from_at;
+    T* to;
+    index_type to_ext, to_at, extent;
+  };
+  /// Copies every box; a device tensor's in one call (one wait for them all).
+  static void copy_boxes(std::span<const box_copy> boxes) {
+    if constexpr (on_device) {
+      std::vector<detail::box_copy> device(boxes.size());
+      for (std::size_t k = 0; k < boxes.size(); ++k) {
+        const box_copy& b = boxes[k];
+        detail::box_copy& c = device[k];
+        c.from = b.from;
+        c.to = b.to;
+        std::copy(b.from_ext.begin(), b.from_ext.end(), c.from_ext);
+        std::copy(b.from_at.begin(), b.from_at.end(), c.from_at);
+        std::copy(b.to_ext.begin(), b.to_ext.end(), c.to_ext);
+        std::copy(b.to_at.begin(), b.to_at.end(), c.to_at);
+        std::copy(b.extent.begin(), b.extent.end(), c.extent);
+      }
+      if (!device.empty()) detail::device_copy_boxes(sizeof(T), N, device);
+    } else {
+      for (const box_copy& b : boxes)
+        detail::copy_box(b.from, b.from_ext, b.from_at, b.to, b.to_ext, b.to_at, b.extent);
+    }
+  }
   static void copy_box(const T* from, const index_type& from_ext, const index_type& from_at, T* to,
                        const index_type& to_ext, const index_type& to_at,
                        const index_type& extent) {
-    if constexpr (on_device)
-      detail::device_copy_box(sizeof(T), N, from, from_ext.data(), from_at.data(), to,
-                              to_ext.data(), to_at.data(), extent.data());
-    else
-      detail::copy_box(from, from_ext, from_at, to, to_ext, to_at, extent);
+    const box_copy b{from, from_ext, from_at, to, to_ext, to_at, extent};
+    copy_boxes({&b, 1});
   }
 
   /// Copies `region` into the block `to` (extents `to_ext`), placing region.lo at `at`.
