@@ -16,6 +16,7 @@
 #include <crown/log.hpp>
 #include <crown/mesh.hpp>
 #include <cstdio>
+#include <exception>
 #include <utility>
 #include <vector>
 
@@ -42,18 +43,8 @@ bool reaches(const device_heap& h, int device) {
   return can != 0;
 }
 
-/// Whether this rank's kernels reach `p`: device memory of a GPU its GPU reaches (its
-/// own blocks and mapped peers'), not host memory.
-bool kernels_reach(const device_heap& h, const void* p) {
-  cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    (void)cudaGetLastError();
-    return false;
-  }
-  return a.type == cudaMemoryTypeDevice && reaches(h, a.device);
-}
-
 std::atomic<gpu_halos_choice> g_halos{gpu_halos_choice::copies};
+std::atomic<std::uint64_t> g_box_launches{0};
 
 /// Enqueues box `b` on `stream` as copies: one per plane (cudaMemcpy2D limits a pitch
 /// to about 2 GiB, so a plane that is one run goes without one).
@@ -380,28 +371,42 @@ void device_copy_boxes(std::size_t elem, std::size_t dims, std::span<const box_c
   device_heap& h = active_device_heap(op);
   const device_guard on(h.device());
   const bool by_kernel = g_halos.load(std::memory_order_relaxed) == gpu_halos_choice::kernel;
+  // What was enqueued before a failure completes before the error leaves: it writes
+  // into blocks the caller may free once it has the error.
+  struct drain_on_failure {
+    cudaStream_t stream;
+    int failures = std::uncaught_exceptions();
+    ~drain_on_failure() {
+      if (std::uncaught_exceptions() > failures) (void)cudaStreamSynchronize(stream);
+    }
+  } drain{h.stream()};
   std::vector<box3> kernel_boxes;
   std::size_t word = 8;
   for (const box_copy& c : boxes) {
     const box3 b =
         make_box3(dims, c.from, c.from_ext, c.from_at, c.to, c.to_ext, c.to_at, c.extent);
     if (b.count() == 0) continue;
-    if (by_kernel && kernels_reach(h, c.from) && kernels_reach(h, c.to)) {
+    if (by_kernel && h.maps(c.from) && h.maps(c.to)) {
       kernel_boxes.push_back(b);
       word = std::min(word, box_word_bytes(b, elem));
     } else {
       enqueue_box_copies(b, elem, h.stream(), op);
     }
   }
-  for (std::size_t k = 0; k < kernel_boxes.size(); k += boxes_per_launch)
+  for (std::size_t k = 0; k < kernel_boxes.size(); k += boxes_per_launch) {
     check_cuda(launch_box_copies(h.stream(), kernel_boxes.data() + k,
                                  std::min(boxes_per_launch, kernel_boxes.size() - k), elem, word),
                std::string(op) + ": the box copy kernel (" + std::to_string(kernel_boxes.size()) +
                    " boxes of " + std::to_string(elem) + "-byte elements)");
+    g_box_launches.fetch_add(1, std::memory_order_relaxed);
+  }
   wait_for_gpu([&] { return cudaStreamQuery(h.stream()); }, std::string(op) + ": cudaStreamQuery");
 }
 
 gpu_halos_choice device_halos() noexcept { return g_halos.load(std::memory_order_relaxed); }
+std::uint64_t device_box_kernel_launches() noexcept {
+  return g_box_launches.load(std::memory_order_relaxed);
+}
 void set_device_halos(gpu_halos_choice how) noexcept {
   g_halos.store(how, std::memory_order_relaxed);
 }

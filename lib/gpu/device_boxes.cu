@@ -21,15 +21,16 @@ __global__ void copy_boxes(box_batch batch, std::size_t words_per_element) {
        i += step) {
     std::size_t z, y, x;
     b.position(i, z, y, x);
-    const Word* from = reinterpret_cast<const Word*>(b.from) + b.from_offset(z, y, x) * words_per_element;
+    const Word* from =
+        reinterpret_cast<const Word*>(b.from) + b.from_offset(z, y, x) * words_per_element;
     Word* to = reinterpret_cast<Word*>(b.to) + b.to_offset(z, y, x) * words_per_element;
     for (std::size_t w = 0; w < words_per_element; ++w) to[w] = from[w];
   }
 }
 
 template <typename Word>
-cudaError_t launch(cudaStream_t stream, const box_batch& batch, unsigned boxes,
-                   std::size_t largest, std::size_t words_per_element) {
+cudaError_t launch(cudaStream_t stream, const box_batch& batch, unsigned boxes, std::size_t largest,
+                   std::size_t words_per_element) {
   constexpr unsigned threads = 256;
   const auto blocks = static_cast<unsigned>(
       std::min<std::size_t>((largest + threads - 1) / threads, std::size_t{1024}));

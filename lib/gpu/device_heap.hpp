@@ -50,6 +50,18 @@ public:
     return base ? base + offset : nullptr;
   }
   [[nodiscard]] int world_size() const noexcept { return static_cast<int>(peers_.size()); }
+  /// Whether `p` lies in this rank's heap or a mapped peer's: memory this GPU's kernels
+  /// reach (a kernel view's), told by address alone.
+  [[nodiscard]] bool maps(const void* p) const noexcept {
+    const auto* b = static_cast<const std::byte*>(p);
+    const auto within = [&](const std::byte* base) {
+      return base && b >= base && b < base + size();
+    };
+    if (within(memory_->local())) return true;
+    for (const std::byte* base : peers_)
+      if (within(base)) return true;
+    return false;
+  }
   /// Collective over the world (after the heap is agreed): which ranks have a device
   /// heap (`has_heap`, per world rank); makes the staged path when some of them are on
   /// other hosts and `am` carries requests.

@@ -128,7 +128,8 @@ constexpr std::array<config_variable, 27> variables{{
      "How dist_tensor's device box copies (halos, redistribution, read and gather) move "
      "between device blocks of one host: copies (cudaMemcpyAsync/cudaMemcpy2DAsync per plane "
      "on Crown's stream, one wait for all), kernel (one kernel over every box through the "
-     "peer mappings, one wait). Boxes with a host side are copied either way."},
+     "peer mappings, one wait). Boxes with a host side are copied either way.",
+     true},
     {"CROWN_GEMM", "auto",
      "Where crown::parallel's GEMMs run: cpu (OpenBLAS), cublas (cuBLAS on the rank's GPU, "
      "operands copied there and back; an error where Crown was built without CUDA or no GPU "

@@ -80,15 +80,17 @@ struct box_copy {
 
 /// Copies every box, of `elem`-byte elements: either side host memory, this rank's
 /// device memory or a mapped peer's (dist_tensor's halos and redistribution). Boxes
-/// between device memory this GPU's kernels reach go as CROWN_GPU_HALOS says (copies:
+/// between device heaps (this rank's, mapped peers') go as CROWN_GPU_HALOS says (copies:
 /// one copy per plane on Crown's stream; kernel: one kernel over all of them), the
 /// others by copies; returns once every box is done (serving other ranks' requests
-/// while it waits).
+/// while it waits), also when it throws.
 void device_copy_boxes(std::size_t elem, std::size_t dims, std::span<const box_copy> boxes);
-/// How device_copy_boxes copies device-to-device boxes: CROWN_GPU_HALOS at start-up,
+/// How device_copy_boxes copies boxes between device heaps: CROWN_GPU_HALOS at start-up,
 /// or what set_device_halos chose since (crown-bench gpu measures both).
 gpu_halos_choice device_halos() noexcept;
 void set_device_halos(gpu_halos_choice how) noexcept;
+/// Box copy kernels this process launched (tests and benchmarks check the path ran).
+std::uint64_t device_box_kernel_launches() noexcept;
 
 /// A device array of `m`'s members' base addresses of the block at `offset` (image
 /// order), for kernel views; made once per block and freed with it. Throws when an

@@ -337,7 +337,16 @@ public:
       t.done = store_.on(t.source).get_async(t.from, std::span<T>(t.buffer));
       t.staged = true;
     }
-    copy_boxes(same_host);
+    try {
+      copy_boxes(same_host);
+    } catch (...) { // the gets started write into the buffers: done before they go
+      for (halo_transfer& t : transfers_)
+        if (std::exchange(t.staged, false)) try {
+            t.done.wait();
+          } catch (...) { // the first error is the one reported
+          }
+      throw;
+    }
     halos_in_flight_ = true;
   }
   /// Non-blocking, between start and finish: true once every halo has arrived (finish
