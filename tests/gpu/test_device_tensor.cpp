@@ -119,7 +119,9 @@ template <typename T>
 void same_halos_of(const crown::mesh& m) {
   const idx<2> shape{9, 11};
   const crown::halo_spec<2> h{{1, 2}, {true, true}};
-  const std::vector<crown::placement> p(m.ndim(), crown::shard(m.ndim() == 1 ? 1 : 0));
+  const std::vector<crown::placement> p =
+      m.ndim() == 1 ? std::vector<crown::placement>{crown::shard(1)}
+                    : std::vector<crown::placement>{crown::shard(0), crown::shard(1)};
   crown::dist_tensor<T, 2> host(m, shape, p, h);
   crown::dist_tensor<T, 2, memory_kind::cuda> device(m, shape, p, h);
   std::vector<T> all(elements(shape));
