@@ -24,6 +24,8 @@
 //   co_sum_device 8 B..64 MiB      co_sum of a device coarray of doubles on the mesh's
 //                                  path (printed first) vs the same bytes staged by hand:
 //                                  cudaMemcpy to host, the host co_sum, cudaMemcpy back
+//   co_broadcast_device, all_gather_device, reduce_scatter_device 4 KiB..16 MiB blocks
+//                                  the same way, each vs the host collective staged by hand
 // With the two ranks on two hosts (CROWN_FAKE_HOSTS=2: the staged path), only:
 //   staged_put_bw/staged_get_bw 64 KiB..256 MiB  Crown's staged device put/get vs the
 //                                  same bytes staged by hand: cudaMemcpyAsync into
@@ -347,6 +349,47 @@ void gpu(const options& o) {
         gpu_side::memcpy_async_sync(x.data(), staged.data(), b, stream);
       });
       if (me == 0) line("co_sum_device", b, "us", c * 1e6, "staged_host_co_sum", h * 1e6);
+    }
+    // The broadcast and the block collectives, each beside the same staged by hand: a
+    // block of `b` bytes (images pieces of b / images for reduce_scatter).
+    for (std::size_t b = 4096; b <= top; b *= (o.smoke ? 256 : 64)) {
+      const std::size_t count = b / sizeof(double), piece = count / 2;
+      crown::coarray<double, 1, crown::memory_kind::cuda> x(w, count);
+      device_buffer all(2 * b);
+      auto* const all_d = static_cast<double*>(all.p);
+      std::vector<double> host_all(2 * count);
+      const int ops = std::max(4, ops_for(b, o.smoke) / 8);
+      const auto to_host = [&] { gpu_side::memcpy_async_sync(staged.data(), x.data(), b, stream); };
+      const auto figure = [&](const char* op, const char* base, const std::function<void()>& crown,
+                              const std::function<void()>& by_hand) {
+        const double c = median_seconds(o, ops, crown), h = median_seconds(o, ops, by_hand);
+        if (me == 0) line(op, b, "us", c * 1e6, base, h * 1e6);
+      };
+      figure(
+          "co_broadcast_device", "staged_host_co_broadcast", [&] { crown::co_broadcast(x, 0); },
+          [&] {
+            to_host();
+            crown::co_broadcast(w, std::span<double>(staged.data(), count), 0);
+            gpu_side::memcpy_async_sync(x.data(), staged.data(), b, stream);
+          });
+      figure(
+          "all_gather_device", "staged_host_all_gather",
+          [&] { crown::all_gather(x, std::span<double>(all_d, 2 * count)); },
+          [&] {
+            to_host();
+            crown::all_gather(w, std::span<const double>(staged.data(), count),
+                              std::span<double>(host_all));
+            gpu_side::memcpy_async_sync(all_d, host_all.data(), 2 * b, stream);
+          });
+      figure(
+          "reduce_scatter_device", "staged_host_reduce_scatter",
+          [&] { crown::reduce_scatter(x, std::span<double>(all_d, piece)); },
+          [&] {
+            to_host();
+            crown::reduce_scatter(w, std::span<const double>(staged.data(), count),
+                                  std::span<double>(host_all.data(), piece));
+            gpu_side::memcpy_async_sync(all_d, host_all.data(), piece * sizeof(double), stream);
+          });
     }
   }
 
