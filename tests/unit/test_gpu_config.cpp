@@ -42,37 +42,37 @@ BOOST_AUTO_TEST_CASE(gpu_heap_size_refuses_what_the_host_heap_refuses) {
                bad);
 }
 
+namespace {
+/// A choice variable: the first of `values` is its default; each value is parsed,
+/// spelled back and canonical as given; `bad` is refused naming what is allowed.
+template <typename Field>
+void choices_parse(const std::string& name, const std::vector<std::string>& values, Field field,
+                   const std::string& bad) {
+  BOOST_TEST(crown::to_string(config::parse({}).*field) == values.front());
+  std::string allowed;
+  for (const std::string& v : values) {
+    const config parsed = config::parse({{name, v}});
+    BOOST_TEST(crown::to_string(parsed.*field) == v);
+    BOOST_TEST(crown::detail::canonical_value(parsed, name) == v);
+    allowed += (allowed.empty() ? "" : ", ") + v;
+  }
+  BOOST_TEST(message_of({{name, bad}}) == "crown::config_error: rank ?: " + name +
+                                              ": invalid value '" + bad + "' (allowed: " + allowed +
+                                              ")");
+}
+} // namespace
+
 BOOST_AUTO_TEST_CASE(gpu_mapping_is_auto_vmm_or_ipc) {
-  BOOST_TEST((config::parse({}).gpu_mapping == crown::gpu_mapping_choice::automatic));
-  for (auto m : {"auto", "vmm", "ipc"})
-    BOOST_TEST(crown::to_string(config::parse({{"CROWN_GPU_MAPPING", m}}).gpu_mapping) == m);
-  BOOST_TEST(message_of({{"CROWN_GPU_MAPPING", "nvlink"}}) ==
-             "crown::config_error: rank ?: CROWN_GPU_MAPPING: invalid value 'nvlink' (allowed: "
-             "auto, vmm, ipc)");
+  choices_parse("CROWN_GPU_MAPPING", {"auto", "vmm", "ipc"}, &config::gpu_mapping, "nvlink");
 }
 
 BOOST_AUTO_TEST_CASE(gpu_collectives_is_auto_peer_nccl_or_host) {
-  BOOST_TEST((config::parse({}).gpu_collectives == crown::gpu_collectives_choice::automatic));
-  for (auto c : {"auto", "peer", "nccl", "host"}) {
-    const config parsed = config::parse({{"CROWN_GPU_COLLECTIVES", c}});
-    BOOST_TEST(crown::to_string(parsed.gpu_collectives) == c);
-    BOOST_TEST(crown::detail::canonical_value(parsed, "CROWN_GPU_COLLECTIVES") == c);
-  }
-  BOOST_TEST(message_of({{"CROWN_GPU_COLLECTIVES", "mpi"}}) ==
-             "crown::config_error: rank ?: CROWN_GPU_COLLECTIVES: invalid value 'mpi' (allowed: "
-             "auto, peer, nccl, host)");
+  choices_parse("CROWN_GPU_COLLECTIVES", {"auto", "peer", "nccl", "host"}, &config::gpu_collectives,
+                "mpi");
 }
 
 BOOST_AUTO_TEST_CASE(gpu_halos_is_copies_or_kernel) {
-  BOOST_TEST((config::parse({}).gpu_halos == crown::gpu_halos_choice::copies));
-  for (auto h : {"copies", "kernel"}) {
-    const config parsed = config::parse({{"CROWN_GPU_HALOS", h}});
-    BOOST_TEST(crown::to_string(parsed.gpu_halos) == h);
-    BOOST_TEST(crown::detail::canonical_value(parsed, "CROWN_GPU_HALOS") == h);
-  }
-  BOOST_TEST(message_of({{"CROWN_GPU_HALOS", "auto"}}) ==
-             "crown::config_error: rank ?: CROWN_GPU_HALOS: invalid value 'auto' (allowed: "
-             "copies, kernel)");
+  choices_parse("CROWN_GPU_HALOS", {"copies", "kernel"}, &config::gpu_halos, "auto");
 }
 
 namespace {
