@@ -246,7 +246,11 @@ void gpu(const options& o) {
   const int me = w.rank();
   CUstream_st* stream = gpu_side::stream_create();
   if (me == 0) print_header();
-  if (o.mps) {
+  if (o.mps) { // a kernel view reaches images of its own host only
+    if (std::string_view(crown::device_link(1 - me)) != "mapped")
+      throw crown::argument_error("crown-bench gpu --mps",
+                                  "the two ranks' device heaps must map each other (link: " +
+                                      std::string(crown::device_link(1 - me)) + ")");
     flag_handoff(o, w, true, stream);
     return gpu_side::stream_destroy(stream);
   }

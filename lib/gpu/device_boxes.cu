@@ -13,7 +13,8 @@ struct box_batch {
 static_assert(sizeof(box_batch) <= 4000, "a kernel's arguments may take 4 KiB");
 
 template <typename Word>
-__global__ void copy_boxes(box_batch batch, std::size_t words_per_element) {
+// __grid_constant__: the batch is read where it lies, never copied per thread.
+__global__ void copy_boxes(const __grid_constant__ box_batch batch, std::size_t words_per_element) {
   const box3& b = batch.boxes[blockIdx.y];
   const std::size_t n = b.count();
   const std::size_t step = static_cast<std::size_t>(gridDim.x) * blockDim.x;

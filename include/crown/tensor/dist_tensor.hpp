@@ -83,8 +83,9 @@ void copy_box(const T* from, const std::array<std::size_t, N>& from_ext,
 /// With K = memory_kind::cuda every block lives in the device heap of its rank's GPU,
 /// with the same placements, halos, redistribution, gather and scatter. data() is the
 /// padded block's device pointer, for the caller's kernels; halos and redistribution move
-/// as copies on Crown's stream (between mapped peers directly, through device gets into
-/// host buffers for images on other hosts), complete when exchange_halos_start returns.
+/// on Crown's stream (between mapped peers directly, by copies or by one kernel as
+/// CROWN_GPU_HALOS says; through device gets into host buffers for images on other
+/// hosts), complete when exchange_halos_start returns.
 /// They are not ordered with the caller's streams: synchronise every stream that wrote
 /// or reads data() before any collective call of the tensor. fill, get, set and the
 /// reductions go through host memory (setup and checks, not inner loops); apply,
@@ -325,13 +326,17 @@ public:
       throw state_error("dist_tensor::exchange_halos_start", "the previous exchange is not "
                                                              "finished (exchange_halos_finish)");
     sync_images(mesh(), neighbours_); // their blocks are complete
-    std::vector<box_copy> same_host;
+    std::vector<box_copy> same_host;  // a device tensor's: host tensors copy at once
     for (halo_transfer& t : transfers_) {
       if (const T* peer = peer_storage(t.source)) { // same host: straight into the halo
         index_type from;
         for (std::size_t d = 0; d < N; ++d) from[d] = t.from[d].begin;
-        same_host.push_back(
-            {peer, store_.extents(), from, store_.data(), store_.extents(), t.to, t.extent});
+        const box_copy b{peer, store_.extents(), from, store_.data(), store_.extents(),
+                         t.to, t.extent};
+        if constexpr (on_device)
+          same_host.push_back(b); // copied together below: one wait
+        else
+          copy_boxes({&b, 1});
         continue;
       }
       t.done = store_.on(t.source).get_async(t.from, std::span<T>(t.buffer));
@@ -362,12 +367,16 @@ public:
   void exchange_halos_finish() {
     if (!halos_in_flight_)
       throw state_error("dist_tensor::exchange_halos_finish", "no exchange was started");
-    std::vector<box_copy> arrived;
+    std::vector<box_copy> arrived; // as same_host in start
     for (halo_transfer& t : transfers_) {
       if (!std::exchange(t.staged, false)) continue;
       t.done.wait();
-      arrived.push_back({t.buffer.data(), t.extent, index_type{}, store_.data(), store_.extents(),
-                         t.to, t.extent});
+      const box_copy b{t.buffer.data(),  t.extent, index_type{}, store_.data(),
+                       store_.extents(), t.to,     t.extent};
+      if constexpr (on_device)
+        arrived.push_back(b); // copied together below: one wait
+      else
+        copy_boxes({&b, 1});
     }
     copy_boxes(arrived);
     halos_in_flight_ = false;
