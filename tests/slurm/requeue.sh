@@ -25,8 +25,11 @@ d=$cluster_dir
 cd "$d"
 case $app/$how in
   heat2d/fault) every=20 args=(--n 128 --iterations 80) ;;
-  heat2d/signal | heat2d/usr1) every=1000 args=(--n 256 --iterations 30000) ;;
-  heat2d_fortran/signal) every=1000 args=(--n 128 --iterations 60000) ;;
+  # Long enough that the signal, sent 0.2-0.3 s after the first checkpoint, finds the
+  # ranks computing on a fast machine too (2026-12-06: 60000 Fortran iterations took
+  # 0.64 s, and the requeue came after the run had ended): about 3 s here today.
+  heat2d/signal | heat2d/usr1) every=1000 args=(--n 256 --iterations 60000) ;;
+  heat2d_fortran/signal) every=2000 args=(--n 128 --iterations 200000) ;;
   train/fault) every=10 args=(--steps 60) ;;
   train/signal) every=20 args=(--steps 300) ;;
 esac
@@ -58,11 +61,11 @@ if [ "$how" = fault ]; then
   job=$(submit cut "CROWN_FAULT=kill:rank=2:at=step:count=50")
 else
   job=$(submit cut)
-  for _ in $(seq 400); do # the first checkpoint, then requeue while it runs on
+  for _ in $(seq 1600); do # the first checkpoint, then requeue while it runs on
     ls "$d/cut.ck" 2> /dev/null | grep -q . && break
-    sleep 0.2
+    sleep 0.05
   done
-  sleep 0.5
+  sleep 0.2
   if [ "$how" = usr1 ]; then
     echo "USR1 to the batch shell of job $job at $(date +%s.%N)"
     scancel --signal=USR1 --batch "$job"
