@@ -34,15 +34,6 @@ void check_range(const device_heap& h, std::uint64_t offset, std::size_t bytes,
                                               std::to_string(h.size()) + " bytes");
 }
 
-/// Whether this rank's GPU reaches memory of GPU `device` (its own, or a peer's).
-bool reaches(const device_heap& h, int device) {
-  if (device == h.device()) return true;
-  int can = 0;
-  (void)cudaDeviceCanAccessPeer(&can, h.device(), device);
-  (void)cudaGetLastError();
-  return can != 0;
-}
-
 std::atomic<gpu_halos_choice> g_halos{gpu_halos_choice::copies};
 std::atomic<std::uint64_t> g_box_launches{0};
 
@@ -76,7 +67,13 @@ void check_buffer(const device_heap& h, const void* p, std::size_t bytes, bool s
     (void)cudaGetLastError();
     a.type = cudaMemoryTypeUnregistered;
   }
-  if (a.type == cudaMemoryTypeDevice && !reaches(h, a.device)) {
+  int reach = 1; // this rank's GPU reaches its own memory, and a peer's where CUDA says so
+  if (a.type == cudaMemoryTypeDevice && a.device != h.device()) {
+    reach = 0; // also where the query fails
+    (void)cudaDeviceCanAccessPeer(&reach, h.device(), a.device);
+    (void)cudaGetLastError();
+  }
+  if (reach == 0) {
     throw argument_error(std::string(op), "the buffer at " +
                                               std::to_string(reinterpret_cast<std::uintptr_t>(p)) +
                                               " is memory of GPU " + std::to_string(a.device) +

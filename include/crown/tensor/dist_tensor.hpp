@@ -531,17 +531,13 @@ private:
         detail::copy_box(b.from, b.from_ext, b.from_at, b.to, b.to_ext, b.to_at, b.extent);
     }
   }
-  static void copy_box(const T* from, const index_type& from_ext, const index_type& from_at, T* to,
-                       const index_type& to_ext, const index_type& to_at,
-                       const index_type& extent) {
-    const box_copy b{from, from_ext, from_at, to, to_ext, to_at, extent};
-    copy_boxes({&b, 1});
-  }
 
-  /// Copies `region` into the block `to` (extents `to_ext`), placing region.lo at `at`.
+  /// Copies `region` into the block `to` (extents `to_ext`), placing region.lo at `at`:
+  /// pieces off this host are fetched first, then every piece is copied in one call.
   void read_into(const box<N>& region, T* to, const index_type& to_ext,
                  const index_type& at) const {
-    std::vector<T> buffer;
+    std::vector<box_copy> boxes;
+    std::vector<std::vector<T>> fetched; // a buffer per piece (moves keep their data)
     for (int j = 0; j < mesh().size(); ++j) {
       const box<N> b = layout_.block_of(j);
       if (b.empty() || layout_.owner(b.lo, image_) != j) continue; // the nearest copy only
@@ -550,14 +546,15 @@ private:
       index_type place;
       for (std::size_t d = 0; d < N; ++d) place[d] = at[d] + piece.lo[d] - region.lo[d];
       if (const T* peer = peer_storage(j)) { // same host: one copy, no staging
-        copy_box(peer, store_.extents(), padded_index(piece.lo, b), to, to_ext, place,
-                 extents_of(piece));
+        boxes.push_back({peer, store_.extents(), padded_index(piece.lo, b), to, to_ext, place,
+                         extents_of(piece)});
         continue;
       }
-      fetch(j, b, piece, buffer);
-      copy_box(buffer.data(), extents_of(piece), index_type{}, to, to_ext, place,
-               extents_of(piece));
+      fetch(j, b, piece, fetched.emplace_back());
+      boxes.push_back({fetched.back().data(), extents_of(piece), index_type{}, to, to_ext, place,
+                       extents_of(piece)});
     }
+    copy_boxes(boxes);
   }
   /// Image j's stored block when this rank reaches it with loads (host) or copies
   /// (device: a mapped peer), else nullptr.
