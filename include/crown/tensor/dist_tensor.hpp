@@ -326,17 +326,14 @@ public:
       throw state_error("dist_tensor::exchange_halos_start", "the previous exchange is not "
                                                              "finished (exchange_halos_finish)");
     sync_images(mesh(), neighbours_); // their blocks are complete
-    std::vector<box_copy> same_host;  // a device tensor's: host tensors copy at once
+    std::vector<box_copy> same_host;  // batched for a device tensor (copy_or_batch)
     for (halo_transfer& t : transfers_) {
       if (const T* peer = peer_storage(t.source)) { // same host: straight into the halo
         index_type from;
         for (std::size_t d = 0; d < N; ++d) from[d] = t.from[d].begin;
-        const box_copy b{peer, store_.extents(), from, store_.data(), store_.extents(),
-                         t.to, t.extent};
-        if constexpr (on_device)
-          same_host.push_back(b); // copied together below: one wait
-        else
-          copy_boxes({&b, 1});
+        copy_or_batch(
+            {peer, store_.extents(), from, store_.data(), store_.extents(), t.to, t.extent},
+            same_host);
         continue;
       }
       t.done = store_.on(t.source).get_async(t.from, std::span<T>(t.buffer));
@@ -371,12 +368,9 @@ public:
     for (halo_transfer& t : transfers_) {
       if (!std::exchange(t.staged, false)) continue;
       t.done.wait();
-      const box_copy b{t.buffer.data(),  t.extent, index_type{}, store_.data(),
-                       store_.extents(), t.to,     t.extent};
-      if constexpr (on_device)
-        arrived.push_back(b); // copied together below: one wait
-      else
-        copy_boxes({&b, 1});
+      copy_or_batch({t.buffer.data(), t.extent, index_type{}, store_.data(), store_.extents(), t.to,
+                     t.extent},
+                    arrived);
     }
     copy_boxes(arrived);
     halos_in_flight_ = false;
@@ -532,12 +526,23 @@ private:
     }
   }
 
-  /// Copies `region` into the block `to` (extents `to_ext`), placing region.lo at `at`:
-  /// pieces off this host are fetched first, then every piece is copied in one call.
+  /// A host tensor copies `b` at once; a device tensor's boxes wait in `batch` for one
+  /// copy_boxes call (one wait for them all).
+  static void copy_or_batch(const box_copy& b, std::vector<box_copy>& batch) {
+    if constexpr (on_device)
+      batch.push_back(b);
+    else
+      copy_boxes({&b, 1});
+  }
+
+  /// Copies `region` into the block `to` (extents `to_ext`), placing region.lo at `at`
+  /// (a device tensor's pieces in one copy_boxes call, after every fetch).
   void read_into(const box<N>& region, T* to, const index_type& to_ext,
                  const index_type& at) const {
-    std::vector<box_copy> boxes;
-    std::vector<std::vector<T>> fetched; // a buffer per piece (moves keep their data)
+    std::vector<box_copy> batch;
+    // Pieces off this host: a host tensor reuses one buffer, a device tensor's batch
+    // needs one per piece (a vector's move keeps its data where it is).
+    std::vector<std::vector<T>> fetched;
     for (int j = 0; j < mesh().size(); ++j) {
       const box<N> b = layout_.block_of(j);
       if (b.empty() || layout_.owner(b.lo, image_) != j) continue; // the nearest copy only
@@ -546,15 +551,19 @@ private:
       index_type place;
       for (std::size_t d = 0; d < N; ++d) place[d] = at[d] + piece.lo[d] - region.lo[d];
       if (const T* peer = peer_storage(j)) { // same host: one copy, no staging
-        boxes.push_back({peer, store_.extents(), padded_index(piece.lo, b), to, to_ext, place,
-                         extents_of(piece)});
+        copy_or_batch({peer, store_.extents(), padded_index(piece.lo, b), to, to_ext, place,
+                       extents_of(piece)},
+                      batch);
         continue;
       }
-      fetch(j, b, piece, fetched.emplace_back());
-      boxes.push_back({fetched.back().data(), extents_of(piece), index_type{}, to, to_ext, place,
-                       extents_of(piece)});
+      std::vector<T>& buffer =
+          on_device || fetched.empty() ? fetched.emplace_back() : fetched.front();
+      fetch(j, b, piece, buffer);
+      copy_or_batch(
+          {buffer.data(), extents_of(piece), index_type{}, to, to_ext, place, extents_of(piece)},
+          batch);
     }
-    copy_boxes(boxes);
+    copy_boxes(batch);
   }
   /// Image j's stored block when this rank reaches it with loads (host) or copies
   /// (device: a mapped peer), else nullptr.
