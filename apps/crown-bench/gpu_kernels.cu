@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cuda_runtime.h>
+#include <memory>
 
 namespace crown_bench::gpu_side {
 namespace {
@@ -136,16 +137,14 @@ bool finish_or_release(CUstream_st* s, std::int64_t* own, int count, double seco
   // Released by copies on another stream (the copy engine runs beside the spinning
   // kernel), again until the kernel ends: a put of the other side's, still running, may
   // overwrite the word before this side's wait saw it; that side's own deadline ends it.
-  cudaStream_t side = nullptr;
-  check(cudaStreamCreateWithFlags(&side, cudaStreamNonBlocking), "cudaStreamCreate");
+  const std::unique_ptr<CUstream_st, void (*)(CUstream_st*)> side(stream_create(), stream_destroy);
   const std::int64_t word = released;
   do {
     for (int k = 0; k < count; ++k)
-      check(cudaMemcpyAsync(own + k, &word, sizeof word, cudaMemcpyHostToDevice, side),
+      check(cudaMemcpyAsync(own + k, &word, sizeof word, cudaMemcpyHostToDevice, side.get()),
             "cudaMemcpyAsync(release)");
-    check(cudaStreamSynchronize(side), "cudaStreamSynchronize(release)");
+    check(cudaStreamSynchronize(side.get()), "cudaStreamSynchronize(release)");
   } while ((rc = cudaStreamQuery(s)) == cudaErrorNotReady);
-  cudaStreamDestroy(side);
   check(rc, "flag ping-pong (released)");
   return false;
 }

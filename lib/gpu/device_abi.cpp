@@ -67,18 +67,16 @@ void check_buffer(const device_heap& h, const void* p, std::size_t bytes, bool s
     (void)cudaGetLastError();
     a.type = cudaMemoryTypeUnregistered;
   }
-  int reach = 1; // this rank's GPU reaches its own memory, and a peer's where CUDA says so
   if (a.type == cudaMemoryTypeDevice && a.device != h.device()) {
-    reach = 0; // also where the query fails
-    (void)cudaDeviceCanAccessPeer(&reach, h.device(), a.device);
+    int can = 0;
+    (void)cudaDeviceCanAccessPeer(&can, h.device(), a.device);
     (void)cudaGetLastError();
-  }
-  if (reach == 0) {
-    throw argument_error(std::string(op), "the buffer at " +
-                                              std::to_string(reinterpret_cast<std::uintptr_t>(p)) +
-                                              " is memory of GPU " + std::to_string(a.device) +
-                                              ", which this rank's GPU " +
-                                              std::to_string(h.device()) + " cannot reach");
+    if (!can)
+      throw argument_error(std::string(op),
+                           "the buffer at " + std::to_string(reinterpret_cast<std::uintptr_t>(p)) +
+                               " is memory of GPU " + std::to_string(a.device) +
+                               ", which this rank's GPU " + std::to_string(h.device()) +
+                               " cannot reach");
   }
   if (stream_ordered && a.type == cudaMemoryTypeUnregistered)
     throw argument_error(std::string(op),
