@@ -44,12 +44,13 @@ using word_t = std::conditional_t<sizeof(T) == 4, unsigned int, unsigned long lo
 template <typename T>
 __device__ T atomic_add(T* where, T value) {
   static_assert(sizeof(T) == 4 || sizeof(T) == 8, "atomics need 4- or 8-byte elements");
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_same_v<T, int> ||
-                std::is_same_v<T, unsigned int> || std::is_same_v<T, unsigned long long>)
+  if constexpr (std::is_floating_point_v<T>) {
     return atomicAdd_system(where, value);
-  else // 8-byte signed integers: two's complement addition on the unsigned word
-    return static_cast<T>(atomicAdd_system(reinterpret_cast<unsigned long long*>(where),
-                                           static_cast<unsigned long long>(value)));
+  } else { // integers: two's complement addition on the unsigned word of T's size (a
+    // 64-bit add on a 4-byte char32_t or wchar_t would carry into its neighbour)
+    using W = word_t<T>;
+    return static_cast<T>(atomicAdd_system(reinterpret_cast<W*>(where), static_cast<W>(value)));
+  }
 }
 
 template <typename T>

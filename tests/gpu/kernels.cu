@@ -56,7 +56,7 @@ __global__ void put_signal(crown::device::coarray_view<double, 1> from,
 }
 
 /// Every operation of <crown/device.cuh> on the local block (one thread), so that each
-/// is compiled for every element type in every CUDA build; out[0..7] are checked by
+/// is compiled for every element type in every CUDA build; out[0..9] are checked by
 /// the test.
 template <typename T>
 __global__ void every_op(crown::device::coarray_view<T, 1> v, T* out) {
@@ -74,6 +74,8 @@ __global__ void every_op(crown::device::coarray_view<T, 1> v, T* out) {
   out[5] = d::wait_until(&v(1), d::cmp::eq, T(9)); // 9
   out[6] = v.atomic_load(me, 1);                   // 9
   out[7] = T(v.num_images);
+  out[8] = v.atomic_add(me, 0, T(-6)); // 5: borrows only from element 0's own bits
+  out[9] = v.atomic_load(me, 1);       // 9: an add wider than T would have made it 8
 }
 
 } // namespace
@@ -91,6 +93,8 @@ template void every_operation(crown::device::coarray_view<unsigned long long, 1>
 template void every_operation(crown::device::coarray_view<long, 1>, long*);
 template void every_operation(crown::device::coarray_view<float, 1>, float*);
 template void every_operation(crown::device::coarray_view<double, 1>, double*);
+template void every_operation(crown::device::coarray_view<char32_t, 1>, char32_t*);
+template void every_operation(crown::device::coarray_view<wchar_t, 1>, wchar_t*);
 
 buffer::buffer(std::size_t bytes) { check(cudaMalloc(&p_, bytes), "cudaMalloc"); }
 buffer::~buffer() { cudaFree(p_); }

@@ -61,9 +61,9 @@ void kernel_put_signal(crown::device::coarray_view<double, 1> from,
                        crown::device::coarray_view<double, 1> to, int target, std::size_t n,
                        crown::device::coarray_view<std::int64_t, 1> flags, std::size_t flag);
 /// Runs every kernel-side operation of <crown/device.cuh> on the local block of `v`
-/// (4 elements, zero on entry), writing 8 results to `out` (device): 5, 7, 9, 0, 3, 9, 9,
-/// num_images. Instantiated for int, unsigned, long long, unsigned long long, long
-/// (std::int64_t), float and double.
+/// (4 elements, zero on entry), writing 10 results to `out` (device): 5, 7, 9, 0, 3, 9, 9,
+/// num_images, 5, 9. Instantiated for int, unsigned, long long, unsigned long long, long
+/// (std::int64_t), float, double, char32_t and wchar_t.
 template <typename T>
 void every_operation(crown::device::coarray_view<T, 1> v, T* out);
 void synchronize();
