@@ -42,6 +42,7 @@ endif()
 
 # CUDA toolkit (+ NCCL). Architectures are explicit: `native` fails on GPU-less build hosts.
 set(CROWN_HAVE_CUDA OFF)
+set(CROWN_HAVE_CUBLAS OFF)
 set(CROWN_HAVE_NCCL OFF)
 if(CROWN_ENABLE_CUDA)
   check_language(CUDA)
@@ -59,6 +60,14 @@ if(CROWN_ENABLE_CUDA)
     set(CROWN_HAVE_CUDA ON)
     string(REPLACE ";" "," cuda_archs "${CMAKE_CUDA_ARCHITECTURES}")
     crown_report("CUDA" "found" "${CUDAToolkit_VERSION}, architectures ${cuda_archs}")
+    # cuBLAS (libcrown_parallel's GEMMs) where the toolkit has it: without libcublas the
+    # GEMMs stay on the CPU and say so, rather than the build failing to generate.
+    if(TARGET CUDA::cublas)
+      set(CROWN_HAVE_CUBLAS ON)
+      crown_report("cuBLAS" "found" "libcrown_parallel's GEMMs (CROWN_GEMM)")
+    else()
+      crown_report("cuBLAS" "not found" "the CUDA toolkit has no libcublas: GEMMs on the CPU")
+    endif()
   else()
     crown_report("CUDA" "not found" "no nvcc on PATH")
   endif()

@@ -7,7 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <type_traits>
-#if CROWN_HAVE_CUDA
+#if CROWN_HAVE_CUBLAS
 #include "../gpu/cuda_error.hpp"
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
@@ -16,7 +16,7 @@
 namespace crown::parallel::detail {
 namespace {
 
-#if CROWN_HAVE_CUDA
+#if CROWN_HAVE_CUBLAS
 using crown::detail::device_guard; // lib/gpu's: CUDA errors and the current device, one way
 
 void check(cudaError_t rc, const std::string& what) {
@@ -143,7 +143,7 @@ struct decision {
 
 /// The GPU cuBLAS would use, or -1 with `why` set.
 int usable_gpu(std::string& why) {
-#if CROWN_HAVE_CUDA
+#if CROWN_HAVE_CUBLAS
   int count = 0;
   if (const cudaError_t rc = cudaGetDeviceCount(&count); rc != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
@@ -156,7 +156,8 @@ int usable_gpu(std::string& why) {
   if (device < 0 && cudaGetDevice(&device) != cudaSuccess) device = 0;
   return device;
 #else
-  why = "this Crown was built without CUDA";
+  why = CROWN_HAVE_CUDA ? "this Crown was built without cuBLAS (the CUDA toolkit has no libcublas)"
+                        : "this Crown was built without CUDA";
   return -1;
 #endif
 }
@@ -175,7 +176,7 @@ decision decide() {
     d.why = "cpu: " + why;
     return d;
   }
-#if CROWN_HAVE_CUDA
+#if CROWN_HAVE_CUBLAS
   try {
     d.engine = std::make_unique<cublas_engine>(device);
   } catch (const error& e) {
