@@ -2,14 +2,9 @@
 // arithmetic both ways of copying them share (plain C++17 with __host__ __device__
 // under nvcc: the host tests check it without a GPU, device_boxes.cu runs it).
 #pragma once
+#include "host_device.hpp"
 #include <cstddef>
 #include <cstdint>
-
-#if defined(__CUDACC__)
-#define CROWN_HOST_DEVICE __host__ __device__
-#else
-#define CROWN_HOST_DEVICE
-#endif
 
 namespace crown::detail {
 

@@ -1,5 +1,6 @@
 // Host-initiated atomics on device memory: one thread, system-scope atomics.
 #include "device_atomics.hpp"
+#include "kernel_launch.cuh"
 #include <cuda/atomic>
 #include <type_traits>
 
@@ -66,8 +67,8 @@ __global__ void atomic_kernel(void* where, int op, int width, bool floating, std
 cudaError_t launch_device_atomic(cudaStream_t stream, void* where, int op, int width, bool floating,
                                  std::uint64_t operand, std::uint64_t compare,
                                  std::uint64_t* result) {
-  atomic_kernel<<<1, 1, 0, stream>>>(where, op, width, floating, operand, compare, result);
-  return cudaGetLastError();
+  return launch_kernel(atomic_kernel, 1, 1, stream, where, op, width, floating, operand, compare,
+                       result);
 }
 
 } // namespace crown::detail

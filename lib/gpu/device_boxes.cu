@@ -1,6 +1,7 @@
 // dist_tensor's device box copies by one kernel: each box a row of blocks, a thread
 // per element (its words in turn), through this rank's mappings of its peers' memory.
 #include "device_boxes.hpp"
+#include "kernel_launch.cuh"
 #include <algorithm>
 #include <cstdint>
 
@@ -35,8 +36,8 @@ cudaError_t launch(cudaStream_t stream, const box_batch& batch, unsigned boxes, 
   constexpr unsigned threads = 256;
   const auto blocks = static_cast<unsigned>(
       std::min<std::size_t>((largest + threads - 1) / threads, std::size_t{1024}));
-  copy_boxes<Word><<<dim3(blocks, boxes), threads, 0, stream>>>(batch, words_per_element);
-  return cudaGetLastError();
+  return launch_kernel(copy_boxes<Word>, dim3(blocks, boxes), threads, stream, batch,
+                       words_per_element);
 }
 
 } // namespace

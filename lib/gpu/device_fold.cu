@@ -1,6 +1,9 @@
 // The fold of device collectives: one thread per element, images in order.
 #include "device_fold.hpp"
+#include "kernel_launch.cuh"
+#include "x86_sum.hpp"
 #include <algorithm>
+#include <type_traits>
 
 namespace crown::detail {
 namespace {
@@ -16,9 +19,14 @@ __device__ const T* source(const fold_sources& s, int j) {
 
 template <typename T, int Op>
 __device__ T combine(T a, T b) {
-  if (Op == sum) return static_cast<T>(a + b);
-  if (Op == min) return b < a ? b : a;
-  return a < b ? b : a;
+  if constexpr (Op == sum && std::is_floating_point_v<T>)
+    return x86_sum(a, b); // the host's NaNs, not the GPU's canonical one
+  else if constexpr (Op == sum)
+    return static_cast<T>(a + b);
+  else if constexpr (Op == min)
+    return b < a ? b : a;
+  else
+    return a < b ? b : a;
 }
 
 template <typename T, int Op>
@@ -38,14 +46,10 @@ cudaError_t launch(cudaStream_t stream, int op, void* out, const fold_sources& s
   constexpr unsigned threads = 256;
   const auto blocks = static_cast<unsigned>(
       std::min<std::size_t>((count + threads - 1) / threads, std::size_t{4096}));
-  T* o = static_cast<T*>(out);
-  if (op == sum)
-    fold_kernel<T, sum><<<blocks, threads, 0, stream>>>(o, s, count, images);
-  else if (op == min)
-    fold_kernel<T, min><<<blocks, threads, 0, stream>>>(o, s, count, images);
-  else
-    fold_kernel<T, max><<<blocks, threads, 0, stream>>>(o, s, count, images);
-  return cudaGetLastError();
+  auto* const kernel = op == sum   ? fold_kernel<T, sum>
+                       : op == min ? fold_kernel<T, min>
+                                   : fold_kernel<T, max>;
+  return launch_kernel(kernel, blocks, threads, stream, static_cast<T*>(out), s, count, images);
 }
 
 } // namespace

@@ -19,7 +19,8 @@ struct fold_sources {
 /// Enqueues on `stream`: out[k] = the fold over images j = 0 .. images-1, in image order,
 /// of source_j[k], for k < count. `type` is a device_number and `op` a reduction (their
 /// integer values); elements combine exactly as the host collectives combine them
-/// (a + b, b < a ? b : a, a < b ? b : a), so results are bitwise the host's.
+/// (a + b, b < a ? b : a, a < b ? b : a; floating sums with x86's NaNs, x86_sum.hpp),
+/// so results are bitwise the host's.
 cudaError_t launch_fold(cudaStream_t stream, int type, int op, void* out, fold_sources src,
                         std::size_t count, int images);
 

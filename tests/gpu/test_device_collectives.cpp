@@ -5,12 +5,14 @@
 // per rank and skips naming why). Written without a GPU at hand: compiled in CI, first
 // run by scripts/gpu-check on the GPU machine.
 #include "rank_gpu.hpp"
+#include <bit>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <crown/crown.hpp>
 #include <cstdlib>
 #include <cstring>
 #include <harness/crown_test.hpp>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -116,6 +118,45 @@ BOOST_AUTO_TEST_CASE(co_sum_into_one_image_leaves_the_others_as_they_were) {
   crown::co_sum(a, root);
   const std::vector<float> got = own_block(a);
   BOOST_TEST(same_bits(got, me() == root ? serial_sum<float>(a.size()) : mine));
+}
+
+/// Image j's block for the NaN sums: finite values but for element 0 (a NaN on image
+/// 0), 1 (a negative NaN on the last image), 2 (inf on image 0, -inf on image 1), 3 (a
+/// NaN of its own on every image: the first one's wins on the host) and 4 (a
+/// signalling NaN on image 0, quieted by any add).
+template <typename T, typename W>
+std::vector<T> nan_block(int j) {
+  std::vector<T> v = values_of<T>(j, 16);
+  const W exponent = std::bit_cast<W>(std::numeric_limits<T>::infinity());
+  const W quiet = exponent | (W{1} << (std::numeric_limits<T>::digits - 2));
+  const W sign = W{1} << (sizeof(W) * 8 - 1);
+  if (j == 0) v[0] = std::bit_cast<T>(W(quiet | 0x11));
+  if (j == n() - 1) v[1] = std::bit_cast<T>(W(sign | quiet | 0x22));
+  if (j < 2) v[2] = (j == 0 ? 1 : -1) * std::numeric_limits<T>::infinity();
+  v[3] = std::bit_cast<T>(W(quiet | static_cast<W>(0x40 + j)));
+  if (j == 0) v[4] = std::bit_cast<T>(W(exponent | 0x33));
+  return v;
+}
+
+template <typename T, typename W>
+void nan_sum_is_bitwise_the_host_sum() {
+  dcoarray<T> a(w(), 16);
+  std::vector<T> host = nan_block<T, W>(me());
+  a.on(me()).put(host);
+  crown::co_sum(a);
+  crown::co_sum(w(), std::span<T>(host));
+  const std::vector<T> got = own_block(a);
+  BOOST_TEST(same_bits(got, host));
+  for (std::size_t k = 0; k < 5; ++k) // the bits, to read a failure by
+    BOOST_TEST_MESSAGE(k << ": device " << std::hex << std::bit_cast<W>(got[k]) << ", host "
+                         << std::bit_cast<W>(host[k]));
+}
+
+BOOST_AUTO_TEST_CASE(co_sum_with_nans_and_infinities_is_bitwise_the_host_result) {
+  // A GPU's add returns one canonical NaN; the host's x86 adds keep payloads and signs
+  // and give a negative NaN for inf - inf: the fold builds the host's (x86_sum.hpp).
+  nan_sum_is_bitwise_the_host_sum<float, std::uint32_t>();
+  nan_sum_is_bitwise_the_host_sum<double, std::uint64_t>();
 }
 
 BOOST_AUTO_TEST_CASE(co_min_and_co_max_of_integers_and_doubles) {

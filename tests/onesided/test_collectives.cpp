@@ -1,5 +1,6 @@
 // co_* collectives against serial references; bitwise agreement between images.
 #include "transport/test_hooks.hpp" // crown::detail knobs, not installed
+#include <bit>
 #include <boost/test/unit_test.hpp>
 #include <cmath>
 #include <crown/crown.hpp>
@@ -32,6 +33,30 @@ BOOST_AUTO_TEST_CASE(sum_min_max_match_serial_references) {
   for (int r = 0; r < n(); ++r) serial += 0.1 * (r + 1);
   BOOST_TEST(x == serial, boost::test_tools::tolerance(1e-12));
   BOOST_TEST(same_everywhere(&x, sizeof x));
+}
+
+BOOST_AUTO_TEST_CASE(nans_and_infinities_in_sums_come_back_as_x86_gives_them) {
+  // What a device co_sum must match bit for bit (its fold builds these: lib/gpu/x86_sum.hpp),
+  // in the cases any order of the adds gives alike (the host paths differ in order).
+  const std::uint64_t quiet = 0x7ff8'0000'0000'0000u, sign = std::uint64_t{1} << 63;
+  std::vector<double> v(4, 1.0 + me());
+  if (me() == 0) v[0] = std::bit_cast<double>(quiet | 0x11);              // a NaN's payload
+  if (me() == n() - 1) v[1] = std::bit_cast<double>(sign | quiet | 0x22); // and its sign
+  if (me() < 2) v[2] = me() == 0 ? INFINITY : -INFINITY;                  // invalid
+  if (me() == 0) v[3] = std::bit_cast<double>(0x7ff0'0000'0000'0033u);    // signalling
+  crown::co_sum(w(), std::span(v));
+  const auto bits = [&](int k) {
+    return std::bit_cast<std::uint64_t>(v[static_cast<std::size_t>(k)]);
+  };
+  BOOST_TEST(bits(0) == (quiet | 0x11));
+  BOOST_TEST(bits(1) == (sign | quiet | 0x22));
+  if (n() > 1) {
+    BOOST_TEST(bits(2) == 0xfff8'0000'0000'0000u); // x86's default NaN: negative
+    BOOST_TEST(bits(3) == (quiet | 0x33));         // quieted
+  } else {                                         // one image: nothing is added
+    BOOST_TEST(v[2] == INFINITY);
+    BOOST_TEST(bits(3) == 0x7ff0'0000'0000'0033u);
+  }
 }
 
 BOOST_AUTO_TEST_CASE(floating_sums_are_bitwise_identical_everywhere) {

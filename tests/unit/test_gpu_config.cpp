@@ -2,6 +2,7 @@
 // parsing, limits, canonical values; the path device collectives choose from agreed
 // facts and how they split elements between images; the kernel view's host-side type;
 // and the element arithmetic of dist_tensor's box copy kernel. No MPI, no GPU.
+#include <bit>
 #include <boost/test/unit_test.hpp>
 #include <crown/config.hpp>
 #include <crown/device/coarray_view.hpp>
@@ -10,10 +11,14 @@
 #include <gpu/box_copy.hpp>
 #include <gpu/collective_path.hpp>
 #include <gpu/offhost_path.hpp>
+#include <gpu/x86_sum.hpp>
 #include <harness/crown_test.hpp>
+#include <limits>
 #include <runtime/startup_agreement.hpp>
 #include <transport/image_share.hpp>
 #include <type_traits>
+#include <utility>
+#include <vector>
 
 using crown::config;
 
@@ -293,4 +298,63 @@ BOOST_AUTO_TEST_CASE(kernel_view_is_trivially_copyable_plain_data) {
   const view w = v;
   BOOST_TEST(w.extents[2] == 4u);
   BOOST_TEST(w.num_images == 4);
+}
+
+namespace {
+/// a + b on this CPU with `a` the first source (the destination), as the host fold
+/// `acc = acc + next` compiles: a plain `x + y` lets GCC pick the order, which decides
+/// whose NaN comes back when both are.
+template <typename T>
+T cpu_sum(T a, T b) {
+#if defined(__x86_64__)
+  if constexpr (sizeof(T) == 4)
+    asm("addss %1, %0" : "+x"(a) : "x"(b));
+  else
+    asm("addsd %1, %0" : "+x"(a) : "x"(b));
+  return a;
+#else
+  return a + b; // unused: the test stops first
+#endif
+}
+
+template <typename T, typename W>
+void x86_sum_matches_the_cpu() {
+  const auto of = [](W w) { return std::bit_cast<T>(w); };
+  const T inf = std::numeric_limits<T>::infinity();
+  const W sign = W{1} << (sizeof(W) * 8 - 1);
+  const W quiet = crown::detail::nan_bits<T>::quiet;
+  const W exponent = std::bit_cast<W>(inf);
+  const T nan_p = of(exponent | quiet | 0x111), nan_q = of(sign | exponent | quiet | 0x222);
+  const T signalling = of(exponent | 0x333); // quiet bit clear
+  const std::vector<std::pair<T, T>> cases{
+      {nan_p, T(1)},       {T(1), nan_q},
+      {nan_p, nan_q},      {nan_q, nan_p},
+      {signalling, T(2)},  {T(2), signalling},
+      {signalling, nan_p}, {inf, -inf},
+      {-inf, inf},         {inf, T(1)},
+      {T(-0.0), T(0.0)},   {T(-0.0), T(-0.0)},
+      {T(0.1), T(0.2)},    {nan_p, inf},
+      {-inf, nan_q},       {std::numeric_limits<T>::denorm_min(), T(0)}};
+  for (const auto& [a, b] : cases) {
+    const W want = std::bit_cast<W>(cpu_sum(a, b)),
+            got = std::bit_cast<W>(crown::detail::x86_sum(a, b));
+    BOOST_TEST(got == want, std::hex << std::bit_cast<W>(a) << " + " << std::bit_cast<W>(b) << ": "
+                                     << got << ", the CPU's " << want);
+  }
+  // The values the device fold's test expects (tests/gpu/test_device_collectives.cpp).
+  BOOST_TEST(std::bit_cast<W>(crown::detail::x86_sum(inf, -inf)) ==
+             crown::detail::nan_bits<T>::default_nan);
+  BOOST_TEST(std::bit_cast<W>(crown::detail::x86_sum(nan_p, nan_q)) == std::bit_cast<W>(nan_p));
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(the_device_folds_sum_gives_the_nans_this_cpu_gives) {
+  // A GPU returns one canonical NaN; the host collectives add on this CPU. The device
+  // fold builds x86's NaNs itself so that a device co_sum stays bitwise the host's.
+#if !defined(__x86_64__)
+  BOOST_TEST_MESSAGE("not an x86-64 host: x86_sum is x86's rule, nothing to hold it against");
+  return;
+#endif
+  x86_sum_matches_the_cpu<float, std::uint32_t>();
+  x86_sum_matches_the_cpu<double, std::uint64_t>();
 }
