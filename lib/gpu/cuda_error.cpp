@@ -28,13 +28,18 @@ void check_cu(int rc, std::string_view what) {
 }
 
 device_guard::device_guard(int device) : previous_(current_device()) {
-  if (previous_ != device)
-    check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+  if (previous_ == device) return;
+  if (const driver_api* d = driver(); d && d->context_get(&context_) == CUDA_SUCCESS) exact_ = true;
+  check_cuda(cudaSetDevice(device), "cudaSetDevice(" + std::to_string(device) + ")");
+  changed_ = true;
 }
 
 device_guard::~device_guard() {
-  int now = current_device();
-  if (previous_ >= 0 && now != previous_) (void)cudaSetDevice(previous_);
+  if (!changed_) return;
+  if (exact_)
+    (void)driver()->context_set(context_); // the application's own context, or none
+  else if (previous_ >= 0)
+    (void)cudaSetDevice(previous_);
 }
 
 } // namespace crown::detail

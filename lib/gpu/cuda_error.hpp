@@ -5,6 +5,8 @@
 #include <string>
 #include <string_view>
 
+struct CUctx_st; // cuda.h's CUcontext
+
 namespace crown::detail {
 
 /// The calling thread's current CUDA device, or -1.
@@ -18,8 +20,10 @@ void check_cuda(cudaError_t rc, std::string_view what);
 /// The same for a driver API result (CUresult, passed as its integer value).
 void check_cu(int rc, std::string_view what);
 
-/// Makes `device` current for the guard's lifetime and restores the caller's device:
-/// Crown's calls never change the device an application works on.
+/// Makes `device` current for the guard's lifetime and restores the caller's context:
+/// Crown's calls never change the device an application works on. A thread with no
+/// context yet (cudaGetDevice then says 0, the progress thread always) gets none back:
+/// restoring "device 0" would create a context on GPU 0 in every rank of a node.
 class device_guard {
 public:
   explicit device_guard(int device);
@@ -29,6 +33,9 @@ public:
 
 private:
   int previous_ = -1;
+  bool changed_ = false;
+  bool exact_ = false;          ///< the driver told the caller's context: restore that
+  CUctx_st* context_ = nullptr; ///< the caller's context (CUcontext), null for none
 };
 
 /// Waits until `ready()` (cudaStreamQuery, cudaEventQuery) stops answering

@@ -63,9 +63,13 @@ void check_buffer(const device_heap& h, const void* p, std::size_t bytes, bool s
                   std::string_view op) {
   if (bytes == 0) return;
   cudaPointerAttributes a{};
-  if (cudaPointerGetAttributes(&a, p) != cudaSuccess) {
+  // Unregistered host memory answers cudaSuccess (CUDA 11+); a failure is the GPU's (a
+  // sticky error), not "pageable memory".
+  if (const cudaError_t rc = cudaPointerGetAttributes(&a, p); rc == cudaErrorInvalidValue) {
     (void)cudaGetLastError();
     a.type = cudaMemoryTypeUnregistered;
+  } else {
+    check_cuda(rc, std::string(op) + ": cudaPointerGetAttributes of the caller's buffer");
   }
   if (a.type == cudaMemoryTypeDevice && a.device != h.device()) {
     int can = 0;

@@ -114,6 +114,13 @@ void device_heap::view_area::release(void* table) noexcept {
 }
 
 device_heap::~device_heap() {
+  // On the heap's GPU: streams, mappings and memory are freed in its context, whatever
+  // device the application left current (a close in another context fails unseen).
+  std::optional<device_guard> on;
+  try {
+    on.emplace(device_);
+  } catch (const error&) { // then free what the current device lets go
+  }
   staged_.reset(); // no request is served once the memory starts going
   views_.clear();
   backend_.reset(); // synchronises Crown's stream

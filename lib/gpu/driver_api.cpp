@@ -30,7 +30,9 @@ const loaded& load() {
     loaded r;
     auto& a = r.api;
     auto& m = r.missing;
-    bool ok = look_up("cuDeviceGet", a.device_get, m);
+    bool ok = look_up("cuCtxGetCurrent", a.context_get, m);
+    ok = look_up("cuCtxSetCurrent", a.context_set, m) && ok;
+    ok = look_up("cuDeviceGet", a.device_get, m) && ok;
     ok = look_up("cuDeviceGetAttribute", a.device_attribute, m) && ok;
     ok = look_up("cuGetErrorString", a.error_string, m) && ok;
     ok = look_up("cuMemGetAllocationGranularity", a.granularity, m) && ok;

@@ -10,6 +10,8 @@
 namespace crown::detail {
 
 struct driver_api {
+  PFN_cuCtxGetCurrent_v4000 context_get = nullptr;
+  PFN_cuCtxSetCurrent_v4000 context_set = nullptr;
   PFN_cuDeviceGet_v2000 device_get = nullptr;
   PFN_cuDeviceGetAttribute_v2000 device_attribute = nullptr;
   PFN_cuGetErrorString_v6000 error_string = nullptr;

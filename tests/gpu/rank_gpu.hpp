@@ -3,14 +3,24 @@
 // current device, and a kernel on another GPU cannot write a heap mapped for this one.
 #pragma once
 #include "kernels.hpp"
+#include <crown/crown.hpp>
 #include <crown/detail/device_heap.hpp>
+#include <stdexcept>
+#include <string>
 
 namespace gpu_test {
 
 /// `using gpu_test::on_the_ranks_gpu; BOOST_TEST_GLOBAL_FIXTURE(on_the_ranks_gpu);` in each
 /// GPU test program.
 struct on_the_ranks_gpu {
-  on_the_ranks_gpu() { use_device(crown::detail::device_ordinal()); }
+  on_the_ranks_gpu() {
+    const int device = crown::detail::device_ordinal();
+    if (device < 0) // a GPU is visible (the harness skips otherwise), but the heap failed
+      throw std::runtime_error("rank " + std::to_string(crown::world().rank()) +
+                               ": no device heap on this rank although a GPU is visible (rank "
+                               "0's log says why the device heap did not start)");
+    use_device(device);
+  }
 };
 
 } // namespace gpu_test

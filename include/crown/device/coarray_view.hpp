@@ -40,7 +40,9 @@ struct image_block {
 /// waits on local words. Images are those of the coarray's mesh, all on this rank's
 /// host (a.device() throws otherwise). Stores into another image become visible to it
 /// after crown::device::quiet() on the storing side and a synchronisation both sides
-/// agree on (a kernel boundary with crown::sync_all, or a flag the other side waits on).
+/// agree on: the storing kernel completed (its stream or the device synchronised:
+/// crown::sync_all synchronises Crown's stream only) and then crown::sync_all, or a flag
+/// the other side waits on.
 template <typename T, std::size_t N>
 struct coarray_view {
   static_assert(std::is_trivially_copyable_v<T>, "coarray elements are trivially copyable");
