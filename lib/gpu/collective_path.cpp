@@ -76,6 +76,15 @@ std::string device_collective_what(const device_collective& c) {
 
 void check_device_collective(const device_collective& c) {
   const mesh& m = *c.team;
+  // With CROWN_CHECK=1 the agreement first: an argument wrong on one image only is then
+  // an error on every image, not one image throwing while the others wait for it.
+  if (check_collectives())
+    check_same_arguments(m,
+                         {{"count", static_cast<long long>(c.count)},
+                          {"element type", static_cast<long long>(c.type_tag >> 1)},
+                          {"image", c.image},
+                          {"result count", static_cast<long long>(c.result_count)}},
+                         device_collective_what(c));
   const auto n = static_cast<std::size_t>(m.size());
   auto refuse_size = [&](const char* holder, std::size_t holds, std::size_t piece) {
     throw argument_error(device_collective_what(c),
@@ -102,13 +111,6 @@ void check_device_collective(const device_collective& c) {
     if (c.count != n * c.result_count) refuse_size("the coarray's block", c.count, c.result_count);
     break;
   }
-  if (check_collectives())
-    check_same_arguments(m,
-                         {{"count", static_cast<long long>(c.count)},
-                          {"element type", static_cast<long long>(c.type_tag >> 1)},
-                          {"image", c.image},
-                          {"result count", static_cast<long long>(c.result_count)}},
-                         device_collective_what(c));
 }
 
 std::pair<int, int> first_shared_gpu(const std::vector<std::string>& gpus) {

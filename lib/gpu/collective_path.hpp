@@ -36,9 +36,9 @@ device_path_choice choose_device_path(const device_path_facts& f);
 /// "co_sum of a device coarray on mesh{...}": what errors of `c` name.
 std::string device_collective_what(const device_collective& c);
 
-/// Checks `c`'s arguments on this image (argument_error naming the rank and the values)
-/// and, with CROWN_CHECK=1, that every member passed the same count, element type and
-/// image (collective then). Both builds run it before anything else, so that a bad
+/// Checks, with CROWN_CHECK=1 first (collective then), that every member passed the same
+/// count, element type and image, and then `c`'s arguments on this image
+/// (argument_error naming the rank and the values). Both builds run it before anything else, so that a bad
 /// argument reads the same with or without a GPU.
 void check_device_collective(const device_collective& c);
 

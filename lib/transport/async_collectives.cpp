@@ -158,12 +158,12 @@ std::unique_ptr<collective_request> start_broadcast(const mesh& m, void* data, s
                                                     int source_image, const char* name) {
   const std::string what = describe(name, m);
   MPI_Comm comm = crown_comm(m);
+  if (check_collectives()) // first: an image wrong on one image only fails on every image
+    check_same_arguments(
+        m, {{"bytes", static_cast<long long>(bytes)}, {"source_image", source_image}}, what);
   if (source_image < 0 || source_image >= m.size())
     throw argument_error(what, "image " + std::to_string(source_image) + " is out of range [0, " +
                                    std::to_string(m.size()) + ")");
-  if (check_collectives())
-    check_same_arguments(
-        m, {{"bytes", static_cast<long long>(bytes)}, {"source_image", source_image}}, what);
   if (m.size() == 1 || bytes == 0) return nullptr;
   const int n = checked_int(bytes, what, "bytes");
   auto r =

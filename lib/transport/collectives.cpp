@@ -41,13 +41,15 @@ void co_reduce_builtin(const mesh& m, void* data, std::size_t count, MPI_Datatyp
   // The description is built only when needed: on this path, small reductions take
   // well under a microsecond.
   auto what = [&] { return std::string(name) + " on " + m.to_string(); };
-  if (result_image < -1 || result_image >= m.size()) check_image(m, result_image, true, what());
+  // With CROWN_CHECK=1 the agreement first: an image out of range on one image only is
+  // then an error on every image, not one image throwing while the others wait for it.
   if (check_collectives())
     check_same_arguments(m,
                          {{"count", static_cast<long long>(count)},
                           {"element type", static_cast<long long>(tag >> 1)},
                           {"result_image", result_image}},
                          what());
+  if (result_image < -1 || result_image >= m.size()) check_image(m, result_image, true, what());
   if (reduce_on_host(m, data, count, type, elem_size, op, result_image)) return;
   MPI_Comm comm = crown_comm(m);
   const MPI_Op mpi_op = op == reduction::sum ? MPI_SUM : op == reduction::min ? MPI_MIN : MPI_MAX;
@@ -75,10 +77,10 @@ void co_broadcast_bytes(const mesh& m, void* data, std::size_t bytes, int source
                         {"images", m.size()}, {"root", source_image});
   const std::string what = std::string(name) + " on " + m.to_string();
   MPI_Comm comm = crown_comm(m);
-  check_image(m, source_image, false, what);
-  if (check_collectives())
+  if (check_collectives()) // first, as in co_reduce_builtin
     check_same_arguments(
         m, {{"bytes", static_cast<long long>(bytes)}, {"source_image", source_image}}, what);
+  check_image(m, source_image, false, what);
   in_chunks(bytes, [&](std::size_t at, int n) {
     MPI_Request r;
     complete(MPI_Ibcast(static_cast<std::byte*>(data) + at, n, MPI_BYTE, source_image, comm, &r), r,
@@ -92,13 +94,13 @@ std::vector<std::byte> co_gather_bytes(const mesh& m, const void* data, std::siz
                         {"images", m.size()}, {"root", result_image});
   const std::string what = std::string(name) + " on " + m.to_string();
   MPI_Comm comm = crown_comm(m);
-  check_image(m, result_image, true, what);
-  if (check_collectives())
+  if (check_collectives()) // first, as in co_reduce_builtin
     check_same_arguments(m,
                          {{"bytes", static_cast<long long>(bytes)},
                           {"element type", static_cast<long long>(tag >> 1)},
                           {"result_image", result_image}},
                          what);
+  check_image(m, result_image, true, what);
   if (bytes > INT_MAX)
     throw argument_error(what, "co_reduce with a user operation handles at most 2 GiB per image");
   const int n = static_cast<int>(bytes);

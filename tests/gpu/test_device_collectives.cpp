@@ -262,6 +262,15 @@ BOOST_AUTO_TEST_CASE(bad_arguments_name_the_rank_and_the_values) {
     BOOST_TEST(crown_test::what_of<crown::argument_error>([&] {
                  crown::all_gather(a, std::span<double>(a.data(), 8));
                }).ends_with("the result overlaps the coarray's block"));
+  if (crown::detail::check_collectives() && n() > 1) {
+    // CROWN_CHECK=1: an image out of range on the last image only is an error on every
+    // image (not the last one throwing while the others wait in the argument check)
+    const int bad = me() == n() - 1 ? n() : 0;
+    BOOST_TEST(crown_test::what_of<crown::argument_error>([&] { crown::co_sum(a, bad); })
+                   .find("image is " + std::to_string(bad) + " here but " +
+                         std::to_string(me() == n() - 1 ? 0 : n()) + " on rank") !=
+               std::string::npos);
+  }
   crown::co_sum(a); // the mesh still works: nothing was left half done
   BOOST_TEST(own_block(a) == std::vector<double>(8, 0.0));
 }

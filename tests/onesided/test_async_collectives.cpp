@@ -115,5 +115,13 @@ BOOST_AUTO_TEST_CASE(bad_input_is_an_error_on_every_image) {
         [&] { crown::completion c = crown::co_sum_async(w(), std::span(d)); });
     BOOST_TEST(m.find("count is " + std::to_string(d.size()) + " here but") != std::string::npos,
                m);
+    // An image out of range on the last image only: an error on every image, not the
+    // last one throwing while the others wait in the broadcast.
+    const int source = me() == n() - 1 ? n() : 0;
+    m = what_of<crown::argument_error>(
+        [&] { crown::completion c = crown::co_broadcast_async(w(), std::span(v), source); });
+    BOOST_TEST(m.find("source_image is " + std::to_string(source) + " here but " +
+                      std::to_string(me() == n() - 1 ? 0 : n()) + " on rank") != std::string::npos,
+               m);
   }
 }

@@ -261,6 +261,20 @@ BOOST_AUTO_TEST_CASE(bad_arguments) {
     m = what_of<crown::argument_error>([&] { crown::co_sum(w(), std::span(data)); });
     BOOST_TEST(m.find("count is " + std::to_string(data.size()) + " here but") != std::string::npos,
                m);
+    // An image out of range on the last image only is an error on every image (it was
+    // one image throwing while the others waited in the argument check).
+    const int last = n() - 1, bad = me() == last ? n() : 0, good_elsewhere = me() == last ? 0 : n();
+    const std::string differs =
+        " is " + std::to_string(bad) + " here but " + std::to_string(good_elsewhere) + " on rank";
+    m = what_of<crown::argument_error>([&] { crown::co_sum(w(), v, bad); });
+    BOOST_TEST(m.find("result_image" + differs) != std::string::npos, m);
+    m = what_of<crown::argument_error>([&] { crown::co_broadcast(w(), v, bad); });
+    BOOST_TEST(m.find("source_image" + differs) != std::string::npos, m);
+    m = what_of<crown::argument_error>([&] {
+      crown::co_reduce(
+          w(), v, [](int a, int b) { return a * b; }, bad);
+    });
+    BOOST_TEST(m.find("result_image" + differs) != std::string::npos, m);
     // element types that differ are named, not given as hashes
     m = what_of<crown::argument_error>([&] {
       if (me() == 0) {
