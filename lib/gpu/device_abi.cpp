@@ -176,12 +176,12 @@ std::uint64_t agree_on_device(device_heap& h, MPI_Comm comm, std::size_t rounded
   return offset;
 }
 
+} // namespace
+
 std::string image_and_rank(const mesh& m, int image) {
   return "image " + std::to_string(image) + " (rank " +
          std::to_string(m.ranks()[static_cast<std::size_t>(image)]) + ")";
 }
-
-} // namespace
 
 std::pair<int, std::string> first_member_problem(const mesh& m, MPI_Comm comm,
                                                  const std::string& problem,

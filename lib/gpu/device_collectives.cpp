@@ -12,8 +12,10 @@
 #include <crown/build_config.hpp>
 #include <crown/trace.hpp>
 #include <cstring>
+#include <exception>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <unistd.h>
 #include <vector>
 #if CROWN_HAVE_NCCL
@@ -170,12 +172,30 @@ struct call {
     check_cuda(launch_fold(s, static_cast<int>(c.type), static_cast<int>(c.op), out, src, count, n),
                what + ": the fold kernel (" + std::to_string(count) + " elements)");
   }
+  /// Runs `step` (this image's share of a phase), waits for its work on the stream,
+  /// then meets every image as a barrier would: a failure on any image (its
+  /// crown::error) is thrown on every image, naming the first that failed, where a
+  /// barrier would leave the others waiting for the image that threw.
+  template <typename Step>
+  void then_meet(Step&& step, const char* phase) const {
+    std::string problem;
+    std::exception_ptr mine;
+    try {
+      step();
+      sync();
+    } catch (const error& e) {
+      problem = e.what();
+      mine = std::current_exception();
+    }
+    const mesh& m = *c.team;
+    const auto [first, text] = first_member_problem(m, crown_comm(m), problem, what + ": " + phase);
+    if (mine) std::rethrow_exception(mine); // this image's own error, as it was thrown
+    if (first >= 0) throw state_error(what, image_and_rank(m, first) + " failed: " + text);
+  }
   /// Puts finished before the call are in every block, and this image's own work on
   /// the stream is done, before any image reads another's block.
   void meet() const {
-    h.local_backend().quiet();
-    sync();
-    crown_barrier(*c.team);
+    then_meet([&] { h.local_backend().quiet(); }, "start");
   }
 };
 
@@ -185,44 +205,57 @@ void peer_reduce(const call& k) {
   const auto [b, e] =
       image_share(k.c.count, static_cast<std::size_t>(k.n), static_cast<std::size_t>(k.me));
   const std::size_t len = (e - b) * k.c.elem, at = b * k.c.elem;
-  const auto* table =
-      static_cast<const std::byte* const*>(k.h.view_table(k.c.offset, k.ranks, k.what));
-  stream_buffer folded(len, k.s, k.what);
-  if (len) k.fold(folded.get(), {table, nullptr, 0, at}, e - b);
-  k.sync();
-  crown_barrier(*k.c.team); // every image has read every block
-  for (int t = 0; t < k.n; ++t)
-    if (k.c.image < 0 || t == k.c.image)
-      k.copy(k.block_of(t) + at, folded.get(), len, "to an image");
-  k.sync();
-  crown_barrier(*k.c.team); // every share is in place
+  std::optional<stream_buffer> folded;
+  k.then_meet( // every image has read every block
+      [&] {
+        const auto* table =
+            static_cast<const std::byte* const*>(k.h.view_table(k.c.offset, k.ranks, k.what));
+        folded.emplace(len, k.s, k.what);
+        if (len) k.fold(folded->get(), {table, nullptr, 0, at}, e - b);
+      },
+      "fold");
+  k.then_meet( // every share is in place
+      [&] {
+        for (int t = 0; t < k.n; ++t)
+          if (k.c.image < 0 || t == k.c.image)
+            k.copy(k.block_of(t) + at, folded->get(), len, "to an image");
+      },
+      "copies to the images");
 }
 
 void peer_broadcast(const call& k) {
-  if (k.me != k.c.image) k.copy(k.block(), k.block_of(k.c.image), k.bytes, "from the source");
-  k.sync();
-  crown_barrier(*k.c.team); // the source's block is read before it may change
+  k.then_meet( // the source's block is read before it may change
+      [&] {
+        if (k.me != k.c.image) k.copy(k.block(), k.block_of(k.c.image), k.bytes, "from the source");
+      },
+      "copy from the source");
 }
 
 void peer_all_gather(const call& k) {
-  for (int j = 0; j < k.n; ++j)
-    k.copy(static_cast<std::byte*>(k.c.result) + static_cast<std::size_t>(j) * k.bytes,
-           k.block_of(j), k.bytes, "from an image");
-  k.sync();
-  crown_barrier(*k.c.team);
+  k.then_meet(
+      [&] {
+        for (int j = 0; j < k.n; ++j)
+          k.copy(static_cast<std::byte*>(k.c.result) + static_cast<std::size_t>(j) * k.bytes,
+                 k.block_of(j), k.bytes, "from an image");
+      },
+      "copies from the images");
 }
 
 void peer_reduce_scatter(const call& k) {
   const std::size_t len = k.c.result_count * k.c.elem;
-  const auto* table =
-      static_cast<const std::byte* const*>(k.h.view_table(k.c.offset, k.ranks, k.what));
   const bool direct = is_local_device_memory(k.c.result, k.h.device());
-  stream_buffer staged(direct ? 0 : len, k.s, k.what);
-  void* out = direct ? k.c.result : staged.get();
-  if (len) k.fold(out, {table, nullptr, 0, static_cast<std::size_t>(k.me) * len}, k.c.result_count);
-  if (!direct) k.copy(k.c.result, out, len, "to the result");
-  k.sync();
-  crown_barrier(*k.c.team);
+  std::optional<stream_buffer> staged;
+  k.then_meet(
+      [&] {
+        const auto* table =
+            static_cast<const std::byte* const*>(k.h.view_table(k.c.offset, k.ranks, k.what));
+        staged.emplace(direct ? 0 : len, k.s, k.what);
+        void* out = direct ? k.c.result : staged->get();
+        if (len)
+          k.fold(out, {table, nullptr, 0, static_cast<std::size_t>(k.me) * len}, k.c.result_count);
+        if (!direct) k.copy(k.c.result, out, len, "to the result");
+      },
+      "fold");
 }
 
 // --- NCCL (one GPU per image) ---
@@ -389,8 +422,8 @@ void run_nccl(const call& k, ncclComm_t comm) {
 
 void run_host(const call& k) {
   std::vector<std::byte> in(k.bytes), out(k.c.result_count * k.c.elem);
-  k.copy(in.data(), k.block(), k.bytes, "to host memory");
-  k.sync();
+  // Agreed: an image whose copy failed must not leave the others in the host collective.
+  k.then_meet([&] { k.copy(in.data(), k.block(), k.bytes, "to host memory"); }, "copy to host");
   k.c.host(k.c, in.data(), out.data());
   const bool receives =
       k.c.kind == device_collective_kind::broadcast ||
@@ -475,11 +508,7 @@ void run_device_collective(const device_collective& c) {
   // would leave the others waiting in the first barrier.
   const std::string problem = local_problem(k);
   if (const auto [first, text] = first_member_problem(m, crown_comm(m), problem, what); first >= 0)
-    throw argument_error(what, first == k.me
-                                   ? text
-                                   : "image " + std::to_string(first) + " (rank " +
-                                         std::to_string(k.ranks[static_cast<std::size_t>(first)]) +
-                                         "): " + text);
+    throw argument_error(what, first == k.me ? text : image_and_rank(m, first) + ": " + text);
   k.meet();
   switch (p.choice.path) {
   case device_path::peer:

@@ -130,6 +130,9 @@ device_heap& active_device_heap(std::string_view op);
 /// The heap, or nullptr (with `why` set).
 device_heap* find_device_heap(std::string* why = nullptr) noexcept;
 
+/// "image I (rank R)" of mesh `m`.
+std::string image_and_rank(const mesh& m, int image);
+
 /// Collective over `comm` (the members of `m`): the lowest image whose `problem` is not
 /// empty, with that problem (-1 and empty when no member has one), so that a check that
 /// fails on one member throws on all instead of leaving the others waiting.
