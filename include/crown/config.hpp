@@ -36,7 +36,8 @@ enum class fault_point {
   shutdown,
   step,
   checkpoint,
-  gpu_heap
+  gpu_heap,
+  gpu_collective
 };
 struct fault_spec {
   fault_action action = fault_action::none; ///< kill: SIGKILL; stop: SIGSTOP; raise: throws

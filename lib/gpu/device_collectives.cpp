@@ -10,6 +10,7 @@
 #include "device_heap.hpp"
 #include <crown/block_collectives.hpp>
 #include <crown/build_config.hpp>
+#include <crown/detail/fault.hpp>
 #include <crown/trace.hpp>
 #include <cstring>
 #include <exception>
@@ -197,6 +198,16 @@ struct call {
   void meet() const {
     then_meet([&] { h.local_backend().quiet(); }, "start");
   }
+  /// then_meet for a path's first phase, where CROWN_FAULT's gpu_collective strikes.
+  template <typename Step>
+  void first_phase(Step&& step, const char* phase) const {
+    then_meet(
+        [&] {
+          fault_point_reached(fault_point::gpu_collective);
+          step();
+        },
+        phase);
+  }
 };
 
 // --- Crown's kernels over the peer mappings (every image on this host) ---
@@ -206,7 +217,7 @@ void peer_reduce(const call& k) {
       image_share(k.c.count, static_cast<std::size_t>(k.n), static_cast<std::size_t>(k.me));
   const std::size_t len = (e - b) * k.c.elem, at = b * k.c.elem;
   std::optional<stream_buffer> folded;
-  k.then_meet( // every image has read every block
+  k.first_phase( // every image has read every block
       [&] {
         const auto* table =
             static_cast<const std::byte* const*>(k.h.view_table(k.c.offset, k.ranks, k.what));
@@ -224,7 +235,7 @@ void peer_reduce(const call& k) {
 }
 
 void peer_broadcast(const call& k) {
-  k.then_meet( // the source's block is read before it may change
+  k.first_phase( // the source's block is read before it may change
       [&] {
         if (k.me != k.c.image) k.copy(k.block(), k.block_of(k.c.image), k.bytes, "from the source");
       },
@@ -232,7 +243,7 @@ void peer_broadcast(const call& k) {
 }
 
 void peer_all_gather(const call& k) {
-  k.then_meet(
+  k.first_phase(
       [&] {
         for (int j = 0; j < k.n; ++j)
           k.copy(static_cast<std::byte*>(k.c.result) + static_cast<std::size_t>(j) * k.bytes,
@@ -245,7 +256,7 @@ void peer_reduce_scatter(const call& k) {
   const std::size_t len = k.c.result_count * k.c.elem;
   const bool direct = is_local_device_memory(k.c.result, k.h.device());
   std::optional<stream_buffer> staged;
-  k.then_meet(
+  k.first_phase(
       [&] {
         const auto* table =
             static_cast<const std::byte* const*>(k.h.view_table(k.c.offset, k.ranks, k.what));
@@ -423,7 +434,7 @@ void run_nccl(const call& k, ncclComm_t comm) {
 void run_host(const call& k) {
   std::vector<std::byte> in(k.bytes), out(k.c.result_count * k.c.elem);
   // Agreed: an image whose copy failed must not leave the others in the host collective.
-  k.then_meet([&] { k.copy(in.data(), k.block(), k.bytes, "to host memory"); }, "copy to host");
+  k.first_phase([&] { k.copy(in.data(), k.block(), k.bytes, "to host memory"); }, "copy to host");
   k.c.host(k.c, in.data(), out.data());
   const bool receives =
       k.c.kind == device_collective_kind::broadcast ||

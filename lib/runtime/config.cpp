@@ -238,10 +238,11 @@ fault_spec parse_fault(std::string_view name, const std::string& value) {
       f.count = integer(1);
       have_count = true;
     } else if (key == "at" && !have_point) {
-      constexpr std::array points{
-          fault_point::startup,  fault_point::put,        fault_point::co_sum,
-          fault_point::sync_all, fault_point::call,       fault_point::shutdown,
-          fault_point::step,     fault_point::checkpoint, fault_point::gpu_heap};
+      constexpr std::array points{fault_point::startup,  fault_point::put,
+                                  fault_point::co_sum,   fault_point::sync_all,
+                                  fault_point::call,     fault_point::shutdown,
+                                  fault_point::step,     fault_point::checkpoint,
+                                  fault_point::gpu_heap, fault_point::gpu_collective};
       const auto it = std::find_if(points.begin(), points.end(),
                                    [&](fault_point q) { return to_string(q) == v; });
       if (it == points.end()) throw bad("unknown point '" + v + "'");
@@ -304,8 +305,9 @@ std::string_view to_string(transport_choice t) {
 }
 
 std::string_view to_string(fault_point p) {
-  constexpr std::array<std::string_view, 9> names{
-      "startup", "put", "co_sum", "sync_all", "call", "shutdown", "step", "checkpoint", "gpu_heap"};
+  constexpr std::array<std::string_view, 10> names{
+      "startup",  "put",  "co_sum",     "sync_all", "call",
+      "shutdown", "step", "checkpoint", "gpu_heap", "gpu_collective"};
   return names.at(static_cast<std::size_t>(p));
 }
 

@@ -245,6 +245,28 @@ BOOST_AUTO_TEST_CASE(fewer_elements_than_images_still_reduce) {
   BOOST_TEST(own_block(a) == std::vector<std::int32_t>{n() * (n() + 1) / 2});
 }
 
+BOOST_AUTO_TEST_CASE(an_image_failing_inside_a_collective_fails_it_on_every_image) {
+  // The fault variant: CROWN_FAULT=throw:rank=1:at=gpu_collective strikes rank 1 inside
+  // the first phase, after every image started: each image throws, none waits for it.
+  const char* fault = std::getenv("CROWN_FAULT");
+  if (!fault || std::string(fault).find("at=gpu_collective") == std::string::npos) {
+    BOOST_TEST_MESSAGE("not the fault variant");
+    return;
+  }
+  dcoarray<double> a(w(), 64);
+  a.on(me()).put(std::vector<double>(a.size(), 1.0));
+  const std::string m = crown_test::what_of<crown::error>([&] { crown::co_sum(a); });
+  if (me() == 1)
+    BOOST_TEST(m.find("CROWN_FAULT: injected exception at gpu_collective") != std::string::npos, m);
+  else
+    BOOST_TEST(m.find("co_sum of a device coarray on " + w().to_string() +
+                      ": image 1 (rank 1) failed: ") != std::string::npos,
+               m);
+  a.on(me()).put(std::vector<double>(a.size(), 1.0)); // struck once: the mesh works on
+  crown::co_sum(a);
+  BOOST_TEST(own_block(a) == std::vector<double>(a.size(), static_cast<double>(n())));
+}
+
 BOOST_AUTO_TEST_CASE(bad_arguments_name_the_rank_and_the_values) {
   dcoarray<double> a(w(), 8);
   const std::string where = "rank " + std::to_string(me()) + ": ";
