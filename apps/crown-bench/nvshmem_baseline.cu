@@ -97,6 +97,9 @@ int main(int argc, char** argv) {
     std::printf("nvshmem,kernel_put_bw_one_block,%zu,%.9g\n", block, s);
     std::fflush(stdout);
   }
+  // PE 1 waits on the CPU while PE 0 times, as Crown's target does: NVSHMEM's barrier
+  // runs on the GPU and, without MPS, would take turns with PE 0's kernels.
+  MPI_Barrier(MPI_COMM_WORLD);
   nvshmem_barrier_all();
   cudaFree(local);
   nvshmem_free(sym);
