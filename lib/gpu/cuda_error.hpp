@@ -21,9 +21,11 @@ void check_cuda(cudaError_t rc, std::string_view what);
 void check_cu(int rc, std::string_view what);
 
 /// Makes `device` current for the guard's lifetime and restores the caller's context:
-/// Crown's calls never change the device an application works on. A thread with no
-/// context yet (cudaGetDevice then says 0, the progress thread always) gets none back:
-/// restoring "device 0" would create a context on GPU 0 in every rank of a node.
+/// Crown's calls never change the device an application works on. When it changes the
+/// device, a thread that had no context (cudaGetDevice then says 0; the progress
+/// thread) gets none back: restoring "device 0" would create a context on GPU 0 in
+/// every rank of a node. When `device` is already the current one nothing is switched
+/// (an application's own, non-primary context on that GPU stays current).
 class device_guard {
 public:
   explicit device_guard(int device);

@@ -174,8 +174,8 @@ struct call {
                what + ": the fold kernel (" + std::to_string(count) + " elements)");
   }
   /// Runs `step` (this image's share of a phase), waits for its work on the stream,
-  /// then meets every image as a barrier would: a failure on any image (its
-  /// crown::error) is thrown on every image, naming the first that failed, where a
+  /// then meets every image as a barrier would: a failure on any image (its exception)
+  /// is thrown on every image, naming the first that failed, where a
   /// barrier would leave the others waiting for the image that threw.
   template <typename Step>
   void then_meet(Step&& step, const char* phase) const {
@@ -184,9 +184,13 @@ struct call {
     try {
       step();
       sync();
-    } catch (const error& e) {
+    } catch (const std::exception& e) { // crown::error, or std::bad_alloc
       problem = e.what();
       mine = std::current_exception();
+      // What this image enqueued before it failed lands before anyone goes on (a late
+      // copy into another image's block would overwrite what that image does next).
+      (void)cudaStreamSynchronize(s);
+      (void)cudaGetLastError();
     }
     const mesh& m = *c.team;
     const auto [first, text] = first_member_problem(m, crown_comm(m), problem, what + ": " + phase);

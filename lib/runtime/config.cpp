@@ -79,7 +79,7 @@ constexpr std::array<config_variable, 27> variables{{
     {"CROWN_FAULT", "none",
      "Fault injection for tests: kill, stop or throw, on one rank, the first (or count-th) "
      "time it reaches a point: kill|stop|throw:rank=R:at=startup|put|co_sum|sync_all|call|"
-     "shutdown[:count=N]. none: off."},
+     "shutdown|step|checkpoint|gpu_heap|gpu_collective[:count=N]. none: off."},
     {"CROWN_MAILBOX_SIZE", "256K",
      "Each rank's mailbox for controller messages from ranks of its host (calls, replies, "
      "port messages), taken from its symmetric heap while runtime::control runs: a message "

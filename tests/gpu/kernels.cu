@@ -74,8 +74,10 @@ __global__ void every_op(crown::device::coarray_view<T, 1> v, T* out) {
   out[5] = d::wait_until(&v(1), d::cmp::eq, T(9)); // 9
   out[6] = v.atomic_load(me, 1);                   // 9
   out[7] = T(v.num_images);
-  out[8] = v.atomic_add(me, 0, T(-6)); // 5: borrows only from element 0's own bits
-  out[9] = v.atomic_load(me, 1);       // 9: an add wider than T would have made it 8
+  out[8] = v.atomic_add(me, 0, T(-6)); // 5; a 4-byte integer is now all ones
+  v.atomic_add(me, 0, T(1));           // all ones + 1: carries out of element 0 only
+  out[9] = v.atomic_load(me, 1);       // 9: an add wider than T would have made it 10 (8
+                                       // for wchar_t, whose -6 borrows)
 }
 
 } // namespace

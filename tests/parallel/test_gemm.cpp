@@ -23,8 +23,9 @@ std::string setting() {
   return v ? v : "auto";
 }
 
-/// An NVIDIA driver's device node: a GPU this process could use (checked without CUDA).
-bool gpu_here() { return CROWN_HAVE_CUDA && std::filesystem::exists("/dev/nvidiactl"); }
+/// A build with cuBLAS and an NVIDIA driver's device node: a GPU cuBLAS could use
+/// (checked without CUDA).
+bool gpu_here() { return CROWN_HAVE_CUBLAS && std::filesystem::exists("/dev/nvidiactl"); }
 
 template <typename T>
 struct problem {
@@ -99,7 +100,8 @@ BOOST_AUTO_TEST_CASE(the_engine_line_says_where_gemms_run_and_why) {
     BOOST_TEST_INFO(m);
     BOOST_TEST(m.starts_with("crown::state_error: rank ?: CROWN_GEMM=cublas: "));
     BOOST_TEST((m.find("no GPU is visible (cudaGetDeviceCount: ") != std::string::npos ||
-                m.find("this Crown was built without CUDA") != std::string::npos));
+                m.find("this Crown was built without CUDA") != std::string::npos ||
+                m.find("this Crown was built without cuBLAS") != std::string::npos));
     // A GEMM says the same: nothing runs on the CPU behind the setting's back.
     float a = 1, b = 2, c = 0;
     BOOST_CHECK_THROW(pd::gemm(false, false, 1, 1, 1, 1.0f, &a, 1, &b, 1, 0.0f, &c, 1),
@@ -113,7 +115,8 @@ BOOST_AUTO_TEST_CASE(the_engine_line_says_where_gemms_run_and_why) {
     BOOST_TEST(e == "cpu: CROWN_GEMM=cpu");
   else if (!gpu_here())
     BOOST_TEST((e.starts_with("cpu: no GPU is visible (cudaGetDeviceCount: ") ||
-                e == "cpu: this Crown was built without CUDA"));
+                e == "cpu: this Crown was built without CUDA" ||
+                e.starts_with("cpu: this Crown was built without cuBLAS")));
   else if (s == "cublas")
     BOOST_TEST(
         (e.starts_with("cublas on GPU ") && e.ends_with("for every GEMM (CROWN_GEMM=cublas)")));
