@@ -38,8 +38,8 @@ std::string device_collective_what(const device_collective& c);
 
 /// Checks, with CROWN_CHECK=1 first (collective then), that every member passed the same
 /// count, element type and image, and then `c`'s arguments on this image
-/// (argument_error naming the rank and the values). Both builds run it before anything else, so that a bad
-/// argument reads the same with or without a GPU.
+/// (argument_error naming the rank and the values). Both builds run it before anything
+/// else, so that a bad argument reads the same with or without a GPU.
 void check_device_collective(const device_collective& c);
 
 /// The lowest pair of images whose GPUs are the same (`gpus[i]`: a host and bus
