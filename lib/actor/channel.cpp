@@ -506,6 +506,12 @@ void channel::poll_sends() {
   }
 }
 
+void channel::keep_mpi_moving() {
+  if (mpi_peers_ || !sends_.empty()) return; // the slots' or the sends' tests call MPI
+  int flag = 0;
+  check(MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, comm_, &flag, MPI_STATUS_IGNORE), "MPI_Iprobe", -1);
+}
+
 void channel::drain_sends(std::chrono::duration<double> patience) {
   backoff pause(wait_site{"sending the last controller messages"});
   const auto waiting = [this] {

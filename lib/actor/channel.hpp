@@ -119,6 +119,13 @@ public:
   /// of a poll must not grow with the number of messages in flight.
   void poll_sends();
   static constexpr std::size_t send_window = 64;
+  /// One MPI call (a probe) where nothing else of this channel calls MPI: a rank whose
+  /// peers all have mailboxes, with no send pending. Open MPI finishes its side of a
+  /// transfer only inside some MPI call of this rank (a received piece's acknowledgement
+  /// that found no free shared-memory fragment waits there), so a sender of pieces this
+  /// rank has already received would wait for ever on an idle rank. Called every few
+  /// progress passes.
+  void keep_mpi_moving();
   /// Sends handed to MPI at once; more wait in this channel's queue (MPI's own queues
   /// are searched linearly, so tens of thousands in flight there cost quadratic time).
   static constexpr std::size_t sends_in_mpi = 256;

@@ -5,6 +5,7 @@
 #include "control_core.hpp"
 #include "control.hpp"
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <crown/actor/controller.hpp>
@@ -15,6 +16,7 @@
 #include <cstdio>
 #include <map>
 #include <unordered_map>
+#include <utility>
 
 namespace crown {
 namespace detail {
@@ -139,11 +141,14 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
   finish_command(h, ranks, positions, order_, origin_order_, *message, layout);
   last_bytes_ = message->size();
   const auto children = std::min<std::size_t>(ranks.size(), h.fanout);
-  std::uint64_t last_send = 0;
+  // Each child's last piece (a bulk command has at most two children, or goes to rank 0).
+  std::array<std::pair<int, std::uint64_t>, 2> bulk_sent{};
+  std::size_t bulk_children = 0;
   const auto send_to = [&](int dest) {
     channel_.send(message, dest);
     if (bulk)
-      last_send = channel_.send_bulk(attachments_.parts, layout.piece_bytes, dest, layout.tag, {});
+      bulk_sent.at(bulk_children++) = {
+          dest, channel_.send_bulk(attachments_.parts, layout.piece_bytes, dest, layout.tag, {})};
   };
   if (relayed)
     send_to(0);
@@ -171,9 +176,12 @@ std::uint64_t control_core::submit(message_kind kind, std::uint64_t mesh_id, std
   }
   if (bulk) { // the caller may change or free its arrays once this returns (as MPI_Send)
     attachments_.clear();
-    backoff pause(wait_site{"sending a call's large arguments", relayed ? 0 : ranks[0]});
-    while (!channel_.sent(last_send))
-      if (!progress()) pause.pause();
+    // Sends retire in order: one child after the other, so a long wait names its rank.
+    for (std::size_t i = 0; i < bulk_children; ++i) {
+      backoff pause(wait_site{"sending a call's large arguments", bulk_sent[i].first});
+      while (!channel_.sent(bulk_sent[i].second))
+        if (!progress()) pause.pause();
+    }
   }
   return h.request;
 }
@@ -409,9 +417,12 @@ bool control_core::progress() {
   channel_.poll_sends();
   if (!arrivals_.empty()) finish_arrivals();
   if (sink_) sink_->run_ready();
-  if (rank_ == 0 && (++ticks_ & 63) == 0) { // the clock is read every 64 polls, not on each
-    check_watchdog();
-    logs_.flush(false);
+  if ((++ticks_ & 63) == 0) { // every 64 polls, not on each
+    channel_.keep_mpi_moving();
+    if (rank_ == 0) { // the clock is read here
+      check_watchdog();
+      logs_.flush(false);
+    }
   }
   channel::incoming m;
   bool any = false;
