@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # tests/heat2d/gpu.sh CROWN_HEAT2D MPIEXEC WORKDIR
 # crown-heat2d --gpu (device coarrays, a CUDA stencil) against the CPU run:
-#  1. the checksum bitwise equal to the CPU run's at 1, 2 (1x2), 3 (3x1) and 4 (2x2) ranks,
-#     on a grid that splits unevenly (the same arithmetic in the same order: stencil.hpp);
+#  1. the checksum bitwise equal to the CPU run's on meshes 1x1, 1x2, 2x1, 3x1, 2x2, 1x4
+#     and 4x1, on a grid that splits unevenly (the same arithmetic in the same order:
+#     stencil.hpp), and at 1x2 and 2x1 across two pretend hosts (CROWN_FAKE_HOSTS=2: the
+#     halo puts staged through host memory);
 #  2. where checkpoints exist (parallel HDF5): a --gpu run's checkpoints resumed by --gpu
 #     at another rank count and by the CPU run, both bitwise the uninterrupted checksum;
 #  3. stop signals: SIGUSR1 (mpirun passes it to every rank) during a --gpu run with
@@ -41,11 +43,16 @@ run 1 "${args[@]}" > cpu.out 2>&1 || { cat cpu.out; fail "the CPU run"; }
 ref=$(checksum_of cpu.out)
 [ -n "$ref" ] || fail "no checksum from the CPU run"
 echo "CPU, 1 rank: checksum $ref"
-for r in "1" "2 --mesh 1x2" "3 --mesh 3x1" "4 --mesh 2x2"; do
-  run $r $flag "${args[@]}" > gpu.out 2>&1 || { cat gpu.out; fail "$flag at np $r"; }
+for r in "1" "2 --mesh 1x2" "2 --mesh 2x1" "3 --mesh 3x1" "4 --mesh 2x2" "4 --mesh 1x4" \
+  "4 --mesh 4x1" "hosts=2 2 --mesh 1x2" "hosts=2 2 --mesh 2x1"; do
+  hosts=${r%% *}
+  [[ $hosts == hosts=* ]] && r=${r#* } || hosts=hosts=1
+  CROWN_FAKE_HOSTS=${hosts#hosts=} run $r $flag "${args[@]}" > gpu.out 2>&1 ||
+    { cat gpu.out; fail "$flag at np $r ($hosts)"; }
   got=$(checksum_of gpu.out)
-  [ "$got" = "$ref" ] || { cat gpu.out; fail "$flag at np $r: checksum '$got', the CPU's $ref"; }
-  echo "$flag np $r: checksum $got, bitwise the CPU's ($(sed -n 's/^time //p' gpu.out))"
+  [ "$got" = "$ref" ] ||
+    { cat gpu.out; fail "$flag at np $r ($hosts): checksum '$got', the CPU's $ref"; }
+  echo "$flag np $r, $hosts: checksum $got, bitwise the CPU's ($(sed -n 's/^time //p' gpu.out))"
 done
 
 # 2. Checkpoints written by --gpu, resumed by --gpu at another rank count and by the CPU.
