@@ -234,7 +234,7 @@ heap_block device_allocate(const mesh& m, std::size_t bytes, std::uint64_t type_
     check_cuda(cudaMemsetAsync(h.local(b.offset), 0, rounded, h.stream()),
                op + ": cudaMemsetAsync(" + std::to_string(rounded) + " bytes)");
     check_cuda(cudaStreamSynchronize(h.stream()), op + ": cudaStreamSynchronize");
-  } catch (const error& e) {
+  } catch (const std::exception& e) {
     problem = e.what();
   }
   // Agreed before anyone throws: a member that threw alone would leave the others in

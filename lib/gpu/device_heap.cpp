@@ -57,7 +57,7 @@ device_heap::device_heap(runtime_state& st, MPI_Comm group, std::unique_ptr<devi
     // Room for 256 tables over the whole world, at least 256 KiB.
     views_area_ = std::make_unique<view_area>(std::max<std::size_t>(
         std::size_t{1} << 18, std::size_t{256} * sizeof(std::byte*) * peers_.size()));
-  } catch (const error& e) {
+  } catch (const std::exception& e) {
     problem = e.what();
   }
   if (auto p = first_problem(group, problem); !p.empty()) {
@@ -235,7 +235,7 @@ std::unique_ptr<device_heap> make_device_heap(runtime_state& st, comm_handle gro
   try {
     on.emplace(gpu);
     check_cuda(cudaFree(nullptr), "creating the CUDA context"); // once, at start-up
-  } catch (const error& e) {
+  } catch (const std::exception& e) {
     problem = e.what();
   }
   if (auto p = first_problem(group.get(), problem); !p.empty())
@@ -277,7 +277,7 @@ void start_device_heap(runtime_state& st) {
   std::string problem; // why this rank's set-up failed
   try {
     fault_point_reached(fault_point::gpu_heap); // a test hook: as if the set-up failed here
-  } catch (const error& e) {
+  } catch (const std::exception& e) {
     problem = e.what();
   }
   const std::string none = reason_for_none(st); // by design, not a failure
@@ -290,7 +290,7 @@ void start_device_heap(runtime_state& st) {
   if (group != MPI_COMM_NULL) {
     try {
       heap = make_device_heap(st, comm_handle(group), st.topo->self().gpu);
-    } catch (const error& e) { // thrown on every member of the group
+    } catch (const std::exception& e) { // thrown on every member of the group
       problem = e.what();
     }
   }
@@ -326,7 +326,7 @@ void start_device_heap(runtime_state& st) {
     heap->limit(agreed[0]);
     try {
       heap->reach_other_hosts(has_heap, host_heap ? host_heap->messages() : nullptr);
-    } catch (const error& e) {
+    } catch (const std::exception& e) {
       no_staging = e.what();
     }
   }

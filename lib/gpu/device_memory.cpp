@@ -191,7 +191,7 @@ std::unique_ptr<device_memory> map_vmm(MPI_Comm host, int device, std::size_t by
                                              *d, imported.take(), rounded, granularity, device,
                                              "the device heap of host rank " + std::to_string(r)));
     }
-  } catch (const error& e) {
+  } catch (const std::exception& e) {
     problem = e.what();
   }
   if (!(why_not = first_problem(host, problem)).empty()) return nullptr;
@@ -233,7 +233,7 @@ std::unique_ptr<device_memory> map_ipc(MPI_Comm host, int device, std::size_t by
     check_cuda(cudaMalloc(&p, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes)");
     memory->set(me, p);
     check_cuda(cudaIpcGetMemHandle(&mine, p), "cudaIpcGetMemHandle");
-  } catch (const error& e) {
+  } catch (const std::exception& e) {
     problem = e.what();
   }
   if (auto p = first_problem(host, problem); !p.empty())
@@ -250,7 +250,7 @@ std::unique_ptr<device_memory> map_ipc(MPI_Comm host, int device, std::size_t by
                  "cudaIpcOpenMemHandle(device heap of host rank " + std::to_string(r) + ")");
       memory->set(r, p);
     }
-  } catch (const error& e) {
+  } catch (const std::exception& e) {
     problem = e.what();
   }
   if (auto p = first_problem(host, problem); !p.empty())
