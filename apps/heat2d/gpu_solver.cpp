@@ -2,6 +2,9 @@
 #include "gpu_solver.hpp"
 #include "gpu_kernels.hpp"
 #include <crown/detail/device_heap.hpp>
+#include <optional>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
 namespace heat2d {
@@ -64,35 +67,50 @@ result solve_gpu(const crown::mesh& world, const options& o, bool keep_field,
   // hosts are staged through host memory.
   device_field a(m, {p.extent(0), pitch});
   device_field b(m, {p.extent(0), pitch});
-  gpu::use_device(crown::detail::device_ordinal()); // the GPU of Crown's device heap
-  const gpu::stream s;
   const std::size_t r = host.own().extent(0), c = host.own().extent(1);
-  const gpu::buffer columns(2 * r); // the west and east owned columns, packed
+  // Agreed before anyone throws: a rank that failed alone would leave the others in the
+  // first halo exchange while it met them in the coarrays' deallocation.
+  std::optional<gpu::stream> s;
+  std::optional<gpu::buffer> columns; // the west and east owned columns, packed
+  std::string why;                    // this rank's failure
+  try {
+    gpu::use_device(crown::detail::device_ordinal()); // the GPU of Crown's device heap
+    s.emplace();
+    columns.emplace(2 * r);
+  } catch (const std::exception& e) {
+    why = e.what();
+  }
+  int failed = why.empty() ? m.size() : m.rank(); // the first image that failed
+  crown::co_min(m, failed);
+  if (failed < m.size())
+    throw std::runtime_error(!why.empty() ? why
+                                          : "heat2d --gpu: image " + std::to_string(failed) +
+                                                " failed to set up its GPU stream or buffer");
   const std::vector<halo_put> puts = plan_puts(host, pitch);
   std::vector<int> neighbours;
   for (const halo_put& h : puts) neighbours.push_back(h.image);
 
   const std::optional<crown::checkpoint_dir> dir = checkpoints(m, ck);
   const int first = ck.resume ? resume(*dir, host, o) : 0;
-  gpu::copy(a.data(), p.data(), bytes, s.get()); // edges (and the resumed field) in both
-  gpu::copy(b.data(), p.data(), bytes, s.get());
+  gpu::copy(a.data(), p.data(), bytes, s->get()); // edges (and the resumed field) in both
+  gpu::copy(b.data(), p.data(), bytes, s->get());
   device_field* u = &a;
   device_field* v = &b;
-  const auto to_host = [&] { gpu::copy(p.data(), u->data(), bytes, s.get()); };
+  const auto to_host = [&] { gpu::copy(p.data(), u->data(), bytes, s->get()); };
   const loop_result loop = iterate(
       m, o, ck, dir.has_value(), stop, first,
       [&] {
         for (const halo_put& h : puts)
           if (h.packed)
-            gpu::pack_column(u->data(), pitch, r, h.from == 0 ? 1 : c, columns.data() + h.from,
-                             s.get());
-        s.synchronize(); // the last update and the packing are done: the borders are ready
+            gpu::pack_column(u->data(), pitch, r, h.from == 0 ? 1 : c, columns->data() + h.from,
+                             s->get());
+        s->synchronize(); // the last update and the packing are done: the borders are ready
         for (const halo_put& h : puts) {
-          const double* from = (h.packed ? columns.data() : u->data()) + h.from;
+          const double* from = (h.packed ? columns->data() : u->data()) + h.from;
           u->on(h.image).put(h.to, std::span<const double>(from, h.count)); // blocking
         }
         if (!neighbours.empty()) crown::sync_images(m, neighbours); // their borders are here
-        gpu::update(u->data(), v->data(), pitch, r, c, s.get());
+        gpu::update(u->data(), v->data(), pitch, r, c, s->get());
         std::swap(u, v);
       },
       [&](int it) {
