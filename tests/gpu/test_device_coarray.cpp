@@ -376,6 +376,26 @@ BOOST_AUTO_TEST_CASE(images_on_other_hosts_are_reached_by_staged_transfers) {
   BOOST_TEST(b.on(me()).get({3, 3}) == 10 * other + 5);
   BOOST_TEST(b.on(me()).get({0, 1}) == 0); // outside the section: untouched
 
+  // A section of device memory (1.4 MB) whose 3,980-byte rows straddle the 1 MiB chunks:
+  // chunks of several runs, a run split between two, through the slots both ways.
+  dcoarray<int, 2> big(w(), {700, 1000});
+  const crown::section<2> rows{crown::triplet{1, 699, 2}, crown::triplet{3, 998, 1}};
+  const std::size_t cells = std::size_t{349} * 995;
+  gpu_test::buffer from(cells * sizeof(int)), into(cells * sizeof(int));
+  gpu_test::fill_iota(static_cast<int*>(from.get()), cells, 5 * me(), nullptr);
+  gpu_test::synchronize();
+  big.on(other).put(rows, std::span<const int>(static_cast<const int*>(from.get()), cells));
+  crown::sync_all();
+  big.on(other).get(rows, std::span<int>(static_cast<int*>(into.get()), cells));
+  std::vector<int> got(cells);
+  into.download(got.data(), cells * sizeof(int));
+  BOOST_TEST(got == iota_from(5 * me(), cells));
+  BOOST_TEST(big.on(me()).get({1, 3}) == 5 * other); // the partner's first cell
+  BOOST_TEST(big.on(me()).get({697, 997}) == 5 * other + static_cast<int>(cells) - 1);
+  BOOST_TEST(big.on(me()).get({2, 3}) == 0);   // a row between: untouched
+  BOOST_TEST(big.on(me()).get({1, 998}) == 0); // past the section's columns
+  crown::sync_all();
+
   // Stream order: a kernel fills the source on a stream and the put follows it there;
   // a cross-host transfer is complete when put_async returns.
   gpu_test::stream st;
