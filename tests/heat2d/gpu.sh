@@ -43,16 +43,17 @@ run 1 "${args[@]}" > cpu.out 2>&1 || { cat cpu.out; fail "the CPU run"; }
 ref=$(checksum_of cpu.out)
 [ -n "$ref" ] || fail "no checksum from the CPU run"
 echo "CPU, 1 rank: checksum $ref"
-for r in "1" "2 --mesh 1x2" "2 --mesh 2x1" "3 --mesh 3x1" "4 --mesh 2x2" "4 --mesh 1x4" \
-  "4 --mesh 4x1" "hosts=2 2 --mesh 1x2" "hosts=2 2 --mesh 2x1"; do
-  hosts=${r%% *}
-  [[ $hosts == hosts=* ]] && r=${r#* } || hosts=hosts=1
-  CROWN_FAKE_HOSTS=${hosts#hosts=} run $r $flag "${args[@]}" > gpu.out 2>&1 ||
-    { cat gpu.out; fail "$flag at np $r ($hosts)"; }
+for r in "1 1" "1 2 --mesh 1x2" "1 2 --mesh 2x1" "1 3 --mesh 3x1" "1 4 --mesh 2x2" \
+  "1 4 --mesh 1x4" "1 4 --mesh 4x1" "2 2 --mesh 1x2" "2 2 --mesh 2x1"; do # HOSTS NP [MESH]
+  set -- $r
+  hosts=$1
+  shift
+  CROWN_FAKE_HOSTS=$hosts run "$@" $flag "${args[@]}" > gpu.out 2>&1 ||
+    { cat gpu.out; fail "$flag at np $*, CROWN_FAKE_HOSTS=$hosts"; }
   got=$(checksum_of gpu.out)
   [ "$got" = "$ref" ] ||
-    { cat gpu.out; fail "$flag at np $r ($hosts): checksum '$got', the CPU's $ref"; }
-  echo "$flag np $r, $hosts: checksum $got, bitwise the CPU's ($(sed -n 's/^time //p' gpu.out))"
+    { cat gpu.out; fail "$flag at np $*, CROWN_FAKE_HOSTS=$hosts: checksum '$got', the CPU's $ref"; }
+  echo "$flag np $*, CROWN_FAKE_HOSTS=$hosts: checksum $got, bitwise the CPU's ($(sed -n 's/^time //p' gpu.out))"
 done
 
 # 2. Checkpoints written by --gpu, resumed by --gpu at another rank count and by the CPU.
