@@ -2,6 +2,9 @@
 #include "cuda_backend.hpp"
 #include "cuda_error.hpp"
 #include "device_atomics.hpp"
+#include "strided_copies.hpp"
+#include <atomic>
+#include <crown/detail/device_heap.hpp>
 #include <crown/error.hpp>
 #include <string>
 
@@ -33,6 +36,8 @@ private:
   bool done_ = false;
 };
 
+std::atomic<std::size_t> g_pitch_limit{0}; // 0: the device's own
+
 std::string bytes_to(std::size_t bytes, int rank) {
   std::string s = std::to_string(bytes);
   s.append(" bytes, rank ").append(std::to_string(rank));
@@ -44,6 +49,10 @@ std::string bytes_to(std::size_t bytes, int rank) {
 cuda_backend::cuda_backend(int device, const std::byte* const* bases, int ranks)
     : device_(device), bases_(bases), ranks_(ranks) {
   const device_guard on(device_);
+  int pitch = 0;
+  check_cuda(cudaDeviceGetAttribute(&pitch, cudaDevAttrMaxPitch, device_),
+             "cudaDeviceGetAttribute(cudaDevAttrMaxPitch)");
+  max_pitch_ = static_cast<std::size_t>(pitch);
   check_cuda(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "cudaStreamCreate");
   void* r = nullptr;
   if (const cudaError_t rc = cudaHostAlloc(&r, sizeof(std::uint64_t), cudaHostAllocMapped);
@@ -58,6 +67,15 @@ cuda_backend::~cuda_backend() {
   (void)cudaStreamSynchronize(stream_);
   (void)cudaStreamDestroy(stream_);
   (void)cudaFreeHost(result_);
+}
+
+std::size_t cuda_backend::max_pitch() const noexcept {
+  const std::size_t limit = g_pitch_limit.load(std::memory_order_relaxed);
+  return limit ? std::min(limit, max_pitch_) : max_pitch_;
+}
+
+void set_device_copy_pitch_limit(std::size_t bytes) noexcept {
+  g_pitch_limit.store(bytes, std::memory_order_relaxed);
 }
 
 std::byte* cuda_backend::base_of(int rank) const {
@@ -85,12 +103,14 @@ async_handle cuda_backend::start(bool put, int rank, std::span<const run> runs, 
 async_handle cuda_backend::start_on(cudaStream_t stream, bool put, int rank,
                                     std::span<const run> runs, std::byte* packed) {
   const device_guard on(device_);
+  const drain_on_failure drain(stream);
   enqueue(stream, put, rank, runs, packed);
   return finish(stream, rank);
 }
 
 void cuda_backend::copy(bool put, int rank, std::span<const run> runs, std::byte* packed) {
   const device_guard on(device_);
+  const drain_on_failure drain(stream_);
   enqueue(stream_, put, rank, runs, packed);
   check_cuda(cudaStreamSynchronize(stream_),
              std::string(put ? "device put" : "device get") + " to rank " + std::to_string(rank));
@@ -112,36 +132,25 @@ void cuda_backend::enqueue(cudaStream_t stream, bool put, int rank, std::span<co
 async_handle cuda_backend::start_strided(cudaStream_t stream, bool put, int rank, const strided& s,
                                          std::byte* packed) {
   const device_guard on(device_);
-  std::byte* base = base_of(rank) + s.offset;
-  // Rows: the innermost dimension when contiguous (then a 2-D copy over the next one),
-  // else single elements (a 2-D copy over the innermost dimension itself).
-  const std::size_t inner = s.dims - 1;
-  const bool rows = s.stride[inner] == s.elem;
-  std::size_t width = s.elem, height = s.count[inner], pitch = s.stride[inner];
-  std::size_t outer_dims = inner; // dimensions looped over on the host
-  if (rows) {
-    width = s.count[inner] * s.elem;
-    height = inner > 0 ? s.count[inner - 1] : 1;
-    pitch = inner > 0 ? s.stride[inner - 1] : width;
-    outer_dims = inner > 0 ? inner - 1 : 0;
-  }
-  std::size_t outer[2] = {1, 1}, outer_stride[2] = {0, 0};
-  for (std::size_t d = 0; d < outer_dims; ++d) {
-    outer[2 - outer_dims + d] = s.count[d];
-    outer_stride[2 - outer_dims + d] = s.stride[d];
-  }
-  for (std::size_t i = 0; i < outer[0]; ++i)
-    for (std::size_t j = 0; j < outer[1]; ++j) {
-      std::byte* heap = base + i * outer_stride[0] + j * outer_stride[1];
-      const cudaError_t rc = put ? cudaMemcpy2DAsync(heap, pitch, packed, width, width, height,
-                                                     cudaMemcpyDefault, stream)
-                                 : cudaMemcpy2DAsync(packed, width, heap, pitch, width, height,
-                                                     cudaMemcpyDefault, stream);
-      check_cuda(rc, std::string("cudaMemcpy2DAsync ") + (put ? "put (" : "get (") +
-                         bytes_to(width * height, rank) + ", width " + std::to_string(width) +
-                         ", pitch " + std::to_string(pitch) + ")");
-      packed += width * height;
-    }
+  const drain_on_failure drain(stream);
+  std::byte* const base = base_of(rank) + s.offset;
+  for_each_copy_2d(s, max_pitch(), [&](const copy_2d& c) {
+    std::byte* const heap = base + c.offset;
+    const std::size_t bytes = c.width * c.height;
+    void* const dst = put ? static_cast<void*>(heap) : packed;
+    const void* const src = put ? static_cast<const void*>(packed) : heap;
+    if (c.height == 1)
+      check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
+                 std::string(put ? "cudaMemcpyAsync put (" : "cudaMemcpyAsync get (") +
+                     bytes_to(bytes, rank) + ")");
+    else
+      check_cuda(cudaMemcpy2DAsync(dst, put ? c.pitch : c.width, src, put ? c.width : c.pitch,
+                                   c.width, c.height, cudaMemcpyDefault, stream),
+                 std::string("cudaMemcpy2DAsync ") + (put ? "put (" : "get (") +
+                     bytes_to(bytes, rank) + ", width " + std::to_string(c.width) + ", pitch " +
+                     std::to_string(c.pitch) + ")");
+    packed += bytes;
+  });
   return finish(stream, rank);
 }
 

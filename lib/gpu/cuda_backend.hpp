@@ -37,11 +37,15 @@ public:
   /// A blocking transfer on Crown's stream: the copies, then a stream synchronisation
   /// (no event: the cudaMemcpyAsync + synchronise floor).
   void copy(bool put, int rank, std::span<const run> runs, std::byte* packed);
-  /// A strided block as 2-D copies (cudaMemcpy2DAsync), on `stream`.
+  /// A strided block as 2-D copies (cudaMemcpy2DAsync; a row each where a pitch exceeds
+  /// max_pitch()), on `stream`.
   async_handle start_strided(cudaStream_t stream, bool put, int rank, const strided& s,
                              std::byte* packed);
   [[nodiscard]] cudaStream_t stream() const noexcept { return stream_; }
   [[nodiscard]] int device() const noexcept { return device_; }
+  /// The widest pitch one cudaMemcpy2D accepts on this GPU (cudaDevAttrMaxPitch), or
+  /// what set_device_copy_pitch_limit lowered it to.
+  [[nodiscard]] std::size_t max_pitch() const noexcept;
 
 private:
   std::byte* base_of(int rank) const;
@@ -52,6 +56,7 @@ private:
   int device_;
   const std::byte* const* bases_;
   int ranks_;
+  std::size_t max_pitch_ = 0;
   cudaStream_t stream_ = nullptr;
   std::uint64_t* result_ = nullptr; ///< pinned host word the atomic kernel writes
   std::mutex atomic_mutex_;         ///< one atomic at a time uses result_

@@ -2,6 +2,7 @@
 #pragma once
 #include <crown/detail/wait.hpp>
 #include <cuda_runtime_api.h>
+#include <exception>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,23 @@ private:
   bool changed_ = false;
   bool exact_ = false;          ///< the driver told the caller's context: restore that
   CUctx_st* context_ = nullptr; ///< the caller's context (CUcontext), null for none
+};
+
+/// Synchronises `stream` when its scope is left by an exception: copies enqueued before
+/// a failure complete before the error leaves, since they read or write buffers that the
+/// caller may free once it has the error.
+class drain_on_failure {
+public:
+  explicit drain_on_failure(cudaStream_t stream) noexcept : stream_(stream) {}
+  ~drain_on_failure() {
+    if (std::uncaught_exceptions() > failures_) (void)cudaStreamSynchronize(stream_);
+  }
+  drain_on_failure(const drain_on_failure&) = delete;
+  drain_on_failure& operator=(const drain_on_failure&) = delete;
+
+private:
+  cudaStream_t stream_;
+  int failures_ = std::uncaught_exceptions();
 };
 
 /// Waits until `ready()` (cudaStreamQuery, cudaEventQuery) stops answering

@@ -8,6 +8,7 @@
 #include "cuda_error.hpp"
 #include "device_boxes.hpp"
 #include "device_heap.hpp"
+#include "strided_copies.hpp"
 #include <algorithm>
 #include <atomic>
 #include <crown/detail/device_heap.hpp>
@@ -37,21 +38,30 @@ void check_range(const device_heap& h, std::uint64_t offset, std::size_t bytes,
 std::atomic<gpu_halos_choice> g_halos{gpu_halos_choice::copies};
 std::atomic<std::uint64_t> g_box_launches{0};
 
-/// Enqueues box `b` on `stream` as copies: one per plane (cudaMemcpy2D limits a pitch
-/// to about 2 GiB, so a plane that is one run goes without one).
-void enqueue_box_copies(const box3& b, std::size_t elem, cudaStream_t stream, const char* op) {
+/// Enqueues box `b` on `stream` as copies: one per plane, or one per row where a plane's
+/// rows are no single cudaMemcpy2D (a pitch above `max_pitch`); a plane that is one run
+/// goes as one plain copy.
+void enqueue_box_copies(const box3& b, std::size_t elem, std::size_t max_pitch, cudaStream_t stream,
+                        const char* op) {
+  const auto plain = [&](std::byte* to, const std::byte* from, std::size_t bytes) {
+    check_cuda(cudaMemcpyAsync(to, from, bytes, cudaMemcpyDefault, stream),
+               std::string(op) + ": cudaMemcpyAsync(" + std::to_string(bytes) + " bytes)");
+  };
+  const std::size_t width = b.ex[2] * elem, to_pitch = b.te[2] * elem, from_pitch = b.fe[2] * elem;
+  const bool by_rows = !fits_copy_2d(width, to_pitch, from_pitch, max_pitch);
   for (std::size_t z = 0; z < b.ex[0]; ++z) {
     std::byte* const to = b.to + b.to_offset(z, 0, 0) * elem;
     const std::byte* const from = b.from + b.from_offset(z, 0, 0) * elem;
     if (b.planes_contiguous())
-      check_cuda(cudaMemcpyAsync(to, from, b.ex[1] * b.ex[2] * elem, cudaMemcpyDefault, stream),
-                 std::string(op) + ": cudaMemcpyAsync(" + std::to_string(b.ex[1] * b.ex[2] * elem) +
-                     " bytes)");
+      plain(to, from, b.ex[1] * width);
+    else if (by_rows)
+      for (std::size_t y = 0; y < b.ex[1]; ++y)
+        plain(to + y * to_pitch, from + y * from_pitch, width);
     else
-      check_cuda(cudaMemcpy2DAsync(to, b.te[2] * elem, from, b.fe[2] * elem, b.ex[2] * elem,
-                                   b.ex[1], cudaMemcpyDefault, stream),
+      check_cuda(cudaMemcpy2DAsync(to, to_pitch, from, from_pitch, width, b.ex[1],
+                                   cudaMemcpyDefault, stream),
                  std::string(op) + ": cudaMemcpy2DAsync(" + std::to_string(b.ex[1]) + " rows of " +
-                     std::to_string(b.ex[2] * elem) + " bytes)");
+                     std::to_string(width) + " bytes)");
   }
 }
 
@@ -370,15 +380,7 @@ void device_copy_boxes(std::size_t elem, std::size_t dims, std::span<const box_c
   device_heap& h = active_device_heap(op);
   const device_guard on(h.device());
   const bool by_kernel = g_halos.load(std::memory_order_relaxed) == gpu_halos_choice::kernel;
-  // What was enqueued before a failure completes before the error leaves: it writes
-  // into blocks the caller may free once it has the error.
-  struct drain_on_failure {
-    cudaStream_t stream;
-    int failures = std::uncaught_exceptions();
-    ~drain_on_failure() {
-      if (std::uncaught_exceptions() > failures) (void)cudaStreamSynchronize(stream);
-    }
-  } drain{h.stream()};
+  const drain_on_failure drain(h.stream());
   std::vector<box3> kernel_boxes;
   std::size_t word = 8;
   for (const box_copy& c : boxes) {
@@ -389,7 +391,7 @@ void device_copy_boxes(std::size_t elem, std::size_t dims, std::span<const box_c
       kernel_boxes.push_back(b);
       word = std::min(word, box_word_bytes(b, elem));
     } else {
-      enqueue_box_copies(b, elem, h.stream(), op);
+      enqueue_box_copies(b, elem, h.max_copy_pitch(), h.stream(), op);
     }
   }
   for (std::size_t k = 0; k < kernel_boxes.size(); k += boxes_per_launch) {

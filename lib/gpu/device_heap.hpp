@@ -76,6 +76,8 @@ public:
   [[nodiscard]] const char* link_to(int world_rank) const noexcept;
   [[nodiscard]] cudaStream_t stream() const noexcept { return backend_->stream(); }
   [[nodiscard]] cuda_backend& local_backend() const noexcept { return *backend_; }
+  /// The widest pitch a 2-D copy on this heap's GPU is given (cuda_backend::max_pitch).
+  [[nodiscard]] std::size_t max_copy_pitch() const noexcept { return backend_->max_pitch(); }
 
   /// The device table of base addresses for a kernel view of the block at `offset`
   /// over `ranks` (world ranks in image order), made on first use in the view area.

@@ -84,6 +84,19 @@ BOOST_AUTO_TEST_CASE(elements_and_strided_sections) {
   std::vector<int> r(20);
   a.on(me()).get(rows, r);
   BOOST_TEST(r == iota_from(500, 20));
+  // Pitches past the device's limit (lowered to 16 bytes here; about 2 GiB on a GPU): a
+  // row, or an element, per copy. The same sections, other values.
+  crown::detail::set_device_copy_pitch_limit(16);
+  crown::sync_all();
+  a.on(right()).put(s, iota_from(-10 * me(), 12));
+  a.on(right()).put(rows, iota_from(900, 20));
+  crown::sync_all();
+  a.on(me()).get(s, back);
+  a.on(me()).get(rows, r);
+  crown::detail::set_device_copy_pitch_limit(0);
+  BOOST_TEST(back == iota_from(-10 * left(), 12));
+  BOOST_TEST(r == iota_from(900, 20));
+  BOOST_TEST(a.on(me()).get({0, 0}) == 0);
 }
 
 BOOST_AUTO_TEST_CASE(asynchronous_and_stream_ordered_transfers) {

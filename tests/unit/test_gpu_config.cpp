@@ -2,18 +2,24 @@
 // parsing, limits, canonical values; the path device collectives choose from agreed
 // facts and how they split elements between images; the kernel view's host-side type;
 // and the element arithmetic of dist_tensor's box copy kernel. No MPI, no GPU.
+#include <algorithm>
+#include <array>
 #include <bit>
 #include <boost/test/unit_test.hpp>
 #include <crown/config.hpp>
 #include <crown/device/coarray_view.hpp>
 #include <crown/error.hpp>
+#include <crown/section.hpp>
 #include <crown/tensor/dist_tensor.hpp>
+#include <cstring>
 #include <gpu/box_copy.hpp>
 #include <gpu/collective_path.hpp>
 #include <gpu/offhost_path.hpp>
+#include <gpu/strided_copies.hpp>
 #include <gpu/x86_sum.hpp>
 #include <harness/crown_test.hpp>
 #include <limits>
+#include <numeric>
 #include <runtime/startup_agreement.hpp>
 #include <transport/image_share.hpp>
 #include <type_traits>
@@ -176,6 +182,95 @@ std::string refusal(const device_path_facts& f) {
   return crown_test::what_of<crown::state_error>([&] { (void)choose_device_path(f); });
 }
 } // namespace
+
+namespace {
+/// Section `s` of a row-major block of `extents` ints, moved packed by the 2-D copies
+/// for_each_copy_2d gives (each copy done as cudaMemcpy2D would) and by a serial loop
+/// over the section's indices; returns the copies' count after checking they agree.
+template <std::size_t N>
+std::size_t copies_match_the_serial_gather(const crown::section<N>& s,
+                                           const std::array<std::size_t, N>& extents,
+                                           std::size_t max_pitch, std::size_t* tallest = nullptr) {
+  std::size_t elements = 1;
+  for (const std::size_t e : extents) elements *= e;
+  std::vector<int> block(elements);
+  std::iota(block.begin(), block.end(), 7);
+  const crown::detail::heap_block where{0, elements * sizeof(int)};
+  const crown::detail::strided layout =
+      crown::detail::section_layout(s, extents, sizeof(int), where, [] { return std::string(); });
+  std::vector<int> serial;
+  std::array<std::size_t, N> at{};
+  const auto gather = [&](auto&& self, std::size_t d) -> void {
+    if (d == N) {
+      std::size_t i = 0;
+      for (std::size_t k = 0; k < N; ++k) i = i * extents[k] + at[k];
+      serial.push_back(block[i]);
+      return;
+    }
+    for (at[d] = s[d].begin; at[d] < s[d].end; at[d] += s[d].stride) self(self, d + 1);
+  };
+  gather(gather, 0);
+  std::vector<int> packed(serial.size(), -1);
+  std::size_t copies = 0, done = 0, height = 0;
+  const auto* heap = reinterpret_cast<const std::byte*>(block.data()) + layout.offset;
+  auto* out = reinterpret_cast<std::byte*>(packed.data());
+  crown::detail::for_each_copy_2d(layout, max_pitch, [&](const crown::detail::copy_2d& c) {
+    ++copies;
+    height = std::max(height, c.height);
+    // A copy of one row is a plain copy, without a pitch.
+    BOOST_TEST(
+        (c.height == 1 || crown::detail::fits_copy_2d(c.width, c.pitch, c.width, max_pitch)));
+    BOOST_TEST_REQUIRE(done + c.width * c.height <= packed.size() * sizeof(int));
+    for (std::size_t r = 0; r < c.height; ++r, done += c.width)
+      std::memcpy(out + done, heap + c.offset + r * c.pitch, c.width);
+  });
+  BOOST_TEST(done == serial.size() * sizeof(int));
+  BOOST_TEST(packed == serial, boost::test_tools::per_element());
+  if (tallest) *tallest = height;
+  return copies;
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(strided_blocks_go_as_2d_copies_or_row_by_row_past_the_pitch_limit) {
+  using crown::triplet;
+  constexpr std::size_t unlimited = std::size_t{1} << 31;
+  std::size_t tallest = 0;
+  // Strided elements of one row: one copy down the innermost dimension.
+  BOOST_TEST(copies_match_the_serial_gather<1>({triplet{2, 17, 3}}, {20}, unlimited, &tallest) ==
+             1u);
+  BOOST_TEST(tallest == 5u);
+  // A contiguous run is one plain copy, however wide (a row has no pitch).
+  BOOST_TEST(copies_match_the_serial_gather<1>({triplet{3, 19, 1}}, {20}, 8) == 1u);
+  // Columns 0, 3, 6, 9 of rows 1, 3, 5: one copy per row of the section.
+  const crown::section<2> s{triplet{1, 7, 2}, triplet{0, 10, 3}};
+  BOOST_TEST(copies_match_the_serial_gather<2>(s, {8, 10}, unlimited, &tallest) == 3u);
+  BOOST_TEST(tallest == 4u);
+  // Past the limit (12-byte pitch, limit 8): one element per copy.
+  BOOST_TEST(copies_match_the_serial_gather<2>(s, {8, 10}, 8, &tallest) == 12u);
+  BOOST_TEST(tallest == 1u);
+  // Contiguous rows 3..5, columns 2..8: one copy over the rows; rows apart by 40 bytes.
+  const crown::section<2> rows{triplet{3, 6, 1}, triplet{2, 9, 1}};
+  BOOST_TEST(copies_match_the_serial_gather<2>(rows, {8, 10}, unlimited, &tallest) == 1u);
+  BOOST_TEST(tallest == 3u);
+  BOOST_TEST(copies_match_the_serial_gather<2>(rows, {8, 10}, 40) == 1u); // at the limit
+  BOOST_TEST(copies_match_the_serial_gather<2>(rows, {8, 10}, 39, &tallest) == 3u);
+  BOOST_TEST(tallest == 1u);
+  // Three dimensions: planes looped over, each a 2-D copy of rows, or rows one by one.
+  const crown::section<3> box{triplet{0, 4, 3}, triplet{1, 5, 2}, triplet{1, 6, 1}};
+  BOOST_TEST(copies_match_the_serial_gather<3>(box, {5, 6, 7}, unlimited, &tallest) == 2u);
+  BOOST_TEST(tallest == 2u);
+  BOOST_TEST(copies_match_the_serial_gather<3>(box, {5, 6, 7}, 50) == 4u);
+  const crown::section<3> columns{triplet{1, 3, 1}, triplet{0, 6, 5}, triplet{2, 7, 4}};
+  BOOST_TEST(copies_match_the_serial_gather<3>(columns, {5, 6, 7}, unlimited) == 4u);
+  BOOST_TEST(copies_match_the_serial_gather<3>(columns, {5, 6, 7}, 8) == 8u);
+  // Nothing selected: no copy at all.
+  BOOST_TEST(copies_match_the_serial_gather<2>({triplet{2, 2, 1}, triplet{0, 10, 1}}, {8, 10},
+                                               unlimited) == 0u);
+  // The box copies' test: every pitch, and the row width, within the limit.
+  BOOST_TEST(crown::detail::fits_copy_2d(40, 40, 24, 40));
+  BOOST_TEST(!crown::detail::fits_copy_2d(40, 41, 24, 40));
+  BOOST_TEST(!crown::detail::fits_copy_2d(41, 24, 24, 40));
+}
 
 BOOST_AUTO_TEST_CASE(device_collectives_choose_nccl_peer_or_host_from_agreed_facts) {
   using crown::device_path;

@@ -89,6 +89,10 @@ void device_copy_boxes(std::size_t elem, std::size_t dims, std::span<const box_c
 /// or what set_device_halos chose since (crown-bench gpu measures both).
 gpu_halos_choice device_halos() noexcept;
 void set_device_halos(gpu_halos_choice how) noexcept;
+/// Lowers the widest pitch Crown gives one 2-D copy (cudaDevAttrMaxPitch, about 2 GiB)
+/// to `bytes`, 0 restoring the device's: tests take the path of rows one copy each,
+/// which a strided block with rows further apart than that takes.
+void set_device_copy_pitch_limit(std::size_t bytes) noexcept;
 /// Box copy kernels this process launched (tests and benchmarks check the path ran).
 std::uint64_t device_box_kernel_launches() noexcept;
 
