@@ -121,6 +121,18 @@ int init_mpi(int* argc, char*** argv, int& provided) {
 const osc_choice& mpi_osc_choice() noexcept { return g_osc; }
 int current_rank() noexcept { return g_rank.load(std::memory_order_relaxed); }
 void set_current_rank(int rank) noexcept { g_rank.store(rank, std::memory_order_relaxed); }
+namespace {
+std::atomic<bool> g_mpi_any_thread{false};
+std::atomic<std::thread::id> g_mpi_thread{};
+} // namespace
+bool may_call_mpi_here() noexcept {
+  return g_mpi_any_thread.load(std::memory_order_relaxed) ||
+         g_mpi_thread.load(std::memory_order_relaxed) == std::this_thread::get_id();
+}
+void set_mpi_thread(thread_level level) noexcept {
+  g_mpi_any_thread.store(level == thread_level::multiple, std::memory_order_relaxed);
+  g_mpi_thread.store(std::this_thread::get_id(), std::memory_order_relaxed);
+}
 const std::string& log_host() noexcept { return g_log_host; }
 void set_log_host(std::string host) { g_log_host = std::move(host); }
 int wait_spins() noexcept { return g_wait_spins.load(std::memory_order_relaxed); }
@@ -348,6 +360,7 @@ void runtime::start(MPI_Comm comm, bool owns, int provided) {
     check_mpi(MPI_Comm_rank(dup, &st->rank), "MPI_Comm_rank");
     check_mpi(MPI_Comm_size(dup, &st->size), "MPI_Comm_size");
     detail::set_current_rank(st->rank);
+    detail::set_mpi_thread(st->level);
 
     std::vector<std::string> warnings;
     detail::agreed_step(dup, "configuration", [&] {

@@ -21,6 +21,11 @@ namespace crown::detail {
 /// Rank of this process in the current (or last) runtime's world; -1 before any.
 int current_rank() noexcept;
 void set_current_rank(int rank) noexcept;
+/// Whether the calling thread may call MPI on its own initiative: any thread at
+/// MPI_THREAD_MULTIPLE, else only the thread that started the runtime (Crown's waits on
+/// other threads then leave MPI alone). Set at the runtime's start.
+bool may_call_mpi_here() noexcept;
+void set_mpi_thread(thread_level level) noexcept;
 /// Host name for log lines; empty unless the job spans several hosts.
 const std::string& log_host() noexcept;
 void set_log_host(std::string host);
