@@ -148,6 +148,12 @@ std::vector<unique_fd> exchange_fds(MPI_Comm host, int mine) {
       send_descriptor(all[static_cast<std::size_t>(to)], mine,
                       {rank, all[static_cast<std::size_t>(to)].token}, problem);
     }
+    // Agreed before anyone accepts: a rank whose send failed sent no more, and the
+    // others would wait the whole accept timeout for its connections.
+    int sent = problem.empty(), all_sent = 0;
+    check_mpi(MPI_Allreduce(&sent, &all_sent, 1, MPI_INT, MPI_MIN, host),
+              "MPI_Allreduce(descriptors sent)");
+    if (!all_sent && problem.empty()) problem = "another rank of this host could not send";
     for (int k = 1; k < size && problem.empty(); ++k)
       receive_descriptor(listener.get(), all, self.token, got, problem);
   } else if (problem.empty()) {

@@ -14,8 +14,9 @@ namespace crown::detail {
 /// is created in the file system, and the socket vanishes with the process, however it
 /// ends); every rank connects to every other and sends its descriptor with its rank;
 /// a receiver accepts only connections from the pids announced over MPI (SO_PEERCRED).
-/// Failures anywhere are reported on every rank (one agreement at the end) as a
-/// state_error naming the rank and the call that failed.
+/// Failures anywhere are reported on every rank as a state_error naming the rank and the
+/// call that failed: the sends are agreed before anyone accepts (a failed one makes
+/// nobody wait for connections), the whole exchange at the end.
 std::vector<unique_fd> exchange_fds(MPI_Comm host, int mine);
 
 } // namespace crown::detail

@@ -1,6 +1,7 @@
 // The descriptor exchange the device heap uses (SCM_RIGHTS over abstract Unix sockets)
 // between the ranks of each host, with memfds instead of CUDA handles: no GPU needed.
 #include <boost/test/unit_test.hpp>
+#include <chrono>
 #include <crown/crown.hpp>
 #include <gpu/fd_exchange.hpp>
 #include <harness/crown_test.hpp>
@@ -71,6 +72,29 @@ BOOST_AUTO_TEST_CASE(a_descriptor_written_through_is_seen_by_its_owner) {
     char seen = 0;
     BOOST_TEST(::pread(mine.get(), &seen, 1, left) == 1);
     BOOST_TEST(seen == static_cast<char>('A' + left));
+  }
+  MPI_Comm_free(&host);
+}
+
+BOOST_AUTO_TEST_CASE(a_failed_send_fails_every_rank_without_waiting_for_its_connections) {
+  // Host rank 0 offers no descriptor (sendmsg: EBADF): it sends nothing to anyone, and
+  // the others learn it before they wait (up to 60 s) for connections that never come.
+  MPI_Comm host = host_comm();
+  int me = 0, size = 0;
+  MPI_Comm_rank(host, &me);
+  MPI_Comm_size(host, &size);
+  if (size > 1) {
+    crown::detail::unique_fd mine(::memfd_create("crown-test", MFD_CLOEXEC));
+    const auto start = std::chrono::steady_clock::now();
+    const std::string what = crown_test::what_of<crown::state_error>(
+        [&] { (void)crown::detail::exchange_fds(host, me == 0 ? -1 : mine.get()); });
+    const auto waited = std::chrono::steady_clock::now() - start;
+    BOOST_TEST(what.find("passing file descriptors between the ranks of this host") !=
+               std::string::npos);
+    const char* cause =
+        me == 0 ? "sendmsg(SCM_RIGHTS)" : "another rank of this host could not send";
+    BOOST_TEST(what.find(cause) != std::string::npos, what);
+    BOOST_TEST(waited < std::chrono::seconds(30)); // not the accept timeout
   }
   MPI_Comm_free(&host);
 }
