@@ -1,28 +1,43 @@
 // CROWN_CHECK=1: device memory handed to host-kind transfers is refused by name.
 #include "pointer_checks.hpp"
+#include "cuda_error.hpp"
 #include <crown/detail/device_heap.hpp>
 #include <crown/error.hpp>
 #include <cstdint>
 #include <cuda_runtime_api.h>
+#include <exception>
+#include <optional>
 #include <string>
 
 namespace crown::detail {
 
 std::atomic<bool> g_check_host_buffers{false};
 
+namespace {
+/// `p`'s attributes, asked on the device heap's GPU where this rank has one: on a thread
+/// without a CUDA context the runtime would otherwise make one on GPU 0 for the question
+/// (in every rank of a node, beside the context each has on its own GPU).
+bool attributes_of(const void* p, cudaPointerAttributes& a) noexcept {
+  try {
+    const int heap_device = device_ordinal();
+    std::optional<device_guard> on;
+    if (heap_device >= 0) on.emplace(heap_device);
+    if (cudaPointerGetAttributes(&a, p) == cudaSuccess) return true;
+  } catch (const std::exception&) { // the heap's GPU could not be made current
+  }
+  (void)cudaGetLastError(); // no driver, no device, or an unknown pointer: host memory
+  return false;
+}
+} // namespace
+
 bool is_device_pointer(const void* p) noexcept {
   cudaPointerAttributes a{};
-  if (!p || cudaPointerGetAttributes(&a, p) != cudaSuccess) {
-    (void)cudaGetLastError(); // no driver, no device, or an unknown pointer: host memory
-    return false;
-  }
-  return a.type == cudaMemoryTypeDevice;
+  return p && attributes_of(p, a) && a.type == cudaMemoryTypeDevice;
 }
 
 void refuse_device_buffer(const void* p, std::size_t bytes, const char* op) {
-  if (bytes == 0 || !is_device_pointer(p)) return;
   cudaPointerAttributes a{};
-  (void)cudaPointerGetAttributes(&a, p);
+  if (bytes == 0 || !p || !attributes_of(p, a) || a.type != cudaMemoryTypeDevice) return;
   throw argument_error(std::string(op) + " (CROWN_CHECK=1)",
                        "the buffer at " + std::to_string(reinterpret_cast<std::uintptr_t>(p)) +
                            " (" + std::to_string(bytes) + " bytes) is device memory of GPU " +
