@@ -41,6 +41,14 @@ private:
   CUctx_st* context_ = nullptr; ///< the caller's context (CUcontext), null for none
 };
 
+/// Why `stream` cannot carry work on GPU `device`, or empty when it can: it is not a
+/// valid stream, or a stream of another GPU (work on it would fail, or another GPU's
+/// copies would wait for it). The default streams' handles (cudaStreamLegacy,
+/// cudaStreamPerThread) name the current device's stream, which Crown's device_guard
+/// makes `device`'s, so they always can. Never throws a crown::error: a failure to ask
+/// is the answer.
+std::string stream_device_problem(cudaStream_t stream, int device);
+
 /// Synchronises `stream` when its scope is left by an exception: copies enqueued before
 /// a failure complete before the error leaves, since they read or write buffers that the
 /// caller may free once it has the error.

@@ -126,6 +126,13 @@ device_route route_to(device_heap& h, int rank, std::string_view op) {
   return {&h.backend_for(rank, op), nullptr};
 }
 
+/// Refuses a caller's stream that cannot carry this heap's copies (before anything moves,
+/// so that no transfer is left half-done, to a mapped peer or a staged one).
+void check_stream(const device_heap& h, cudaStream_t stream, const char* op) {
+  if (std::string problem = stream_device_problem(stream, h.device()); !problem.empty())
+    throw argument_error(op, std::move(problem));
+}
+
 /// The route for a contiguous transfer once the range, the target and the buffer are
 /// checked.
 device_route checked_contiguous(device_heap& h, int rank, std::uint64_t offset, void* buffer,
@@ -320,6 +327,7 @@ void device_start(bool put, int world_rank, std::uint64_t offset, void* buffer, 
                   CUstream_st* stream, completion& into) {
   const char* op = put ? "device put_async" : "device get_async";
   device_heap& h = active_device_heap(op);
+  check_stream(h, stream, op);
   const device_route to =
       checked_contiguous(h, world_rank, offset, buffer, bytes, stream != nullptr, op);
   const run r{offset, bytes};
@@ -333,6 +341,7 @@ void device_start_strided(bool put, int world_rank, const strided& s, void* pack
                           CUstream_st* stream, completion& into) {
   const char* op = put ? "device put_async (section)" : "device get_async (section)";
   device_heap& h = active_device_heap(op);
+  check_stream(h, stream, op);
   const device_route to = checked_strided(h, world_rank, s, packed, stream != nullptr, op);
   if (to.staged)
     return staged(to, put, world_rank, runs_of(s), packed, stream ? stream : h.stream());

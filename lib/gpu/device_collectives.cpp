@@ -458,22 +458,7 @@ std::string local_problem(const call& k) {
     if (r < blk + k.bytes && blk < r + c.result_count * c.elem)
       return "the result overlaps the coarray's block";
   }
-  if (c.stream) {
-    int device = -1;
-    if (const cudaError_t rc = cudaStreamGetDevice(c.stream, &device); rc != cudaSuccess) {
-      (void)cudaGetLastError();
-      return std::string("the stream is not a valid CUDA stream (cudaStreamGetDevice: ") +
-             cudaGetErrorName(rc) + ")";
-    }
-    if (device != k.h.device())
-      return "the stream belongs to GPU " + std::to_string(device) +
-             ", but this rank's device "
-             "heap is on GPU " +
-             std::to_string(k.h.device()) +
-             " (create it there: "
-             "cudaSetDevice(crown::detail::device_ordinal()))";
-  }
-  return {};
+  return stream_device_problem(c.stream, k.h.device());
 }
 
 void run_peer(const call& k) {

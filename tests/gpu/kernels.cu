@@ -156,5 +156,10 @@ void download(void* host, const void* from, std::size_t bytes) {
 }
 
 void use_device(int device) { check(cudaSetDevice(device), "cudaSetDevice"); }
+int device_count() {
+  int count = 0;
+  check(cudaGetDeviceCount(&count), "cudaGetDeviceCount");
+  return count;
+}
 
 } // namespace gpu_test

@@ -72,5 +72,7 @@ void download(void* host, const void* from, std::size_t bytes);
 /// Makes `device` this thread's current GPU (the one Crown's device heap is on), so that
 /// the tests' buffers, streams and kernels live where the rank's device coarrays do.
 void use_device(int device);
+/// GPUs visible to this process (cudaGetDeviceCount).
+int device_count();
 
 } // namespace gpu_test

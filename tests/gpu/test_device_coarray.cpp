@@ -3,6 +3,7 @@
 // without one). Written without a GPU at hand: compiled in CI, first run by
 // scripts/gpu-check on the GPU machine.
 #include "rank_gpu.hpp"
+#include <algorithm>
 #include <boost/test/unit_test.hpp>
 #include <crown/crown.hpp>
 #include <cstdlib>
@@ -328,6 +329,35 @@ BOOST_AUTO_TEST_CASE(bad_input_is_named) {
   after.on(right()).put({3}, 42);
   crown::sync_all();
   BOOST_TEST(after.on(me()).get({3}) == 42);
+}
+
+namespace {
+boost::test_tools::assertion_result two_gpus_visible(boost::unit_test::test_unit_id) {
+  boost::test_tools::assertion_result r = gpu_test::device_count() >= 2;
+  r.message() << "needs a second GPU for a stream of another GPU (" << gpu_test::device_count()
+              << " visible)";
+  return r;
+}
+} // namespace
+
+BOOST_AUTO_TEST_CASE(a_stream_of_another_gpu_is_refused_before_anything_moves,
+                     *boost::unit_test::precondition(two_gpus_visible)) {
+  dcoarray<int> a(w(), 64);
+  const int mine = crown::detail::device_ordinal();
+  gpu_test::use_device((mine + 1) % gpu_test::device_count());
+  gpu_test::stream other;
+  gpu_test::use_device(mine);
+  const std::vector<int> data = iota_from(5, 64);
+  int* pinned = static_cast<int*>(gpu_test::pinned_alloc(64 * sizeof(int)));
+  std::copy(data.begin(), data.end(), pinned);
+  const std::string what = crown_test::what_of<crown::argument_error>([&] {
+    (void)a.on(right()).put_async({pinned, 64}, other.get()).wait();
+  });
+  BOOST_TEST(what.find("the stream belongs to GPU ") != std::string::npos, what);
+  BOOST_TEST(what.find("device heap is on GPU " + std::to_string(mine)) != std::string::npos, what);
+  gpu_test::pinned_free(pinned);
+  crown::sync_all();
+  BOOST_TEST(own_block(a) == std::vector<int>(64, 0)); // nothing was put
 }
 
 BOOST_AUTO_TEST_CASE(device_memory_in_a_host_coarray_is_refused_under_check) {
