@@ -37,6 +37,7 @@ private:
 };
 
 std::atomic<std::size_t> g_pitch_limit{0}; // 0: the device's own
+std::atomic<std::uint64_t> g_row_splits{0};
 
 std::string bytes_to(std::size_t bytes, int rank) {
   std::string s = std::to_string(bytes);
@@ -77,6 +78,10 @@ std::size_t cuda_backend::max_pitch() const noexcept {
 void set_device_copy_pitch_limit(std::size_t bytes) noexcept {
   g_pitch_limit.store(bytes, std::memory_order_relaxed);
 }
+void count_row_split() noexcept { g_row_splits.fetch_add(1, std::memory_order_relaxed); }
+std::uint64_t device_row_split_copies() noexcept {
+  return g_row_splits.load(std::memory_order_relaxed);
+}
 
 std::byte* cuda_backend::base_of(int rank) const {
   const std::byte* b = rank >= 0 && rank < ranks_ ? bases_[rank] : nullptr;
@@ -103,22 +108,23 @@ async_handle cuda_backend::start(bool put, int rank, std::span<const run> runs, 
 async_handle cuda_backend::start_on(cudaStream_t stream, bool put, int rank,
                                     std::span<const run> runs, std::byte* packed) {
   const device_guard on(device_);
+  std::byte* const base = base_of(rank);
   const drain_on_failure drain(stream);
-  enqueue(stream, put, rank, runs, packed);
+  enqueue(stream, put, base, rank, runs, packed);
   return finish(stream, rank);
 }
 
 void cuda_backend::copy(bool put, int rank, std::span<const run> runs, std::byte* packed) {
   const device_guard on(device_);
+  std::byte* const base = base_of(rank);
   const drain_on_failure drain(stream_);
-  enqueue(stream_, put, rank, runs, packed);
+  enqueue(stream_, put, base, rank, runs, packed);
   check_cuda(cudaStreamSynchronize(stream_),
              std::string(put ? "device put" : "device get") + " to rank " + std::to_string(rank));
 }
 
-void cuda_backend::enqueue(cudaStream_t stream, bool put, int rank, std::span<const run> runs,
-                           std::byte* packed) {
-  std::byte* base = base_of(rank);
+void cuda_backend::enqueue(cudaStream_t stream, bool put, std::byte* base, int rank,
+                           std::span<const run> runs, std::byte* packed) {
   for (const run& r : runs) {
     void* dst = put ? static_cast<void*>(base + r.offset) : packed;
     const void* src = put ? static_cast<const void*>(packed) : base + r.offset;
@@ -132,9 +138,9 @@ void cuda_backend::enqueue(cudaStream_t stream, bool put, int rank, std::span<co
 async_handle cuda_backend::start_strided(cudaStream_t stream, bool put, int rank, const strided& s,
                                          std::byte* packed) {
   const device_guard on(device_);
-  const drain_on_failure drain(stream);
   std::byte* const base = base_of(rank) + s.offset;
-  for_each_copy_2d(s, max_pitch(), [&](const copy_2d& c) {
+  const drain_on_failure drain(stream);
+  const bool by_rows = for_each_copy_2d(s, max_pitch(), [&](const copy_2d& c) {
     std::byte* const heap = base + c.offset;
     const std::size_t bytes = c.width * c.height;
     void* const dst = put ? static_cast<void*>(heap) : packed;
@@ -151,6 +157,7 @@ async_handle cuda_backend::start_strided(cudaStream_t stream, bool put, int rank
                      std::to_string(c.pitch) + ")");
     packed += bytes;
   });
+  if (by_rows) count_row_split();
   return finish(stream, rank);
 }
 

@@ -13,6 +13,9 @@ namespace crown::detail {
 /// writes the target's memory itself. `packed` may be host or device memory
 /// (cudaMemcpyDefault; pageable host memory makes the copy synchronous). Atomics are a
 /// one-thread kernel with system-scope atomics, so they are atomic with kernels' ones.
+/// Counts a block or a box whose 2-D copies went a row each (device_row_split_copies).
+void count_row_split() noexcept;
+
 class cuda_backend final : public backend {
 public:
   /// `bases`: per world rank, the mapped device heap or nullptr.
@@ -49,7 +52,7 @@ public:
 
 private:
   std::byte* base_of(int rank) const;
-  void enqueue(cudaStream_t stream, bool put, int rank, std::span<const run> runs,
+  void enqueue(cudaStream_t stream, bool put, std::byte* base, int rank, std::span<const run> runs,
                std::byte* packed);
   async_handle finish(cudaStream_t stream, int rank);
 

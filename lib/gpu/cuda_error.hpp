@@ -49,14 +49,20 @@ private:
 /// is the answer.
 std::string stream_device_problem(cudaStream_t stream, int device);
 
-/// Synchronises `stream` when its scope is left by an exception: copies enqueued before
-/// a failure complete before the error leaves, since they read or write buffers that the
-/// caller may free once it has the error.
+/// Completes `stream` when its scope is left by an exception: copies enqueued before a
+/// failure complete before the error leaves, since they read or write buffers that the
+/// caller may free once it has the error. The wait serves other ranks meanwhile (a
+/// kernel on the stream may wait for one of them) and leaves the thread's last CUDA
+/// error as it was: the error being thrown is the one to report. Make it once something
+/// is enqueued.
 class drain_on_failure {
 public:
   explicit drain_on_failure(cudaStream_t stream) noexcept : stream_(stream) {}
   ~drain_on_failure() {
-    if (std::uncaught_exceptions() > failures_) (void)cudaStreamSynchronize(stream_);
+    if (std::uncaught_exceptions() <= failures_) return;
+    backoff pause(wait_site{"completing the copies enqueued before a failure"});
+    while (cudaStreamQuery(stream_) == cudaErrorNotReady) pause.pause();
+    (void)cudaGetLastError();
   }
   drain_on_failure(const drain_on_failure&) = delete;
   drain_on_failure& operator=(const drain_on_failure&) = delete;

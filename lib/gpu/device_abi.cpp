@@ -48,7 +48,9 @@ void enqueue_box_copies(const box3& b, std::size_t elem, std::size_t max_pitch, 
                std::string(op) + ": cudaMemcpyAsync(" + std::to_string(bytes) + " bytes)");
   };
   const std::size_t width = b.ex[2] * elem, to_pitch = b.te[2] * elem, from_pitch = b.fe[2] * elem;
-  const bool by_rows = !fits_copy_2d(width, to_pitch, from_pitch, max_pitch);
+  const bool by_rows =
+      !b.planes_contiguous() && !fits_copy_2d(width, to_pitch, from_pitch, max_pitch);
+  if (by_rows) count_row_split();
   for (std::size_t z = 0; z < b.ex[0]; ++z) {
     std::byte* const to = b.to + b.to_offset(z, 0, 0) * elem;
     const std::byte* const from = b.from + b.from_offset(z, 0, 0) * elem;

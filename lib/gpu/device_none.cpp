@@ -52,6 +52,7 @@ void device_copy_boxes(std::size_t, std::size_t, std::span<const box_copy>) {
 }
 gpu_halos_choice device_halos() noexcept { return gpu_halos_choice::copies; }
 void set_device_copy_pitch_limit(std::size_t) noexcept {}
+std::uint64_t device_row_split_copies() noexcept { return 0; }
 void set_device_halos(gpu_halos_choice) noexcept {}
 std::uint64_t device_box_kernel_launches() noexcept { return 0; }
 void* device_view_table(const mesh&, std::uint64_t, std::string_view what) { no_cuda(what); }

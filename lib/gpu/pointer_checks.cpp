@@ -18,13 +18,16 @@ namespace {
 /// without a CUDA context the runtime would otherwise make one on GPU 0 for the question
 /// (in every rank of a node, beside the context each has on its own GPU).
 bool attributes_of(const void* p, cudaPointerAttributes& a) noexcept {
+  cudaError_t rc = cudaErrorUnknown;
   try {
     const int heap_device = device_ordinal();
     std::optional<device_guard> on;
     if (heap_device >= 0) on.emplace(heap_device);
-    if (cudaPointerGetAttributes(&a, p) == cudaSuccess) return true;
-  } catch (const std::exception&) { // the heap's GPU could not be made current
+    rc = cudaPointerGetAttributes(&a, p);
+  } catch (const std::exception&) { // the heap's GPU could not be made current: ask anyway
+    rc = cudaPointerGetAttributes(&a, p);
   }
+  if (rc == cudaSuccess) return true;
   (void)cudaGetLastError(); // no driver, no device, or an unknown pointer: host memory
   return false;
 }

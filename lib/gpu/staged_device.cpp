@@ -108,6 +108,7 @@ void staged_device::transfer(bool put, int rank, std::span<const run> runs, std:
     return staged_transfer(am_, put, rank, runs, packed, {});
   }
   const std::lock_guard lock(origin_mutex_);
+  const drain_on_failure drain(stream); // slot copies enqueued before a failure
   const auto event_of = [&](std::byte* slot) {
     return copied_[static_cast<std::size_t>(slot - slot_memory_.get()) / slot_bytes].get();
   };

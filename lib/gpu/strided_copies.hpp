@@ -27,11 +27,11 @@ constexpr bool fits_copy_2d(std::size_t width, std::size_t pitch_a, std::size_t 
 /// next dimension), else single elements (a copy spans the innermost dimension); the
 /// dimensions outside a copy are looped over. Where a copy's rows would not fit one
 /// cudaMemcpy2D (`max_pitch`), each row is its own copy of height 1 (a plain copy, which
-/// has no such limit). An empty block has no copies.
+/// has no such limit). An empty block has no copies. Returns whether rows were split so.
 template <typename Each>
-void for_each_copy_2d(const strided& s, std::size_t max_pitch, Each&& each) {
+bool for_each_copy_2d(const strided& s, std::size_t max_pitch, Each&& each) {
   if (s.dims == 0 || std::find(s.count, s.count + s.dims, std::size_t{0}) != s.count + s.dims)
-    return;
+    return false;
   const std::size_t inner = s.dims - 1;
   const bool rows = s.stride[inner] == s.elem;
   copy_2d c;
@@ -45,7 +45,8 @@ void for_each_copy_2d(const strided& s, std::size_t max_pitch, Each&& each) {
   c.height = spanned < s.dims ? s.count[spanned] : 1;
   c.pitch = spanned < s.dims ? s.stride[spanned] : c.width;
   std::size_t looped = spanned < s.dims ? spanned : inner; // dimensions [0, looped)
-  if (c.height > 1 && !fits_copy_2d(c.width, c.pitch, c.width, max_pitch)) {
+  const bool split = c.height > 1 && !fits_copy_2d(c.width, c.pitch, c.width, max_pitch);
+  if (split) {
     c.height = 1; // the spanned dimension joins the loop
     c.pitch = c.width;
     looped = spanned + 1;
@@ -57,7 +58,7 @@ void for_each_copy_2d(const strided& s, std::size_t max_pitch, Each&& each) {
     each(at);
     std::size_t d = looped;
     while (d > 0 && ++index[d - 1] == s.count[d - 1]) index[--d] = 0;
-    if (d == 0) return;
+    if (d == 0) return split;
   }
 }
 

@@ -131,8 +131,8 @@ void progress_collectives() noexcept {
   // this rank received (the acknowledgement to its sender, when no shared-memory
   // fragment was free) only inside some MPI call here, and the sender waits for it.
   thread_local unsigned idle = 0;
-  if (g_in_flight.load(std::memory_order_relaxed) == 0 &&
-      ((++idle & 63) != 0 || !may_call_mpi_here()))
+  if ((g_in_flight.load(std::memory_order_relaxed) == 0 && (++idle & 63) != 0) ||
+      !may_call_mpi_here())
     return;
   int flag = 0; // an unmatched probe runs one round of MPI's progress engine
   MPI_Iprobe(MPI_ANY_SOURCE, MPI_ANY_TAG, MPI_COMM_SELF, &flag, MPI_STATUS_IGNORE);

@@ -34,9 +34,10 @@ std::unique_ptr<collective_request> start_reduction(const mesh& m, void* data, s
 std::unique_ptr<collective_request> start_broadcast(const mesh& m, void* data, std::size_t bytes,
                                                     int source_image, const char* name);
 
-/// While a collective is in flight, drives MPI's progress engine once (the collective
-/// needs every member's MPI to advance); otherwise once every 64 calls, on a thread that
-/// may call MPI (messages this rank received may still owe their senders a last step).
+/// On a thread that may call MPI (may_call_mpi_here): while a collective is in flight,
+/// drives MPI's progress engine once (the collective needs every member's MPI to
+/// advance); otherwise once every 64 calls (messages this rank received may still owe
+/// their senders a last step).
 /// Crown's waits call it on every poll (the progress hook), so an image that waits in a
 /// Crown call that makes no MPI call itself (a flag barrier, an event, a lock) still
 /// serves the collectives and the messages others wait for.

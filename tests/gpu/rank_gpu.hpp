@@ -23,4 +23,15 @@ struct on_the_ranks_gpu {
   }
 };
 
+/// Lowers the widest pitch of Crown's 2-D copies for its lifetime (the row-by-row path).
+class pitch_limit {
+public:
+  explicit pitch_limit(std::size_t bytes) noexcept {
+    crown::detail::set_device_copy_pitch_limit(bytes);
+  }
+  ~pitch_limit() { crown::detail::set_device_copy_pitch_limit(0); }
+  pitch_limit(const pitch_limit&) = delete;
+  pitch_limit& operator=(const pitch_limit&) = delete;
+};
+
 } // namespace gpu_test

@@ -214,19 +214,24 @@ std::size_t copies_match_the_serial_gather(const crown::section<N>& s,
   std::size_t copies = 0, done = 0, height = 0;
   const auto* heap = reinterpret_cast<const std::byte*>(block.data()) + layout.offset;
   auto* out = reinterpret_cast<std::byte*>(packed.data());
-  crown::detail::for_each_copy_2d(layout, max_pitch, [&](const crown::detail::copy_2d& c) {
-    ++copies;
-    height = std::max(height, c.height);
-    // A copy of one row is a plain copy, without a pitch.
-    BOOST_TEST(
-        (c.height == 1 || crown::detail::fits_copy_2d(c.width, c.pitch, c.width, max_pitch)));
-    BOOST_TEST_REQUIRE(done + c.width * c.height <= packed.size() * sizeof(int));
-    for (std::size_t r = 0; r < c.height; ++r, done += c.width)
-      std::memcpy(out + done, heap + c.offset + r * c.pitch, c.width);
-  });
+  const bool split =
+      crown::detail::for_each_copy_2d(layout, max_pitch, [&](const crown::detail::copy_2d& c) {
+        ++copies;
+        height = std::max(height, c.height);
+        // A copy of one row is a plain copy, without a pitch.
+        BOOST_TEST(
+            (c.height == 1 || crown::detail::fits_copy_2d(c.width, c.pitch, c.width, max_pitch)));
+        BOOST_TEST_REQUIRE(done + c.width * c.height <= packed.size() * sizeof(int));
+        for (std::size_t r = 0; r < c.height; ++r, done += c.width)
+          std::memcpy(out + done, heap + c.offset + r * c.pitch, c.width);
+      });
   BOOST_TEST(done == serial.size() * sizeof(int));
   BOOST_TEST(packed == serial, boost::test_tools::per_element());
   if (tallest) *tallest = height;
+  std::size_t unlimited_copies = 0; // the limit split rows exactly where it changed the plan
+  (void)crown::detail::for_each_copy_2d(layout, SIZE_MAX,
+                                        [&](const crown::detail::copy_2d&) { ++unlimited_copies; });
+  BOOST_TEST(split == (copies != unlimited_copies));
   return copies;
 }
 } // namespace

@@ -93,6 +93,9 @@ void set_device_halos(gpu_halos_choice how) noexcept;
 /// to `bytes`, 0 restoring the device's: tests take the path of rows one copy each,
 /// which a strided block with rows further apart than that takes.
 void set_device_copy_pitch_limit(std::size_t bytes) noexcept;
+/// Strided blocks and boxes whose copies went a row each for the pitch limit (tests
+/// check that the path ran).
+std::uint64_t device_row_split_copies() noexcept;
 /// Box copy kernels this process launched (tests and benchmarks check the path ran).
 std::uint64_t device_box_kernel_launches() noexcept;
 
