@@ -52,9 +52,8 @@ std::string stream_device_problem(cudaStream_t stream, int device);
 /// Completes `stream` when its scope is left by an exception: copies enqueued before a
 /// failure complete before the error leaves, since they read or write buffers that the
 /// caller may free once it has the error. The wait serves other ranks meanwhile (a
-/// kernel on the stream may wait for one of them) and leaves the thread's last CUDA
-/// error as it was: the error being thrown is the one to report. Make it once something
-/// is enqueued.
+/// kernel on the stream may wait for one of them) and leaves no CUDA error behind: the
+/// error being thrown is the one to report. Make it once something is enqueued.
 class drain_on_failure {
 public:
   explicit drain_on_failure(cudaStream_t stream) noexcept : stream_(stream) {}
