@@ -45,6 +45,16 @@ std::string bytes_to(std::size_t bytes, int rank) {
   return s;
 }
 
+/// One contiguous copy between `heap` (in `rank`'s mapped heap) and `packed`.
+void copy_run(cudaStream_t stream, bool put, int rank, std::byte* heap, std::byte* packed,
+              std::size_t bytes) {
+  void* const dst = put ? static_cast<void*>(heap) : packed;
+  const void* const src = put ? static_cast<const void*>(packed) : heap;
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
+             std::string(put ? "cudaMemcpyAsync put (" : "cudaMemcpyAsync get (") +
+                 bytes_to(bytes, rank) + ")");
+}
+
 } // namespace
 
 cuda_backend::cuda_backend(int device, const std::byte* const* bases, int ranks)
@@ -126,11 +136,7 @@ void cuda_backend::copy(bool put, int rank, std::span<const run> runs, std::byte
 void cuda_backend::enqueue(cudaStream_t stream, bool put, std::byte* base, int rank,
                            std::span<const run> runs, std::byte* packed) {
   for (const run& r : runs) {
-    void* dst = put ? static_cast<void*>(base + r.offset) : packed;
-    const void* src = put ? static_cast<const void*>(packed) : base + r.offset;
-    check_cuda(cudaMemcpyAsync(dst, src, r.bytes, cudaMemcpyDefault, stream),
-               std::string(put ? "cudaMemcpyAsync put (" : "cudaMemcpyAsync get (") +
-                   bytes_to(r.bytes, rank) + ")");
+    copy_run(stream, put, rank, base + r.offset, packed, r.bytes);
     packed += r.bytes;
   }
 }
@@ -143,18 +149,17 @@ async_handle cuda_backend::start_strided(cudaStream_t stream, bool put, int rank
   const bool by_rows = for_each_copy_2d(s, max_pitch(), [&](const copy_2d& c) {
     std::byte* const heap = base + c.offset;
     const std::size_t bytes = c.width * c.height;
-    void* const dst = put ? static_cast<void*>(heap) : packed;
-    const void* const src = put ? static_cast<const void*>(packed) : heap;
-    if (c.height == 1)
-      check_cuda(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDefault, stream),
-                 std::string(put ? "cudaMemcpyAsync put (" : "cudaMemcpyAsync get (") +
-                     bytes_to(bytes, rank) + ")");
-    else
+    if (c.height == 1) {
+      copy_run(stream, put, rank, heap, packed, bytes);
+    } else {
+      void* const dst = put ? static_cast<void*>(heap) : packed;
+      const void* const src = put ? static_cast<const void*>(packed) : heap;
       check_cuda(cudaMemcpy2DAsync(dst, put ? c.pitch : c.width, src, put ? c.width : c.pitch,
                                    c.width, c.height, cudaMemcpyDefault, stream),
                  std::string("cudaMemcpy2DAsync ") + (put ? "put (" : "get (") +
                      bytes_to(bytes, rank) + ", width " + std::to_string(c.width) + ", pitch " +
                      std::to_string(c.pitch) + ")");
+    }
     packed += bytes;
   });
   if (by_rows) count_row_split();

@@ -7,15 +7,15 @@
 
 namespace crown::detail {
 
+/// Counts a block or a box whose 2-D copies went a row each (device_row_split_copies).
+void count_row_split() noexcept;
+
 /// Implements the backend contract over mapped device memory. Transfers are
 /// asynchronous copies on Crown's stream (or the caller's) that complete when an event
 /// recorded after them fires: local and remote completion coincide, since the copy
 /// writes the target's memory itself. `packed` may be host or device memory
 /// (cudaMemcpyDefault; pageable host memory makes the copy synchronous). Atomics are a
 /// one-thread kernel with system-scope atomics, so they are atomic with kernels' ones.
-/// Counts a block or a box whose 2-D copies went a row each (device_row_split_copies).
-void count_row_split() noexcept;
-
 class cuda_backend final : public backend {
 public:
   /// `bases`: per world rank, the mapped device heap or nullptr.
