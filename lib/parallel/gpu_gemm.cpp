@@ -1,9 +1,11 @@
 // cuBLAS for crown::parallel's GEMMs (gpu_gemm.hpp), decided once per process.
 #include "gpu_gemm.hpp"
+#include <atomic>
 #include <crown/build_config.hpp>
 #include <crown/config.hpp>
 #include <crown/detail/device_heap.hpp>
 #include <crown/error.hpp>
+#include <cstdio>
 #include <memory>
 #include <mutex>
 #include <type_traits>
@@ -78,9 +80,11 @@ public:
 
   /// Row-major C = alpha op(A) op(B) + beta C is column-major Cᵀ = alpha op(B)ᵀ op(A)ᵀ + beta
   /// Cᵀ over the same memory: cuBLAS gets B before A and N before M.
+  /// `c_written` turns true once copying C back has begun: from then on a failure may
+  /// leave C partly overwritten.
   template <typename T>
   void gemm(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B,
-            int ldb, T beta, T* C, int ldc) {
+            int ldb, T beta, T* C, int ldc, bool& c_written) {
     const std::lock_guard lock(mutex_);
     const device_guard on(device_);
     // Elements each operand spans in memory (row-major rows of its leading dimension).
@@ -96,6 +100,9 @@ public:
     T* db = static_cast<T*>(b_.at_least(b * sizeof(T)));
     T* dc = static_cast<T*>(c_.at_least(span(M, N, ldc) * sizeof(T)));
     const auto to = cudaMemcpyHostToDevice;
+    // A failure past the first copy returns only once the copies before it are done:
+    // they read the caller's memory (asynchronously where it is pinned).
+    const crown::detail::drain_on_failure drain(stream_);
     check(cudaMemcpyAsync(da, A, a * sizeof(T), to, stream_), "copying A to the GPU");
     check(cudaMemcpyAsync(db, B, b * sizeof(T), to, stream_), "copying B to the GPU");
     // C's rows only: the padding between them (ldc > N) is the caller's, never written.
@@ -114,6 +121,7 @@ public:
     else
       check(cublasDgemm(handle_, op_b, op_a, N, M, K, &alpha, db, ldb, da, lda, &beta, dc, ldc),
             what);
+    c_written = true;
     check(cudaMemcpy2DAsync(C, pitch, dc, pitch, row, static_cast<std::size_t>(M),
                             cudaMemcpyDeviceToHost, stream_),
           "copying C back");
@@ -131,15 +139,28 @@ private:
 class cublas_engine {
 public:
   template <typename T>
-  void gemm(bool, bool, int, int, int, T, const T*, int, const T*, int, T, T*, int) {}
+  void gemm(bool, bool, int, int, int, T, const T*, int, const T*, int, T, T*, int, bool&) {}
 };
 #endif
 
 struct decision {
   std::unique_ptr<cublas_engine> engine; ///< null: the CPU
   std::uint64_t min_work = 0;
+  bool may_fall_back = false; ///< auto: a GEMM failing on the GPU sends the rest to OpenBLAS
   std::string why;
 };
+
+/// Set once a GEMM failed on the GPU under auto: OpenBLAS from then on.
+struct fallback {
+  std::atomic<bool> taken{false};
+  std::mutex mutex;
+  std::string why; ///< under mutex
+};
+
+fallback& fell_back() {
+  static fallback f;
+  return f;
+}
 
 /// The GPU cuBLAS would use, or -1 with `why` set.
 int usable_gpu(std::string& why) {
@@ -187,6 +208,7 @@ decision decide() {
   cudaDeviceProp p{};
   const bool named = cudaGetDeviceProperties(&p, device) == cudaSuccess;
   d.min_work = choice == gemm_choice::cublas ? 0 : gpu_gemm_min_work;
+  d.may_fall_back = choice == gemm_choice::automatic;
   d.why = "cublas on GPU " + std::to_string(device) +
           (named ? " (" + std::string(p.name) + ")" : "") +
           (d.min_work ? " from 2^27 multiply-adds, OpenBLAS below"
@@ -206,13 +228,22 @@ template <typename T>
 bool run(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, const T* B, int ldb,
          T beta, T* C, int ldc) {
   decision& d = current();
-  if (!d.engine ||
-      static_cast<std::uint64_t>(M) * static_cast<std::uint64_t>(N) *
-              static_cast<std::uint64_t>(K) <
-          d.min_work ||
-      M == 0 || N == 0 || K == 0)
+  fallback& f = fell_back();
+  if (!d.engine || f.taken.load(std::memory_order_relaxed) || !gpu_gemm_wanted(d.min_work, M, N, K))
     return false;
-  d.engine->gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  bool c_written = false;
+  try {
+    d.engine->gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, c_written);
+  } catch (const error& e) {
+    // OpenBLAS redoes the GEMM unless C, an input too where beta != 0, may be lost.
+    if (!d.may_fall_back || (c_written && beta != T(0))) throw;
+    const std::lock_guard lock(f.mutex);
+    if (!f.taken.exchange(true)) {
+      f.why = std::string("cpu: cuBLAS failed at a GEMM: ") + e.what();
+      std::fprintf(stderr, "crown: CROWN_GEMM=auto: %s; OpenBLAS from now on\n", e.what());
+    }
+    return false;
+  }
   return true;
 }
 
@@ -228,6 +259,11 @@ bool gpu_gemm(bool ta, bool tb, int M, int N, int K, double alpha, const double*
   return run(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-std::string gemm_engine() { return current().why; }
+std::string gemm_engine() {
+  const std::string& why = current().why;
+  fallback& f = fell_back();
+  const std::lock_guard lock(f.mutex);
+  return f.taken ? f.why : why;
+}
 
 } // namespace crown::parallel::detail

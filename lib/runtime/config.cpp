@@ -132,9 +132,10 @@ constexpr std::array<config_variable, 27> variables{{
      true},
     {"CROWN_GEMM", "auto",
      "Where crown::parallel's GEMMs run: cpu (OpenBLAS), cublas (cuBLAS on the rank's GPU, "
-     "operands copied there and back; an error where Crown was built without CUDA or no GPU "
-     "is visible), auto (cuBLAS for products of at least 2^27 multiply-adds where a GPU is "
-     "visible, else OpenBLAS)."},
+     "operands copied there and back; an error where Crown was built without cuBLAS or no "
+     "GPU is visible), auto (cuBLAS for products of at least 2^27 multiply-adds where a GPU "
+     "is visible, else OpenBLAS; a GEMM failing on the GPU is said once and sends the rest "
+     "to OpenBLAS)."},
     {"CROWN_TRACE", "",
      "A directory (created if missing): each rank writes a Chrome/Perfetto trace of its puts, "
      "gets, collectives, waits, actor calls and progress-thread naps there as "

@@ -7,10 +7,10 @@
 #include <crown/build_config.hpp>
 #include <crown/error.hpp>
 #include <cstdlib>
-#include <filesystem>
 #include <harness/crown_test.hpp>
 #include <parallel/blas.hpp>
 #include <random>
+#include <runtime/gpu.hpp>
 #include <string>
 #include <vector>
 
@@ -23,9 +23,18 @@ std::string setting() {
   return v ? v : "auto";
 }
 
-/// A build with cuBLAS and an NVIDIA driver's device node: a GPU cuBLAS could use
-/// (checked without CUDA).
-bool gpu_here() { return CROWN_HAVE_CUBLAS && std::filesystem::exists("/dev/nvidiactl"); }
+/// A build with cuBLAS and a GPU the CUDA runtime sees (libcrown's discovery, not the
+/// dispatcher's own test).
+bool gpu_here() { return CROWN_HAVE_CUBLAS && crown::detail::discover_gpus().count > 0; }
+
+/// Under CROWN_GEMM=cublas without a GPU every GEMM throws (the first case checks that):
+/// the cases that compute skip, saying so.
+bool skipped_without_a_gpu() {
+  if (setting() != "cublas" || gpu_here()) return false;
+  BOOST_TEST_MESSAGE("skipped: CROWN_GEMM=cublas and no GPU is visible here");
+  std::printf("skipped: CROWN_GEMM=cublas and no GPU is visible here\n");
+  return true;
+}
 
 template <typename T>
 struct problem {
@@ -126,7 +135,7 @@ BOOST_AUTO_TEST_CASE(the_engine_line_says_where_gemms_run_and_why) {
 }
 
 BOOST_AUTO_TEST_CASE(every_transposition_leading_dimension_and_beta_against_a_reference) {
-  if (setting() == "cublas" && !gpu_here()) return; // the case above: every GEMM throws
+  if (skipped_without_a_gpu()) return;
   unsigned seed = 1;
   for (const bool ta : {false, true})
     for (const bool tb : {false, true})
@@ -137,10 +146,33 @@ BOOST_AUTO_TEST_CASE(every_transposition_leading_dimension_and_beta_against_a_re
       }
 }
 
-BOOST_AUTO_TEST_CASE(a_product_at_the_threshold_goes_where_auto_sends_it) {
-  if (setting() == "cublas" && !gpu_here()) return;
-  // 512^3 = 2^27 multiply-adds: on cuBLAS under auto where a GPU is; the result is the
-  // same either way, to rounding.
-  check(make<float>(false, true, 512, 512, 512, 0, 99), 1.0f, 0.0f, 1e-4);
+BOOST_AUTO_TEST_CASE(the_threshold_sends_products_from_2_to_the_27_multiply_adds) {
   BOOST_TEST(pd::gpu_gemm_min_work == 512ull * 512 * 512);
+  BOOST_TEST(pd::gpu_gemm_wanted(pd::gpu_gemm_min_work, 512, 512, 512));
+  BOOST_TEST(!pd::gpu_gemm_wanted(pd::gpu_gemm_min_work, 512, 512, 511));
+  BOOST_TEST(pd::gpu_gemm_wanted(pd::gpu_gemm_min_work, 1 << 20, 1 << 7, 1)); // order-free
+  BOOST_TEST(!pd::gpu_gemm_wanted(pd::gpu_gemm_min_work, 1 << 20, 1 << 7, 0));
+  BOOST_TEST(pd::gpu_gemm_wanted(1 << 30, 1 << 15, 1 << 15, 1 << 15)); // no 32-bit overflow
+  BOOST_TEST(pd::gpu_gemm_wanted(0, 1, 1, 1));                         // cublas: every GEMM
+  BOOST_TEST(!pd::gpu_gemm_wanted(0, 0, 5, 5));                        // but no empty one
+  BOOST_TEST(!pd::gpu_gemm_wanted(0, 5, -1, 5));
+}
+
+BOOST_AUTO_TEST_CASE(a_product_at_the_threshold_goes_where_the_setting_sends_it) {
+  if (skipped_without_a_gpu()) return;
+  // 512^3 = 2^27 multiply-adds: on cuBLAS under auto where a GPU is, and one row fewer on
+  // OpenBLAS; every GEMM on cuBLAS under cublas, none under cpu. Right either way.
+  const std::string s = setting();
+  const bool gpu = gpu_here() && s != "cpu";
+  for (const int M : {512, 511}) {
+    problem<float> p = make<float>(false, true, M, 512, 512, 0, 99);
+    const std::vector<float> before = p.C;
+    const bool on_gpu = pd::gpu_gemm(p.ta, p.tb, p.M, p.N, p.K, 1.0f, p.A.data(), p.lda, p.B.data(),
+                                     p.ldb, 0.0f, p.C.data(), p.ldc);
+    BOOST_TEST_INFO(s << ", M " << M);
+    BOOST_TEST(on_gpu == (gpu && (M == 512 || s == "cublas")));
+    if (!on_gpu) BOOST_TEST((p.C == before)); // not run: left to OpenBLAS
+    p.C = before;
+    check(p, 1.0f, 0.0f, 1e-4);
+  }
 }
