@@ -13,8 +13,8 @@ export CLUSTER_FAKE_GPUS=4
 source "$(dirname "$0")/cluster.sh"
 cluster_up
 out=$cluster_dir/job.out
-job=$(sbatch --parsable --wait --output="$out" --chdir="$cluster_dir" --cpus-per-task=1 \
-  --export=ALL,APPS_DIR="$apps" "$script" --n 128 --iterations 80) || true
+job=$(cluster_run "$out" --cpus-per-task=1 --export=ALL,APPS_DIR="$apps" "$script" \
+  --n 128 --iterations 80) || true
 cat "$out"
 scontrol show job -d "$job" | grep -E "TRES|JobState|GRES"
 scontrol show job -d "$job" | grep -Eq "gres/gpu=4|GRES=gpu:4|gres:gpu:4" ||

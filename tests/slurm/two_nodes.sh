@@ -18,7 +18,7 @@ failed=0
 job() { # job NAME EXPECT SBATCH-OPTIONS... -- SCRIPT ARGS...
   local name=$1 expect=$2 state id
   shift 2
-  id=$(sbatch --parsable --wait --output="$d/$name.out" --chdir="$d" "$@") || true
+  id=$(cluster_run "$d/$name.out" "$@") || true
   state=$(cluster_state "$id")
   if [ "$state" = COMPLETED ] && grep -Eq "$expect" "$d/$name.out"; then
     echo "ok   $name (job $id, $(scontrol show job "$id" | sed -n 's/.* NodeList=\([^ ]*\).*/\1/p' | head -1))"
