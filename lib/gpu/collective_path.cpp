@@ -74,43 +74,48 @@ std::string device_collective_what(const device_collective& c) {
   return std::string(c.name) + " of a device coarray on " + c.team->to_string();
 }
 
-void check_device_collective(const device_collective& c) {
+std::string device_collective_problem(const device_collective& c) {
   const mesh& m = *c.team;
-  // With CROWN_CHECK=1 the agreement first: an argument wrong on one image only is then
-  // an error on every image, not one image throwing while the others wait for it.
+  // With CROWN_CHECK=1 the agreement first: calls that differ between images (co_sum
+  // here, co_max there; another coarray) fail on every image instead of mixing.
   if (check_collectives())
     check_same_arguments(m,
-                         {{"count", static_cast<long long>(c.count)},
+                         {{"collective", static_cast<long long>(c.kind)},
+                          {"reduction", static_cast<long long>(c.op)},
+                          {"block offset", static_cast<long long>(c.offset)},
+                          {"count", static_cast<long long>(c.count)},
                           {"element type", static_cast<long long>(c.type_tag >> 1)},
                           {"image", c.image},
                           {"result count", static_cast<long long>(c.result_count)}},
                          device_collective_what(c));
   const auto n = static_cast<std::size_t>(m.size());
-  auto refuse_size = [&](const char* holder, std::size_t holds, std::size_t piece) {
-    throw argument_error(device_collective_what(c),
-                         std::string(holder) + " holds " + std::to_string(holds) +
-                             " elements but needs " + std::to_string(n * piece) + " (" +
-                             std::to_string(n) + " images x " + std::to_string(piece) + ")");
+  const auto size_problem = [&](const char* holder, std::size_t holds, std::size_t piece) {
+    return std::string(holder) + " holds " + std::to_string(holds) + " elements but needs " +
+           std::to_string(n * piece) + " (" + std::to_string(n) + " images x " +
+           std::to_string(piece) + ")";
   };
   switch (c.kind) {
   case device_collective_kind::reduce:
   case device_collective_kind::broadcast: {
     const int lowest = c.kind == device_collective_kind::reduce ? -1 : 0;
     if (c.image < lowest || c.image >= m.size())
-      throw argument_error(device_collective_what(c),
-                           std::string(c.kind == device_collective_kind::reduce ? "result image "
-                                                                                : "source image ") +
-                               std::to_string(c.image) + " is out of range [" +
-                               std::to_string(lowest) + ", " + std::to_string(m.size()) + ")");
-    break;
+      return std::string(c.kind == device_collective_kind::reduce ? "result image "
+                                                                  : "source image ") +
+             std::to_string(c.image) + " is out of range [" + std::to_string(lowest) + ", " +
+             std::to_string(m.size()) + ")";
+    return {};
   }
   case device_collective_kind::all_gather:
-    if (c.result_count != n * c.count) refuse_size("the result", c.result_count, c.count);
+    if (c.result_count != n * c.count) return size_problem("the result", c.result_count, c.count);
     break;
   case device_collective_kind::reduce_scatter:
-    if (c.count != n * c.result_count) refuse_size("the coarray's block", c.count, c.result_count);
+    if (c.count != n * c.result_count)
+      return size_problem("the coarray's block", c.count, c.result_count);
     break;
   }
+  if (c.result_count && !c.result)
+    return "the result is a null pointer (" + std::to_string(c.result_count) + " elements)";
+  return {};
 }
 
 std::pair<int, int> first_shared_gpu(const std::vector<std::string>& gpus) {

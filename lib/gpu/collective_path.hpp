@@ -36,11 +36,13 @@ device_path_choice choose_device_path(const device_path_facts& f);
 /// "co_sum of a device coarray on mesh{...}": what errors of `c` name.
 std::string device_collective_what(const device_collective& c);
 
-/// Checks, with CROWN_CHECK=1 first (collective then), that every member passed the same
-/// count, element type and image, and then `c`'s arguments on this image
-/// (argument_error naming the rank and the values). Both builds run it before anything
-/// else, so that a bad argument reads the same with or without a GPU.
-void check_device_collective(const device_collective& c);
+/// With CROWN_CHECK=1 first checks (collective then) that every member passed the same
+/// collective, reduction, coarray (block offset), count, element type, image and
+/// result count, throwing the same argument_error on every image; then returns what is
+/// wrong with `c`'s arguments on this image (naming the values), or empty. Both builds
+/// ask it before anything else, so that a bad argument reads the same with or without
+/// a GPU; with one, the answer is agreed before anyone waits.
+std::string device_collective_problem(const device_collective& c);
 
 /// The lowest pair of images whose GPUs are the same (`gpus[i]`: a host and bus
 /// identity per image), or {-1, -1}.

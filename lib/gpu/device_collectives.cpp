@@ -53,12 +53,27 @@ public:
   ~nccl_comm() {
     if (comm_) (void)ncclCommDestroy(comm_);
   }
+  /// After a failure its state is unknown (a later call would pair with the wrong one
+  /// on another image): NCCL's work on it stops, and later calls on the mesh refuse.
+  void abort(const std::string& why) noexcept {
+    if (comm_) (void)ncclCommAbort(comm_);
+    comm_ = nullptr;
+    aborted_why_ = why;
+  }
   nccl_comm(const nccl_comm&) = delete;
   nccl_comm& operator=(const nccl_comm&) = delete;
-  [[nodiscard]] ncclComm_t get() const noexcept { return comm_; }
+  /// The communicator; state_error naming the earlier failure once aborted.
+  [[nodiscard]] ncclComm_t get(const std::string& what) const {
+    if (!comm_)
+      throw state_error(what, "this mesh's NCCL communicator was aborted after an earlier "
+                              "failure (" +
+                                  aborted_why_ + ")");
+    return comm_;
+  }
 
 private:
   ncclComm_t comm_ = nullptr;
+  std::string aborted_why_;
 };
 #else
 class nccl_comm {};
@@ -299,6 +314,22 @@ ncclRedOp_t nccl_op(reduction op) {
 
 bool integral(device_number t) { return t != device_number::f32 && t != device_number::f64; }
 
+/// Waits for this image's NCCL work as every Crown wait does (progress, CROWN_WAIT_WARN
+/// and CROWN_WAIT_TIMEOUT name it) and watches the communicator: an error NCCL finds
+/// while its kernels run (a peer gone, a network failure) is thrown here instead of a
+/// cudaStreamSynchronize that never returns.
+void nccl_sync(const call& k, ncclComm_t comm) {
+  backoff pause(wait_site{"an NCCL collective on the GPU", -1, k.c.team});
+  for (;;) {
+    const cudaError_t rc = cudaStreamQuery(k.s);
+    if (rc != cudaErrorNotReady) return check_cuda(rc, k.what + ": cudaStreamQuery");
+    ncclResult_t async = ncclSuccess;
+    check_nccl(ncclCommGetAsyncError(comm, &async), k.what + ": ncclCommGetAsyncError");
+    if (async != ncclInProgress) check_nccl(async, k.what + ": NCCL, while it ran");
+    pause.pause();
+  }
+}
+
 /// Send/receive pairs in one NCCL group (zero-length pieces skipped alike on both sides).
 class nccl_group {
 public:
@@ -354,8 +385,7 @@ void nccl_reduce(const call& k, ncclComm_t comm) {
       check_nccl(
           ncclReduce(k.block(), k.block(), k.c.count, t, nccl_op(k.c.op), k.c.image, comm, k.s),
           k.what + ": ncclReduce");
-    k.sync();
-    return;
+    return nccl_sync(k, comm);
   }
   // Floating point in image order: an all-to-all of shares, the fold, the shares back.
   const auto share = [&](int j) {
@@ -375,13 +405,13 @@ void nccl_reduce(const call& k, ncclComm_t comm) {
     }
   }
   g.end();
-  k.sync();
+  nccl_sync(k, comm);
 }
 
 void nccl_broadcast(const call& k, ncclComm_t comm) {
   check_nccl(ncclBroadcast(k.block(), k.block(), k.bytes, ncclChar, k.c.image, comm, k.s),
              k.what + ": ncclBroadcast");
-  k.sync();
+  nccl_sync(k, comm);
 }
 
 void nccl_all_gather(const call& k, ncclComm_t comm) {
@@ -392,7 +422,7 @@ void nccl_all_gather(const call& k, ncclComm_t comm) {
   check_nccl(ncclAllGather(k.block(), out, k.bytes, ncclChar, comm, k.s),
              k.what + ": ncclAllGather");
   if (!direct) k.copy(k.c.result, out, all, "to the result");
-  k.sync();
+  nccl_sync(k, comm);
 }
 
 void nccl_reduce_scatter(const call& k, ncclComm_t comm) {
@@ -416,7 +446,7 @@ void nccl_reduce_scatter(const call& k, ncclComm_t comm) {
         received.get(), out);
   }
   if (!direct) k.copy(k.c.result, out, len, "to the result");
-  k.sync();
+  nccl_sync(k, comm);
 }
 
 void run_nccl(const call& k, ncclComm_t comm) {
@@ -443,9 +473,14 @@ void run_host(const call& k) {
   const bool receives =
       k.c.kind == device_collective_kind::broadcast ||
       (k.c.kind == device_collective_kind::reduce && (k.c.image < 0 || k.c.image == k.me));
-  if (receives) k.copy(k.block(), in.data(), k.bytes, "from host memory");
-  if (!out.empty()) k.copy(k.c.result, out.data(), out.size(), "to the result");
-  k.sync();
+  // Agreed too: an image that returned before another had its result back in place
+  // could put into that image's block while the late copy still overwrites it.
+  k.then_meet(
+      [&] {
+        if (receives) k.copy(k.block(), in.data(), k.bytes, "from host memory");
+        if (!out.empty()) k.copy(k.c.result, out.data(), out.size(), "to the result");
+      },
+      "results in place");
 }
 
 /// What only this image can check: a result overlapping its block, a stream of another
@@ -486,36 +521,60 @@ device_path device_collectives_path(const mesh& m, std::string* why) {
 }
 
 void run_device_collective(const device_collective& c) {
-  check_device_collective(c);
   const mesh& m = *c.team;
   const std::string what = device_collective_what(c);
+  // A bad argument on one image is an error on every image (one allreduce), not one
+  // image throwing while the others wait for it in the first agreement. A missing
+  // device heap is said after it (on every image alike: heaps are agreed at start-up).
+  std::string problem = device_collective_problem(c);
+  device_heap* h = find_device_heap();
+  const auto ranks = m.ranks();
+  const auto call_on = [&](device_heap& heap) {
+    return call{c,
+                heap,
+                what,
+                c.stream ? c.stream : heap.stream(),
+                m.rank(),
+                m.size(),
+                std::vector<int>(ranks.begin(), ranks.end()),
+                c.count * c.elem};
+  };
+  if (problem.empty() && h) problem = local_problem(call_on(*h));
+  if (const auto [first, text] = first_member_problem(m, crown_comm(m), problem, what); first >= 0)
+    throw argument_error(what, !problem.empty() ? problem : image_and_rank(m, first) + ": " + text);
+  if (!h) h = &active_device_heap(what); // throws naming why there is none
   const trace_span span("collective", c.name,
                         {"bytes", static_cast<std::int64_t>(c.count * c.elem)},
                         {"images", m.size()}, {"root", c.image});
-  device_heap& h = active_device_heap(what);
-  const mesh_paths& p = paths_of(m, h, what);
-  const auto ranks = m.ranks();
-  const call k{c,
-               h,
-               what,
-               c.stream ? c.stream : h.stream(),
-               m.rank(),
-               m.size(),
-               std::vector<int>(ranks.begin(), ranks.end()),
-               c.count * c.elem};
-  const device_guard on(h.device());
-  // Checked here, agreed by every member (one allreduce): a member that threw alone
-  // would leave the others waiting in the first barrier.
-  const std::string problem = local_problem(k);
-  if (const auto [first, text] = first_member_problem(m, crown_comm(m), problem, what); first >= 0)
-    throw argument_error(what, first == k.me ? text : image_and_rank(m, first) + ": " + text);
+  mesh_paths& p = paths_of(m, *h, what);
+  const call k = call_on(*h);
+  const device_guard on(h->device());
   k.meet();
   switch (p.choice.path) {
   case device_path::peer:
     return run_peer(k);
   case device_path::nccl:
 #if CROWN_HAVE_NCCL
-    return run_nccl(k, p.nccl->get());
+  {
+    // Agreed at the end, as the other paths are: the result is in place on every image
+    // when any returns, and a failure anywhere aborts every image's communicator. The
+    // failing image aborts before then_meet drains its stream: NCCL's kernels on a
+    // failed communicator end only then.
+    nccl_comm& nccl = *p.nccl;
+    ncclComm_t comm = nccl.get(what);
+    const auto abort_on_failure = [&](auto&& step) {
+      try {
+        step();
+      } catch (const std::exception& e) {
+        nccl.abort(e.what());
+        throw;
+      }
+    };
+    abort_on_failure([&] {
+      k.then_meet([&] { abort_on_failure([&] { run_nccl(k, comm); }); }, "results in place");
+    });
+    return;
+  }
 #else
     break;
 #endif

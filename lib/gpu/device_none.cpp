@@ -58,7 +58,9 @@ std::uint64_t device_box_kernel_launches() noexcept { return 0; }
 void* device_view_table(const mesh&, std::uint64_t, std::string_view what) { no_cuda(what); }
 
 void run_device_collective(const device_collective& c) {
-  check_device_collective(c); // a bad argument reads the same with or without CUDA
+  // A bad argument reads the same with or without CUDA.
+  if (const std::string problem = device_collective_problem(c); !problem.empty())
+    throw argument_error(device_collective_what(c), problem);
   no_cuda(device_collective_what(c));
 }
 device_path device_collectives_path(const mesh& m, std::string*) {

@@ -123,9 +123,47 @@ BOOST_AUTO_TEST_CASE(device_collectives_check_their_arguments_before_the_device)
   BOOST_TEST(message().ends_with("the coarray's block holds 8 elements but needs " +
                                  std::to_string(3 * n) + " (" + std::to_string(n) +
                                  " images x 3)"));
-  // Good arguments meet the missing device heap, named like a cuda allocation names it.
+  // A null result where one is needed.
+  c.kind = device_collective_kind::all_gather;
+  c.result_count = 8 * static_cast<std::size_t>(n);
+  BOOST_TEST(message().ends_with("the result is a null pointer (" + std::to_string(c.result_count) +
+                                 " elements)"));
+  // Wrong on image 0 alone: every image hears of it (the others do not wait for image 0
+  // in the collective), naming image 0; without CUDA the others meet the build first.
   c.kind = device_collective_kind::reduce;
   c.result_count = 0;
+  c.image = crown_test::me() == 0 ? n : -1;
+  const std::string alone = message();
+  BOOST_TEST_INFO(alone);
+  const std::string out_of_range =
+      "result image " + std::to_string(n) + " is out of range [-1, " + std::to_string(n) + ")";
+  if (crown::detail::check_collectives() && n > 1) { // CROWN_CHECK=1: the agreement says it
+    BOOST_TEST(alone.find(": image is ") != std::string::npos);
+  } else if (crown_test::me() == 0) {
+    BOOST_TEST(alone == head + out_of_range);
+  } else if (CROWN_HAVE_CUDA) {
+    BOOST_TEST(alone ==
+               head + "image 0 (rank " + std::to_string(w.ranks()[0]) + "): " + out_of_range);
+  } else {
+    BOOST_TEST(alone.find("built without CUDA") != std::string::npos);
+  }
+  // CROWN_CHECK=1: calls that differ in their reduction (co_sum here, co_max there) or
+  // their coarray fail on every image, naming the difference and a rank.
+  c.image = -1;
+  if (crown::detail::check_collectives() && n > 1) {
+    c.op = crown_test::me() == 0 ? crown::detail::reduction::sum : crown::detail::reduction::max;
+    const std::string other = std::to_string(crown_test::me() == 0 ? w.ranks()[1] : w.ranks()[0]);
+    const std::string differ = message();
+    BOOST_TEST_INFO(differ);
+    BOOST_TEST(differ.starts_with(head));
+    BOOST_TEST(differ.find(": reduction is ") != std::string::npos);
+    BOOST_TEST(differ.ends_with(" on rank " + other));
+    c.op = crown::detail::reduction::sum;
+    c.offset = crown_test::me() == 0 ? 0 : 64;
+    BOOST_TEST(message().find(": block offset is ") != std::string::npos);
+    c.offset = 0;
+  }
+  // Good arguments meet the missing device heap, named like a cuda allocation names it.
   const std::string m = message();
   BOOST_TEST_INFO(m);
   BOOST_TEST(m.starts_with("crown::state_error: rank " + std::to_string(crown_test::me()) +
