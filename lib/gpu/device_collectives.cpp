@@ -102,8 +102,12 @@ std::string gpu_identity(int device, const std::string& what) {
 mesh_paths& paths_of(const mesh& m, device_heap& h, const std::string& what) {
   const auto ranks = m.ranks();
   std::vector<int> key(ranks.begin(), ranks.end());
-  const std::lock_guard lock(g_mutex);
-  if (auto it = g_meshes.find(key); it != g_meshes.end()) return it->second;
+  {
+    const std::lock_guard lock(g_mutex);
+    if (auto it = g_meshes.find(key); it != g_meshes.end()) return it->second;
+  }
+  // Collective, so without the lock: a thread deciding for another mesh must not wait
+  // for this mesh's ranks (on another rank the two threads may meet in the other order).
 
   device_path_facts f;
   f.images = m.size();
@@ -130,7 +134,8 @@ mesh_paths& paths_of(const mesh& m, device_heap& h, const std::string& what) {
 
   mesh_paths p{choose_device_path(f), nullptr};
   if (p.choice.path == device_path::nccl) p.nccl = std::make_unique<nccl_comm>(m, h.device(), what);
-  return g_meshes.emplace(std::move(key), std::move(p)).first->second;
+  const std::lock_guard lock(g_mutex);
+  return g_meshes.emplace(std::move(key), std::move(p)).first->second; // entries stay put
 }
 
 /// Device scratch on `stream`'s order (cudaMallocAsync: no device-wide synchronisation,

@@ -110,6 +110,19 @@ BOOST_AUTO_TEST_CASE(co_sum_of_doubles_is_bitwise_the_host_result_on_every_image
   BOOST_TEST(same_bits(got, serial_sum<double>(a.size())));
 }
 
+BOOST_AUTO_TEST_CASE(co_sum_past_one_pass_of_the_fold_grid_is_bitwise_the_host_result) {
+  // More elements than the fold kernel's grid covers at once (4096 blocks x 256
+  // threads): its grid-stride loop takes a second pass; floats, every image's result.
+  dcoarray<float> a(w(), (std::size_t{1} << 20) * static_cast<std::size_t>(n()) + 4099);
+  std::vector<float> host = values_of<float>(me(), a.size());
+  a.on(me()).put(host);
+  crown::co_sum(a);
+  crown::co_sum(w(), std::span<float>(host));
+  const std::vector<float> got = own_block(a);
+  BOOST_TEST(same_bits(got, host));
+  BOOST_TEST(same_bits(got, serial_sum<float>(a.size())));
+}
+
 BOOST_AUTO_TEST_CASE(co_sum_into_one_image_leaves_the_others_as_they_were) {
   dcoarray<float> a(w(), 1000);
   const std::vector<float> mine = values_of<float>(me(), a.size());
@@ -292,6 +305,18 @@ BOOST_AUTO_TEST_CASE(bad_arguments_name_the_rank_and_the_values) {
                    .find("image is " + std::to_string(bad) + " here but " +
                          std::to_string(me() == n() - 1 ? 0 : n()) + " on rank") !=
                std::string::npos);
+  }
+  if (!crown::detail::check_collectives() && n() > 1) {
+    // Wrong on image 0 alone: agreed before anyone waits, every image throws, the
+    // others naming image 0.
+    const std::string m =
+        crown_test::what_of<crown::argument_error>([&] { crown::co_sum(a, me() == 0 ? n() : -1); });
+    const std::string range = "result image " + std::to_string(n()) + " is out of range [-1, " +
+                              std::to_string(n()) + ")";
+    BOOST_TEST(m.ends_with(me() == 0 ? ": " + range
+                                     : ": image 0 (rank " + std::to_string(w().ranks()[0]) +
+                                           "): " + range),
+               m);
   }
   crown::co_sum(a); // the mesh still works: nothing was left half done
   BOOST_TEST(own_block(a) == std::vector<double>(8, 0.0));
