@@ -44,8 +44,8 @@ std::string device_collective_what(const device_collective& c);
 /// a GPU; with one, the answer is agreed before anyone waits.
 std::string device_collective_problem(const device_collective& c);
 
-/// The lowest pair of images whose GPUs are the same (`gpus[i]`: a host and bus
-/// identity per image), or {-1, -1}.
+/// The lowest pair of images whose GPUs are the same (`gpus[i]`: a GPU UUID
+/// per image), or {-1, -1}.
 std::pair<int, int> first_shared_gpu(const std::vector<std::string>& gpus);
 
 } // namespace crown::detail

@@ -12,12 +12,12 @@
 #include <crown/build_config.hpp>
 #include <crown/detail/fault.hpp>
 #include <crown/trace.hpp>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <unistd.h>
 #include <vector>
 #if CROWN_HAVE_NCCL
 #include <nccl.h>
@@ -88,13 +88,19 @@ struct mesh_paths {
 std::mutex g_mutex;
 std::map<std::vector<int>, mesh_paths> g_meshes;
 
-/// "host/bus-id" of this rank's GPU: two images with the same one share a GPU.
+/// This rank's GPU as the driver names it to every process on every host: its UUID, one
+/// per GPU or MIG instance (MIG instances share one PCI bus id, and containers sharing a
+/// GPU may name their hosts differently). Two images with the same one share a GPU.
 std::string gpu_identity(int device, const std::string& what) {
-  char host[256] = {};
-  (void)gethostname(host, sizeof host - 1);
-  char bus[64] = {};
-  check_cuda(cudaDeviceGetPCIBusId(bus, sizeof bus, device), what + ": cudaDeviceGetPCIBusId");
-  return std::string(host) + "/" + bus;
+  cudaDeviceProp p{};
+  check_cuda(cudaGetDeviceProperties(&p, device), what + ": cudaGetDeviceProperties");
+  std::string hex;
+  for (const char byte : p.uuid.bytes) {
+    char two[3];
+    std::snprintf(two, sizeof two, "%02x", static_cast<unsigned>(static_cast<unsigned char>(byte)));
+    hex += two;
+  }
+  return "GPU-" + hex;
 }
 
 /// Collective over `m` on its first call: the facts (agreed), the choice, NCCL's

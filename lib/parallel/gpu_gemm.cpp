@@ -113,8 +113,11 @@ public:
             "copying C to the GPU");
     const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N;
     const cublasOperation_t op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
-    const std::string what =
-        "gemm(" + std::to_string(M) + " x " + std::to_string(N) + " x " + std::to_string(K) + ")";
+    const std::string what = std::string(ta ? "gemm(A transposed, " : "gemm(") +
+                             (tb ? "B transposed, " : "") + std::to_string(M) + " x " +
+                             std::to_string(N) + " x " + std::to_string(K) + ", lda " +
+                             std::to_string(lda) + ", ldb " + std::to_string(ldb) + ", ldc " +
+                             std::to_string(ldc) + ") on GPU " + std::to_string(device_);
     if constexpr (std::is_same_v<T, float>)
       check(cublasSgemm(handle_, op_b, op_a, N, M, K, &alpha, db, ldb, da, lda, &beta, dc, ldc),
             what);

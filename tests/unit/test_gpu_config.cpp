@@ -314,12 +314,12 @@ BOOST_AUTO_TEST_CASE(device_collectives_choose_nccl_peer_or_host_from_agreed_fac
              "without NCCL");
 }
 
-BOOST_AUTO_TEST_CASE(a_shared_gpu_is_the_same_host_and_bus_for_two_images) {
+BOOST_AUTO_TEST_CASE(a_shared_gpu_is_the_same_gpu_uuid_for_two_images) {
   using crown::detail::first_shared_gpu;
-  BOOST_TEST((first_shared_gpu({"a/0000:01:00.0", "a/0000:02:00.0"}) == std::pair{-1, -1}));
-  BOOST_TEST((first_shared_gpu({"a/0000:01:00.0", "b/0000:01:00.0"}) == std::pair{-1, -1}));
-  BOOST_TEST((first_shared_gpu({"a/x", "a/y", "a/y", "a/x"}) == std::pair{1, 2}));
-  BOOST_TEST((first_shared_gpu({"h/x", "h/y", "h/x"}) == std::pair{0, 2}));
+  // Two GPUs, or two MIG instances of one (their own UUIDs): none shared.
+  BOOST_TEST((first_shared_gpu({"GPU-0a1b", "GPU-0a1c"}) == std::pair{-1, -1}));
+  BOOST_TEST((first_shared_gpu({"GPU-x", "GPU-y", "GPU-y", "GPU-x"}) == std::pair{1, 2}));
+  BOOST_TEST((first_shared_gpu({"GPU-x", "GPU-y", "GPU-x"}) == std::pair{0, 2}));
   BOOST_TEST((first_shared_gpu({}) == std::pair{-1, -1}));
 }
 
