@@ -536,7 +536,8 @@ void run_device_collective(const device_collective& c) {
   const std::string what = device_collective_what(c);
   // A bad argument on one image is an error on every image (one allreduce), not one
   // image throwing while the others wait for it in the first agreement. A missing
-  // device heap is said after it (on every image alike: heaps are agreed at start-up).
+  // device heap is said after it, on this image alone: a device coarray exists only
+  // where every member has one (device_allocate agrees it).
   std::string problem = device_collective_problem(c);
   device_heap* h = find_device_heap();
   const auto ranks = m.ranks();

@@ -40,11 +40,14 @@ public:
   }
   device_buffer(const device_buffer&) = delete;
   device_buffer& operator=(const device_buffer&) = delete;
-  void* at_least(std::size_t bytes) {
-    if (bytes <= size_) return p_;
+  void reset() noexcept {
     if (p_) (void)cudaFree(p_);
     p_ = nullptr;
     size_ = 0;
+  }
+  void* at_least(std::size_t bytes) {
+    if (bytes <= size_) return p_;
+    reset();
     check(cudaMalloc(&p_, bytes), "cudaMalloc(" + std::to_string(bytes) + " bytes)");
     size_ = bytes;
     return p_;
@@ -131,6 +134,15 @@ public:
     check(cudaStreamSynchronize(stream_), what + ": cudaStreamSynchronize");
   }
 
+  /// The operands' device copies, freed (after a failure: out of memory, say).
+  void release() {
+    const std::lock_guard lock(mutex_);
+    const device_guard on(device_);
+    a_.reset();
+    b_.reset();
+    c_.reset();
+  }
+
 private:
   int device_;
   cudaStream_t stream_ = nullptr;
@@ -143,6 +155,7 @@ class cublas_engine {
 public:
   template <typename T>
   void gemm(bool, bool, int, int, int, T, const T*, int, const T*, int, T, T*, int, bool&) {}
+  void release() {}
 };
 #endif
 
@@ -238,13 +251,22 @@ bool run(bool ta, bool tb, int M, int N, int K, T alpha, const T* A, int lda, co
   try {
     d.engine->gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, c_written);
   } catch (const error& e) {
-    // OpenBLAS redoes the GEMM unless C, an input too where beta != 0, may be lost.
-    if (!d.may_fall_back || (c_written && beta != T(0))) throw;
-    const std::lock_guard lock(f.mutex);
-    if (!f.taken.exchange(true)) {
-      f.why = std::string("cpu: cuBLAS failed at a GEMM: ") + e.what();
-      std::fprintf(stderr, "crown: CROWN_GEMM=auto: %s; OpenBLAS from now on\n", e.what());
+    if (!d.may_fall_back) throw;
+    {
+      // Later GEMMs go to OpenBLAS even when this one cannot: after a sticky CUDA error
+      // the GPU would fail them all.
+      const std::lock_guard lock(f.mutex);
+      if (!f.taken.exchange(true)) {
+        f.why = std::string("cpu: cuBLAS failed at a GEMM: ") + e.what();
+        std::fprintf(stderr, "crown: CROWN_GEMM=auto: %s; OpenBLAS from now on\n", e.what());
+      }
     }
+    try {
+      d.engine->release();
+    } catch (const error&) { // the memory is lost to a broken GPU either way
+    }
+    // OpenBLAS redoes the GEMM unless C, an input too where beta != 0, may be lost.
+    if (c_written && beta != T(0)) throw;
     return false;
   }
   return true;

@@ -12,8 +12,9 @@ namespace crown::parallel::detail {
 /// fewer than gpu_gemm_min_work multiply-adds). Decided at the first call from
 /// CROWN_GEMM; CROWN_GEMM=cublas where cuBLAS cannot run throws state_error saying why.
 /// Under auto a GEMM that fails on the GPU (out of device memory, say) is said once on
-/// stderr, redone on OpenBLAS, and sends this process's later GEMMs there too; it throws
-/// under cublas, and under auto where beta != 0 and C may be partly overwritten already.
+/// stderr, redone on OpenBLAS, and sends this process's later GEMMs there too (the
+/// device copies are freed); it throws under cublas, and under auto where beta != 0 and
+/// C may be partly overwritten already (later GEMMs still go to OpenBLAS).
 bool gpu_gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
               const float* B, int ldb, float beta, float* C, int ldc);
 bool gpu_gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* A,

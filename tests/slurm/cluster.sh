@@ -223,6 +223,7 @@ cluster_run() {
   local out=$1 job
   shift
   job=$(sbatch --parsable --output="$out" --chdir="$cluster_dir" "$@") || return 1
+  job=${job%%;*} # --parsable: "id;cluster" where a cluster is named
   cluster_wait "$job" > /dev/null
   echo "$job"
 }
