@@ -74,10 +74,11 @@ private:
 /// Waits until `ready()` (cudaStreamQuery, cudaEventQuery) stops answering
 /// cudaErrorNotReady, then checks its result: a poll under a backoff that drives
 /// progress, so this rank serves other ranks' requests meanwhile (a kernel on this GPU
-/// may be waiting for one of them).
+/// may be waiting for one of them). `site` is what a wait that lasts is reported as.
 template <typename Query>
-void wait_for_gpu(Query&& ready, const std::string& what) {
-  backoff pause(wait_site{"waiting for copies on the GPU"});
+void wait_for_gpu(Query&& ready, const std::string& what,
+                  const wait_site& site = wait_site{"waiting for copies on the GPU"}) {
+  backoff pause(site);
   cudaError_t rc = ready();
   for (; rc == cudaErrorNotReady; rc = ready()) pause.pause();
   check_cuda(rc, what);

@@ -330,15 +330,16 @@ bool integral(device_number t) { return t != device_number::f32 && t != device_n
 /// while its kernels run (a peer gone, a network failure) is thrown here instead of a
 /// cudaStreamSynchronize that never returns.
 void nccl_sync(const call& k, ncclComm_t comm) {
-  backoff pause(wait_site{"an NCCL collective on the GPU", -1, k.c.team});
-  for (;;) {
-    const cudaError_t rc = cudaStreamQuery(k.s);
-    if (rc != cudaErrorNotReady) return check_cuda(rc, k.what + ": cudaStreamQuery");
-    ncclResult_t async = ncclSuccess;
-    check_nccl(ncclCommGetAsyncError(comm, &async), k.what + ": ncclCommGetAsyncError");
-    if (async != ncclInProgress) check_nccl(async, k.what + ": NCCL, while it ran");
-    pause.pause();
-  }
+  wait_for_gpu(
+      [&] {
+        const cudaError_t rc = cudaStreamQuery(k.s);
+        if (rc != cudaErrorNotReady) return rc;
+        ncclResult_t async = ncclSuccess;
+        check_nccl(ncclCommGetAsyncError(comm, &async), k.what + ": ncclCommGetAsyncError");
+        if (async != ncclInProgress) check_nccl(async, k.what + ": NCCL, while it ran");
+        return rc;
+      },
+      k.what + ": cudaStreamQuery", wait_site{"an NCCL collective on the GPU", -1, k.c.team});
 }
 
 /// Send/receive pairs in one NCCL group (zero-length pieces skipped alike on both sides).
@@ -496,15 +497,14 @@ void run_host(const call& k) {
 
 /// What only this image can check: a result overlapping its block, a stream of another
 /// GPU (kernels and NCCL calls on it would fail on this image alone).
-std::string local_problem(const call& k) {
-  const device_collective& c = k.c;
+std::string local_problem(const device_collective& c, device_heap& h) {
   if (c.result && c.result_count) {
     const auto* r = static_cast<const std::byte*>(c.result);
-    const std::byte* blk = k.block();
-    if (r < blk + k.bytes && blk < r + c.result_count * c.elem)
+    const std::byte* blk = h.local(c.offset);
+    if (r < blk + c.count * c.elem && blk < r + c.result_count * c.elem)
       return "the result overlaps the coarray's block";
   }
-  return stream_device_problem(c.stream, k.h.device());
+  return stream_device_problem(c.stream, h.device());
 }
 
 void run_peer(const call& k) {
@@ -540,18 +540,7 @@ void run_device_collective(const device_collective& c) {
   // where every member has one (device_allocate agrees it).
   std::string problem = device_collective_problem(c);
   device_heap* h = find_device_heap();
-  const auto ranks = m.ranks();
-  const auto call_on = [&](device_heap& heap) {
-    return call{c,
-                heap,
-                what,
-                c.stream ? c.stream : heap.stream(),
-                m.rank(),
-                m.size(),
-                std::vector<int>(ranks.begin(), ranks.end()),
-                c.count * c.elem};
-  };
-  if (problem.empty() && h) problem = local_problem(call_on(*h));
+  if (problem.empty() && h) problem = local_problem(c, *h);
   if (const auto [first, text] = first_member_problem(m, crown_comm(m), problem, what); first >= 0)
     throw argument_error(what, !problem.empty() ? problem : image_and_rank(m, first) + ": " + text);
   if (!h) h = &active_device_heap(what); // throws naming why there is none
@@ -559,7 +548,15 @@ void run_device_collective(const device_collective& c) {
                         {"bytes", static_cast<std::int64_t>(c.count * c.elem)},
                         {"images", m.size()}, {"root", c.image});
   mesh_paths& p = paths_of(m, *h, what);
-  const call k = call_on(*h);
+  const auto ranks = m.ranks();
+  const call k{c,
+               *h,
+               what,
+               c.stream ? c.stream : h->stream(),
+               m.rank(),
+               m.size(),
+               std::vector<int>(ranks.begin(), ranks.end()),
+               c.count * c.elem};
   const device_guard on(h->device());
   k.meet();
   switch (p.choice.path) {
